@@ -1,0 +1,185 @@
+"""The compaction settings: the design's defaults table, in one place.
+
+Every default below is the original design's value under its name in
+snake_case (``triggerMessages`` -> ``trigger_messages``), so the table can be
+checked line by line. ``CompactionConfig.resolve()`` turns the settings and a
+model's context window into the concrete token budget the nodes use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Trigger used when the model does not report its context window.
+FALLBACK_TRIGGER_TOKENS = 160_000
+
+TokenCounterFn = Callable[[Sequence[Any]], int]
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class TruncateArgsConfig(_Settings):
+    """Layer 1: shorten huge string arguments of old tool calls (no LLM)."""
+
+    enabled: bool = True
+    trigger_messages: int = Field(25, ge=0)
+    trigger_tokens: int = Field(40_000, ge=0)
+    keep_messages: int = Field(20, ge=0)
+    max_arg_length: int = Field(2_000, ge=1)
+    keep_chars: int = Field(20, ge=0)
+    truncation_text: str = "...(argument truncated)"
+
+
+class PruneConfig(_Settings):
+    """Layer 2: head + marker + tail for old, large tool results (no LLM)."""
+
+    enabled: bool = True
+    protect_tokens: int = Field(40_000, ge=0)
+    minimum_tokens: int = Field(20_000, ge=0)
+    max_output_chars: int = Field(2_000, ge=2)
+    excluded_tools: frozenset[str] = frozenset(
+        {"read_file", "memory_search", "memory_get", "session_search"}
+    )
+
+
+class MicroCompactConfig(_Settings):
+    """The second design's micro-compaction: clear all but the last few results.
+
+    Off by default; turn it on instead of, or together with, pruning. Results
+    are cleared in batches (``minimum_tokens`` at a time) so the prompt prefix
+    does not change on every call.
+    """
+
+    enabled: bool = False
+    keep_recent: int = Field(3, ge=0)
+    min_chars: int = Field(100, ge=0)
+    minimum_tokens: int = Field(5_000, ge=0)
+
+
+class CompactionConfig(_Settings):
+    """All compaction settings; every field defaults to the design's table.
+
+    >>> budget = CompactionConfig(context_window=128_000).resolve()
+    >>> (budget.trigger_tokens, budget.keep_tokens)
+    (108000, 8000)
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True
+    )
+
+    context_window: Optional[int] = Field(
+        None, ge=0, description="Model context window; None/0 = take it from the model, else unknown."
+    )
+    trigger_messages: int = Field(50, ge=0, description="0 disables the message-count trigger.")
+    trigger_tokens: int = Field(0, ge=0, description="0 = dynamic: window - reserved.")
+    reserved: int = Field(20_000, ge=0)
+    fallback_trigger_tokens: int = Field(FALLBACK_TRIGGER_TOKENS, ge=1)
+    keep_messages: int = Field(20, ge=1)
+    keep_tokens: int = Field(-1, ge=-1, description="-1 dynamic, 0 = use keep_messages, >0 static.")
+    keep_tokens_min: int = Field(2_000, ge=0)
+    keep_tokens_max: int = Field(8_000, ge=0)
+    keep_tokens_ratio: float = Field(0.25, gt=0, le=1)
+    flush_before_compact: bool = True
+    offload_before_compact: bool = True
+
+    truncate_args: TruncateArgsConfig = TruncateArgsConfig()
+    prune: PruneConfig = PruneConfig()
+    micro: MicroCompactConfig = MicroCompactConfig()
+
+    token_counter: Optional[TokenCounterFn] = Field(
+        None,
+        description="Any callable(list[BaseMessage]) -> int, e.g. model.get_num_tokens_from_messages.",
+    )
+    summary_timeout: Optional[float] = Field(
+        120.0, gt=0, description="Seconds the summarizer may take before the call counts as failed."
+    )
+    summarizer_context_window: Optional[int] = Field(
+        None, ge=1, description="Window of the summarizer model; defaults to the agent's."
+    )
+    timezone: str = Field("UTC", description="Time zone of the ledger's dates (memory/YYYY-MM-DD.md).")
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> "CompactionConfig":
+        if self.keep_tokens_min > self.keep_tokens_max:
+            raise ValueError(
+                f"keep_tokens_min ({self.keep_tokens_min}) is larger than keep_tokens_max "
+                f"({self.keep_tokens_max}); set keep_tokens_min <= keep_tokens_max"
+            )
+        try:
+            from zoneinfo import ZoneInfo
+
+            ZoneInfo(self.timezone)
+        except Exception as exc:  # noqa: BLE001 - any lookup failure is a bad name
+            raise ValueError(
+                f"timezone {self.timezone!r} is not a known IANA zone name; use e.g. 'UTC' or 'Asia/Shanghai'"
+            ) from exc
+        return self
+
+    def resolve(self, model: Any = None) -> "Budget":
+        """Return the concrete budget for a model's window (the design's dynamic rules).
+
+        The window comes from ``context_window``, else from
+        ``model.profile["max_input_tokens"]``; when neither is known the
+        trigger is ``fallback_trigger_tokens`` and the tail is kept by
+        ``keep_messages``.
+        """
+        window = self.context_window or model_context_window(model)
+        if self.trigger_tokens > 0:
+            trigger = self.trigger_tokens
+        elif window:
+            trigger = window - self.reserved
+            if trigger <= 0:
+                trigger = max(1, window // 2)
+        else:
+            trigger = self.fallback_trigger_tokens
+
+        if self.keep_tokens > 0:
+            keep = self.keep_tokens
+        elif self.keep_tokens == 0 or not window:
+            keep = 0
+        else:
+            usable = window - self.reserved
+            keep = min(self.keep_tokens_max, max(self.keep_tokens_min, int(usable * self.keep_tokens_ratio)))
+        return Budget(
+            context_window=window or None,
+            trigger_tokens=trigger,
+            keep_tokens=keep,
+            keep_messages=self.keep_messages,
+            trigger_messages=self.trigger_messages,
+        )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Thresholds resolved for one model: when to compact and how much tail to keep.
+
+    ``keep_tokens == 0`` means the tail is kept by message count
+    (``keep_messages``), as when the window is unknown.
+    """
+
+    context_window: Optional[int]
+    trigger_tokens: int
+    keep_tokens: int
+    keep_messages: int
+    trigger_messages: int
+
+    @property
+    def hard_limit(self) -> int:
+        """Return the token count the model cannot accept: the window, else the trigger."""
+        return self.context_window or self.trigger_tokens
+
+
+def model_context_window(model: Any) -> Optional[int]:
+    """Return ``model.profile["max_input_tokens"]`` when the model reports one, else None."""
+    profile = getattr(model, "profile", None)
+    if isinstance(profile, dict):
+        value = profile.get("max_input_tokens")
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

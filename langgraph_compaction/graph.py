@@ -1,0 +1,108 @@
+"""``add_compaction``: put the compaction nodes in front of a node of the user's own graph."""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Optional, get_type_hints
+
+from typing_extensions import TypedDict
+
+from langchain_core.runnables import RunnableLambda
+
+from langgraph.graph import StateGraph
+from langgraph.types import Send
+
+from .config import CompactionConfig
+from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
+from .state import CompactionChannel
+
+
+def _redirect(target: Any, before: str) -> Any:
+    """Return a branch result with ``before`` replaced by the gate (Send payloads are left alone)."""
+    if isinstance(target, str):
+        return GATE if target == before else target
+    if isinstance(target, Send):
+        return target
+    if isinstance(target, (list, tuple)):
+        return type(target)(_redirect(t, before) for t in target)
+    return target
+
+
+def add_compaction(
+    builder: StateGraph,
+    *,
+    before: str,
+    model: Any,
+    config: Optional[CompactionConfig] = None,
+    storage: Any = None,
+    flush_model: Any = None,
+    agent_model: Any = None,
+) -> CompactionNodes:
+    """Insert gate -> (flush | offload) -> summarize in front of ``before``; return the nodes.
+
+    Call it after the graph's own nodes and edges exist: every edge that led
+    to ``before`` (plain, waiting or conditional) leads to the gate instead.
+    ``model`` is the summarizer; ``storage`` a directory path, a LangGraph
+    ``BaseStore``, or None for the store the graph is compiled or served with.
+    A ``compaction`` key is added to the state when the schema lacks one.
+
+    Raises ValueError when ``before`` is not a node of the graph or the state
+    has no ``messages`` key.
+    """
+    if not isinstance(builder, StateGraph):
+        raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
+    if before not in builder.nodes:
+        known = ", ".join(sorted(n for n in builder.nodes if not n.startswith("__"))) or "none"
+        raise ValueError(f"before={before!r} is not a node of this graph (nodes: {known}); add it before add_compaction")
+    if "messages" not in builder.channels:
+        raise ValueError(
+            "the graph's state has no 'messages' key; use CompactionState or add "
+            "`messages: Annotated[list[AnyMessage], add_messages]` to your state"
+        )
+    taken = [n for n in (GATE, FLUSH, OFFLOAD, SUMMARIZE) if n in builder.nodes]
+    if taken:
+        raise ValueError(f"the graph already has node(s) {taken}; add_compaction can be called once per graph")
+    input_schema = None
+    if "compaction" not in builder.channels:
+        # the nodes read the user's keys plus ``compaction``: a schema of both adds the channel
+        hints = get_type_hints(builder.state_schema, include_extras=True)
+        input_schema = TypedDict(f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__})
+
+    nodes = CompactionNodes(
+        before=before, model=model, config=config, storage=storage, flush_model=flush_model, agent_model=agent_model
+    )
+
+    builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
+    builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}
+    for branches in builder.branches.values():
+        for name, spec in list(branches.items()):
+            if spec.ends is not None:
+                ends: dict[Hashable, str] = {k: GATE if v == before else v for k, v in spec.ends.items()}
+                branches[name] = spec._replace(ends=ends)
+            else:
+                path = spec.path
+                branches[name] = spec._replace(
+                    path=RunnableLambda(
+                        lambda state, config, _p=path: _redirect(_p.invoke(state, config), before),
+                        afunc=lambda state, config, _p=path: _aredirect(_p, state, config, before),
+                        name=getattr(path, "name", None) or "route",
+                    )
+                )
+
+    builder.add_node(GATE, RunnableLambda(nodes.gate, afunc=nodes.agate, name=GATE), input_schema=input_schema)
+    builder.add_node(FLUSH, RunnableLambda(nodes.flush, afunc=nodes.aflush, name=FLUSH), input_schema=input_schema)
+    builder.add_node(OFFLOAD, RunnableLambda(nodes.offload, afunc=nodes.aoffload, name=OFFLOAD), input_schema=input_schema)
+    builder.add_node(
+        SUMMARIZE,
+        RunnableLambda(nodes.summarize, afunc=nodes.asummarize, name=SUMMARIZE),
+        defer=True,
+        input_schema=input_schema,
+    )
+    builder.add_conditional_edges(GATE, nodes.route, [FLUSH, OFFLOAD, SUMMARIZE, before])
+    builder.add_edge(FLUSH, SUMMARIZE)
+    builder.add_edge(OFFLOAD, SUMMARIZE)
+    builder.add_edge(SUMMARIZE, before)
+    return nodes
+
+
+async def _aredirect(path: Any, state: Any, config: Any, before: str) -> Any:
+    return _redirect(await path.ainvoke(state, config), before)

@@ -1,0 +1,174 @@
+"""Layers 1 and 2: cheap edits of old tool traffic, no LLM.
+
+Each function takes the conversation and its per-message token counts and
+returns ``{index: replacement}``: new message objects with the *same id*, so
+written to state they replace the originals in place. Nothing is edited inside
+the protected recent window, and edits are made in batches (only when enough
+can be saved at once) so the prompt prefix changes rarely.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from .config import MicroCompactConfig, PruneConfig, TruncateArgsConfig
+from .conversation import content_text, tool_calls_of, tool_names_by_result, tool_rounds
+
+_PRUNED = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
+MICRO_PLACEHOLDER = "[Old tool result of `{tool}` cleared to save context ({chars} chars); the full output is in the transcript.]"
+
+
+def _shorten(value: Any, cfg: TruncateArgsConfig) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        if len(value) > cfg.max_arg_length:
+            return value[: cfg.keep_chars] + cfg.truncation_text, True
+        return value, False
+    if isinstance(value, dict):
+        changed = False
+        out = {}
+        for k, v in value.items():
+            out[k], c = _shorten(v, cfg)
+            changed |= c
+        return out, changed
+    if isinstance(value, list):
+        items = [_shorten(v, cfg) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    return value, False
+
+
+def _truncated_ai(message: AIMessage, cfg: TruncateArgsConfig) -> AIMessage | None:
+    changed = False
+    calls = []
+    for call in message.tool_calls:
+        args, c = _shorten(call.get("args"), cfg)
+        changed |= c
+        calls.append({**call, "args": args})
+    content = message.content
+    if isinstance(content, list):
+        blocks = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                new_input, c = _shorten(block.get("input"), cfg)
+                changed |= c
+                block = {**block, "input": new_input}
+            blocks.append(block)
+        content = blocks
+    if not changed:
+        return None
+    extra = dict(message.additional_kwargs)
+    if isinstance(extra.get("tool_calls"), list):
+        by_id = {c.get("id"): c.get("args") for c in calls}
+        extra["tool_calls"] = [
+            {**raw, "function": {**raw.get("function", {}), "arguments": json.dumps(by_id[raw.get("id")], ensure_ascii=False)}}
+            if raw.get("id") in by_id
+            else raw
+            for raw in extra["tool_calls"]
+        ]
+    return message.model_copy(update={"tool_calls": calls, "content": content, "additional_kwargs": extra})
+
+
+def truncate_arguments(
+    messages: Sequence[BaseMessage], total_tokens: int, cfg: TruncateArgsConfig
+) -> dict[int, BaseMessage]:
+    """Return assistant messages before the last ``keep_messages`` with long string arguments shortened.
+
+    Runs only once the conversation has ``trigger_messages`` messages or
+    ``trigger_tokens`` tokens; a long argument becomes its first
+    ``keep_chars`` characters plus ``truncation_text``.
+    """
+    if not cfg.enabled or not (len(messages) >= cfg.trigger_messages or total_tokens >= cfg.trigger_tokens):
+        return {}
+    edits: dict[int, BaseMessage] = {}
+    for i in range(max(0, len(messages) - cfg.keep_messages)):
+        m = messages[i]
+        if tool_calls_of(m):
+            new = _truncated_ai(m, cfg)  # type: ignore[arg-type]
+            if new is not None:
+                edits[i] = new
+    return edits
+
+
+def prune_preview(text: str, max_chars: int) -> str:
+    """Return the first and last ``max_chars // 2`` characters around a '(N chars pruned)' marker."""
+    half = max_chars // 2
+    head = text[:half]
+    tail = text[max(len(text) - half, half):] if len(text) > half else ""
+    removed = len(text) - len(head) - len(tail)
+    return f"{head}\n\n...({removed} chars pruned)...\n\n{tail}"
+
+
+def _protected_from(counts: Sequence[int], protect_tokens: int) -> int:
+    """Return the first index of the recent window holding at most ``protect_tokens``."""
+    total = 0
+    for i in range(len(counts) - 1, -1, -1):
+        total += counts[i]
+        if total > protect_tokens:
+            return i + 1
+    return 0
+
+
+def prune_tool_results(
+    messages: Sequence[BaseMessage], counts: Sequence[int], cfg: PruneConfig
+) -> dict[int, BaseMessage]:
+    """Return old, large tool results shortened to head + marker + tail.
+
+    Results inside the last ``protect_tokens`` and results of
+    ``excluded_tools`` (retrieval tools: their output *is* the memory) are
+    never touched; nothing happens unless the candidates hold at least
+    ``minimum_tokens`` together.
+    """
+    if not cfg.enabled:
+        return {}
+    limit = _protected_from(counts, cfg.protect_tokens)
+    names = tool_names_by_result(messages[:limit])
+    candidates: list[tuple[int, str]] = []
+    for i in range(limit):
+        m = messages[i]
+        if not isinstance(m, ToolMessage) or names.get(i, m.name) in cfg.excluded_tools:
+            continue
+        text = content_text(m.content)
+        if len(text) > cfg.max_output_chars and not _PRUNED.search(text):
+            candidates.append((i, text))
+    if not candidates or sum(counts[i] for i, _ in candidates) < cfg.minimum_tokens:
+        return {}
+    return {
+        i: messages[i].model_copy(update={"content": prune_preview(text, cfg.max_output_chars)})
+        for i, text in candidates
+    }
+
+
+def micro_compact(
+    messages: Sequence[BaseMessage], counts: Sequence[int], cfg: MicroCompactConfig, excluded_tools: frozenset[str]
+) -> dict[int, BaseMessage]:
+    """Return all but the ``keep_recent`` latest tool results replaced by a placeholder naming the tool.
+
+    A parallel batch is never split: the kept results extend to whole rounds.
+    Results of at most ``min_chars`` characters stay; nothing happens until
+    the clearable results hold ``minimum_tokens`` together.
+    """
+    if not cfg.enabled:
+        return {}
+    rounds = tool_rounds(messages)
+    names = tool_names_by_result(messages, rounds)
+    result_positions = sorted(names)
+    kept = set(result_positions[len(result_positions) - cfg.keep_recent :]) if cfg.keep_recent else set()
+    for r in rounds:
+        if kept.intersection(r.result_indices):
+            kept.update(r.result_indices)
+    candidates: list[tuple[int, str]] = []
+    for i in result_positions:
+        if i in kept or names[i] in excluded_tools:
+            continue
+        text = content_text(messages[i].content)
+        if len(text) > cfg.min_chars and not text.startswith("[Old tool result of `"):
+            candidates.append((i, text))
+    if not candidates or sum(counts[i] for i, _ in candidates) < cfg.minimum_tokens:
+        return {}
+    return {
+        i: messages[i].model_copy(update={"content": MICRO_PLACEHOLDER.format(tool=names[i], chars=len(text))})
+        for i, text in candidates
+    }

@@ -1,0 +1,112 @@
+"""The graph state: ``messages`` plus a JSON-native ``compaction`` key with its reducer.
+
+Everything in ``compaction`` is a dict, list, str, int, float, bool or None,
+so it survives every checkpointer's serializer and a state edit in Studio.
+``read_compaction`` repairs a value edited into the wrong types instead of
+crashing the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Optional
+
+from langchain_core.messages import AnyMessage
+from typing_extensions import TypedDict
+
+from langgraph.graph.message import add_messages
+
+logger = logging.getLogger("langgraph_compaction")
+
+#: How many past events the state keeps (the stream carries all of them).
+MAX_EVENTS = 20
+
+COUNT_KEYS = ("truncate", "prune", "micro", "summarize", "extractive", "failed")
+
+_DEFAULTS: dict[str, Any] = {
+    "pending": None,
+    "manual": None,
+    "offloaded_ids": [],
+    "flushed_ids": [],
+    "summary_id": None,
+    "summary_text": None,
+    "cutoff_id": None,
+    "offload_path": None,
+    "last_error": None,
+    "counts": {},
+    "events": [],
+}
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "pending": dict,
+    "manual": dict,
+    "offloaded_ids": list,
+    "flushed_ids": list,
+    "summary_id": str,
+    "summary_text": str,
+    "cutoff_id": str,
+    "offload_path": str,
+    "last_error": str,
+    "counts": dict,
+    "events": list,
+}
+
+
+def read_compaction(raw: Any) -> dict[str, Any]:
+    """Return the ``compaction`` value with every known key present and of the right type.
+
+    Wrong types (a Studio edit, a hand-written update) fall back to the
+    default for that key and are logged, so the next run never crashes on them.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        logger.warning("compaction state is %s, not a dict; starting from defaults", type(raw).__name__)
+        raw = {}
+    out = dict(raw)
+    for key, default in _DEFAULTS.items():
+        value = raw.get(key, default)
+        if value is not None and not isinstance(value, _TYPES[key]):
+            logger.warning("compaction[%r] has type %s; using the default", key, type(value).__name__)
+            value = default
+        out[key] = list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+    out["offloaded_ids"] = [i for i in out["offloaded_ids"] if isinstance(i, str)]
+    out["flushed_ids"] = [i for i in out["flushed_ids"] if isinstance(i, str)]
+    out["counts"] = {k: v for k, v in out["counts"].items() if isinstance(v, int) and not isinstance(v, bool)}
+    return out
+
+
+def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
+    """Merge a node's ``compaction`` write into the state (the reducer).
+
+    Keys are replaced, except ``counts`` (added up) and ``events`` (appended,
+    the last ``MAX_EVENTS`` kept), so the flush and offload branches can write
+    in the same step without losing each other's figures.
+    """
+    base = read_compaction(left)
+    if right is None:
+        return base
+    if not isinstance(right, dict):
+        logger.warning("ignored a compaction update of type %s", type(right).__name__)
+        return base
+    merged = {**base, **{k: v for k, v in right.items() if k not in ("counts", "events")}}
+    counts = dict(base["counts"])
+    for key, value in (right.get("counts") or {}).items():
+        if isinstance(value, int):
+            counts[key] = counts.get(key, 0) + value
+    merged["counts"] = counts
+    events = right.get("events")
+    merged["events"] = (base["events"] + list(events))[-MAX_EVENTS:] if isinstance(events, list) else base["events"]
+    return read_compaction(merged)
+
+
+class CompactionState(TypedDict):
+    """A ready-made state: ``messages`` (``add_messages``) and ``compaction`` (``merge_compaction``)."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    compaction: Annotated[dict, merge_compaction]
+
+
+class CompactionChannel(TypedDict):
+    """Just the ``compaction`` key, added to a user's graph that lacks it."""
+
+    compaction: Annotated[dict, merge_compaction]

@@ -1,0 +1,97 @@
+"""A scripted chat model for tests, benchmarks and offline demos.
+
+``ScriptedModel`` answers the two compaction prompts the way a careful LLM
+would (a four-section summary; memory bullets or ``NO_REPLY``) without a
+network, after an optional fixed latency; any other prompt gets ``reply``.
+It can be told to fail in the ways real models fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any, Callable, Optional, Sequence, Union
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+_USER_BLOCK = re.compile(r"^\[user\]\n(.*?)(?=\n\n\[|\Z)", re.MULTILINE | re.DOTALL)
+_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w{1,5}")
+
+Reply = Union[str, Exception, Callable[[str], str]]
+
+
+def _prompt_text(messages: Sequence[BaseMessage]) -> str:
+    return "\n".join(m.content if isinstance(m.content, str) else str(m.content) for m in messages)
+
+
+def scripted_summary(prompt: str, target_words: int = 350) -> str:
+    """Return a four-section summary of a summary prompt's ``<messages>`` block, about ``target_words`` long."""
+    body = prompt.split("<messages>", 1)[-1]
+    requests = [r.strip() for r in _USER_BLOCK.findall(body) if r.strip()]
+    paths = list(dict.fromkeys(_PATH.findall(body)))[:15]
+    intent = requests[-1][:400] if requests else "Continue the task in progress."
+    words = re.findall(r"[A-Za-z_]{5,}", body)
+    topics = " ".join(dict.fromkeys(w.lower() for w in words[-400:]))
+    filler = " ".join(topics.split()[: max(0, target_words - 60)])
+    return (
+        f"## SESSION INTENT\n{intent}\n\n"
+        f"## SUMMARY\nThe conversation covered {len(requests)} user requests. Topics: {filler}\n\n"
+        "## ARTIFACTS\n" + ("\n".join(f"- {p}" for p in paths) or "None") + "\n\n"
+        "## NEXT STEPS\nContinue with the latest request and verify the result."
+    )
+
+
+def scripted_memories(prompt: str) -> str:
+    """Return memory bullets for a memory prompt, or ``NO_REPLY`` when its conversation has no user text."""
+    conversation = prompt.split("<conversation>", 1)[-1]
+    requests = [r.strip().splitlines()[0][:160] for r in _USER_BLOCK.findall(conversation) if r.strip()]
+    if not requests:
+        return "NO_REPLY"
+    return "\n".join(f"- The user asked: {r}" for r in requests[-3:])
+
+
+class ScriptedModel(BaseChatModel):
+    """A chat model that answers compaction prompts deterministically (optionally slowly or wrongly).
+
+    ``summary``/``memory`` override the answers to the summary and memory
+    prompts: a string, an exception to raise, or a function of the prompt.
+    ``reply`` answers anything else. ``latency`` seconds pass before each
+    answer; ``calls`` records every prompt.
+    """
+
+    latency: float = 0.0
+    summary: Optional[Any] = None
+    memory: Optional[Any] = None
+    reply: Any = "OK."
+    summary_words: int = 350
+    calls: list = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _answer(self, prompt: str) -> str:
+        self.calls.append(prompt)
+        if "Context Extraction Assistant" in prompt:
+            chosen = self.summary if self.summary is not None else (lambda p: scripted_summary(p, self.summary_words))
+        elif "memory extraction assistant" in prompt:
+            chosen = self.memory if self.memory is not None else scripted_memories
+        else:
+            chosen = self.reply
+        if isinstance(chosen, BaseException):
+            raise chosen
+        return chosen(prompt) if callable(chosen) else chosen
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        if self.latency:
+            time.sleep(self.latency)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._answer(_prompt_text(messages))))])
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._answer(_prompt_text(messages))))])

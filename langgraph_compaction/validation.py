@@ -1,0 +1,80 @@
+"""Checks that a message list is one a provider accepts.
+
+These encode the ordering rules OpenAI and Anthropic enforce with an HTTP 400,
+so tests, benchmarks and the stress run can assert "the model would have
+accepted this" without a network.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from .conversation import tool_calls_of
+
+
+def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
+    """Return the reasons OpenAI's chat API would reject this message order (empty if none)."""
+    problems: list[str] = []
+    if not messages:
+        return ["the message list is empty"]
+    open_calls: set[str] = set()
+    open_at: int | None = None
+    for i, m in enumerate(messages):
+        if isinstance(m, ToolMessage):
+            if m.tool_call_id not in open_calls:
+                problems.append(
+                    f"message {i}: tool result {m.tool_call_id!r} does not answer a call of the closest preceding assistant message"
+                )
+            else:
+                open_calls.discard(m.tool_call_id)
+            continue
+        if open_calls:
+            problems.append(f"message {open_at}: tool calls {sorted(open_calls)} are not answered before message {i}")
+        open_calls = {c.get("id") for c in tool_calls_of(m)}
+        open_at = i
+    if open_calls:
+        problems.append(f"message {open_at}: tool calls {sorted(open_calls)} are never answered")
+    return problems
+
+
+def anthropic_violations(messages: Sequence[BaseMessage]) -> list[str]:
+    """Return the reasons Anthropic's messages API would reject this order (empty if none).
+
+    Besides the tool-result pairing (the same as OpenAI's), Anthropic accepts
+    system messages only as one leading block and wants the first turn to be
+    a user turn.
+    """
+    problems = openai_violations(messages)
+    seen_other = False
+    first_turn_checked = False
+    for i, m in enumerate(messages):
+        if isinstance(m, SystemMessage):
+            if seen_other:
+                problems.append(f"message {i}: system message after the conversation started")
+            continue
+        seen_other = True
+        if not first_turn_checked:
+            first_turn_checked = True
+            if not isinstance(m, HumanMessage):
+                problems.append(f"message {i}: the first turn is {m.type}, not a user turn")
+    return problems
+
+
+def view_violations(messages: Sequence[BaseMessage], latest_human: BaseMessage | None) -> list[str]:
+    """Return every broken promise of a compacted view: provider rules, system first, latest request.
+
+    ``latest_human`` is the most recent human message of the uncompacted
+    conversation; the view must contain it verbatim.
+    """
+    problems = anthropic_violations(messages)
+    system_ids = [m.id for m in messages if isinstance(m, SystemMessage)]
+    if len(system_ids) != len(set(system_ids)):
+        problems.append("a system message appears twice")
+    if latest_human is not None and not any(
+        isinstance(m, HumanMessage) and m.id == latest_human.id and m.content == latest_human.content
+        for m in messages
+    ):
+        problems.append("the latest human message is missing or changed")
+    return problems
