@@ -314,7 +314,7 @@ class TokenCounter:
     def message(self, message: BaseMessage) -> int:
         """Return the tokens of one message, from the cache when its id and fingerprint match."""
         message_id = getattr(message, "id", None)
-        if not message_id:
+        if not isinstance(message_id, str) or not message_id:
             return self._count(message)
         key = (message_id, type(message).__name__, _fingerprint(message))
         cached = self._cache.get(key)
