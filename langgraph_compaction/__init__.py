@@ -12,15 +12,35 @@ Add the compaction nodes in front of your model node::
     graph = builder.compile(checkpointer=InMemorySaver())
 """
 
-from .config import Budget, CompactionConfig, MicroCompactConfig, PruneConfig, TruncateArgsConfig
+from .config import Budget, CompactionConfig, FidelityConfig, MicroCompactConfig, PruneConfig, TruncateArgsConfig
+from .consolidation import (
+    ConsolidationResult,
+    aconsolidate_memory,
+    amemory_for_prompt,
+    consolidate_memory,
+    consolidation_node,
+    memory_for_prompt,
+)
 from .conversation import SUMMARY_MESSAGE_NAME, is_summary
+from .fidelity import complete_summary, pin_constraint, stated_rules, unpin_constraint
 from .graph import add_compaction
 from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
+from .overflow import (
+    ContextTooLongError,
+    ainvoke_with_recovery,
+    invoke_with_recovery,
+    is_context_overflow,
+    overflow_figures,
+    with_overflow_recovery,
+)
 from .plan import CompactionPlan, Cut, find_cutoff, plan_compaction
+from .redact import redact_secrets
 from .state import CompactionState, merge_compaction, read_compaction
 from .storage import CompactionStorage, FileStorage, StoreStorage, open_storage, safe_label
 from .summary import build_summary_message, extractive_summary, summary_message_id
 from .tokens import TokenCounter, estimate_tokens, seed_estimate_tokens
+from .tools import make_compaction_tools
+from .transcript import aload_transcript, load_transcript
 from .validation import anthropic_violations, openai_violations, view_violations
 
 __all__ = [
@@ -31,8 +51,11 @@ __all__ = [
     "CompactionPlan",
     "CompactionState",
     "CompactionStorage",
+    "ConsolidationResult",
+    "ContextTooLongError",
     "Cut",
     "FLUSH",
+    "FidelityConfig",
     "FileStorage",
     "GATE",
     "MicroCompactConfig",
@@ -42,20 +65,38 @@ __all__ = [
     "StoreStorage",
     "TokenCounter",
     "TruncateArgsConfig",
+    "aconsolidate_memory",
     "add_compaction",
+    "ainvoke_with_recovery",
+    "aload_transcript",
+    "amemory_for_prompt",
     "anthropic_violations",
     "build_summary_message",
+    "complete_summary",
+    "consolidate_memory",
+    "consolidation_node",
     "estimate_tokens",
     "extractive_summary",
     "find_cutoff",
+    "invoke_with_recovery",
+    "is_context_overflow",
     "is_summary",
+    "load_transcript",
+    "make_compaction_tools",
+    "memory_for_prompt",
     "merge_compaction",
     "open_storage",
     "openai_violations",
+    "overflow_figures",
+    "pin_constraint",
     "plan_compaction",
     "read_compaction",
+    "redact_secrets",
     "safe_label",
     "seed_estimate_tokens",
+    "stated_rules",
     "summary_message_id",
+    "unpin_constraint",
     "view_violations",
+    "with_overflow_recovery",
 ]

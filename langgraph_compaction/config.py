@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .redact import redact_secrets
+
 #: Trigger used when the model does not report its context window.
 FALLBACK_TRIGGER_TOKENS = 160_000
 
@@ -43,7 +45,7 @@ class PruneConfig(_Settings):
     minimum_tokens: int = Field(20_000, ge=0)
     max_output_chars: int = Field(2_000, ge=2)
     excluded_tools: frozenset[str] = frozenset(
-        {"read_file", "memory_search", "memory_get", "session_search"}
+        {"read_file", "memory_search", "memory_get", "session_search", "recall"}
     )
 
 
@@ -59,6 +61,15 @@ class MicroCompactConfig(_Settings):
     keep_recent: int = Field(3, ge=0)
     min_chars: int = Field(100, ge=0)
     minimum_tokens: int = Field(5_000, ge=0)
+
+
+class FidelityConfig(_Settings):
+    """Not in the design's table: what every summary keeps word for word (see ``fidelity``)."""
+
+    request_tokens: int = Field(2_000, ge=0, description="Budget of the user's verbatim requests in SESSION INTENT.")
+    max_artifacts: int = Field(100, ge=1, description="Entries of the ARTIFACTS trail; older ones are counted, not listed.")
+    auto_pin: bool = Field(True, description="Pin the rules users state ('never ...', '必须 ...') automatically.")
+    max_auto_pins: int = Field(20, ge=0, description="Automatic pins kept in force; the oldest are unpinned first.")
 
 
 class CompactionConfig(_Settings):
@@ -91,6 +102,7 @@ class CompactionConfig(_Settings):
     truncate_args: TruncateArgsConfig = TruncateArgsConfig()
     prune: PruneConfig = PruneConfig()
     micro: MicroCompactConfig = MicroCompactConfig()
+    fidelity: FidelityConfig = FidelityConfig()
 
     token_counter: Optional[TokenCounterFn] = Field(
         None,
@@ -103,6 +115,31 @@ class CompactionConfig(_Settings):
         None, ge=1, description="Window of the summarizer model; defaults to the agent's."
     )
     timezone: str = Field("UTC", description="Time zone of the ledger's dates (memory/YYYY-MM-DD.md).")
+    consolidation_max_tokens: int = Field(4_000, ge=100, description="Size limit of MEMORY.md after consolidation.")
+    consolidation_min_gap: float = Field(1_800.0, ge=0, description="Seconds between two consolidations of one user.")
+    daily_file_retention_days: int = Field(90, ge=1, description="Daily ledgers older than this move to memory/archive/.")
+    redactor: Optional[Callable[[str], str]] = Field(
+        redact_secrets, description="Applied to memory (ledger and MEMORY.md) before it is written; None = off."
+    )
+    redact_transcripts: bool = Field(
+        False, description="Also redact offloaded transcripts (they are then no longer byte-exact)."
+    )
+
+    # Not in the design's table: the guards against compacting again and again without progress.
+    target_ratio: float = Field(
+        0.6, gt=0, le=1, description="A compaction must leave at most this share of trigger_tokens."
+    )
+    min_new_tokens: Optional[int] = Field(
+        None, ge=0, description="New tokens needed before the next summary; None = 10 % of the trigger."
+    )
+    trigger_messages_min_tokens: Optional[int] = Field(
+        None, ge=0, description="The message-count trigger fires only above this; None = 25 % of the trigger."
+    )
+    breaker_failures: int = Field(3, ge=1, description="Consecutive summarizer failures that open the breaker.")
+    breaker_cooldown: float = Field(
+        600.0, ge=0, description="Seconds the summarizer is not called once the breaker is open."
+    )
+    calibrate: bool = Field(True, description="Scale counts by the model's reported usage_metadata.input_tokens.")
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "CompactionConfig":
@@ -110,6 +147,11 @@ class CompactionConfig(_Settings):
             raise ValueError(
                 f"keep_tokens_min ({self.keep_tokens_min}) is larger than keep_tokens_max "
                 f"({self.keep_tokens_max}); set keep_tokens_min <= keep_tokens_max"
+            )
+        if 0 < self.trigger_tokens <= self.keep_tokens:
+            raise ValueError(
+                f"keep_tokens ({self.keep_tokens}) is not below trigger_tokens ({self.trigger_tokens}): every "
+                "compaction would end over the trigger; set keep_tokens well under trigger_tokens"
             )
         try:
             from zoneinfo import ZoneInfo
@@ -152,6 +194,11 @@ class CompactionConfig(_Settings):
             keep_tokens=keep,
             keep_messages=self.keep_messages,
             trigger_messages=self.trigger_messages,
+            target_tokens=int(trigger * self.target_ratio),
+            min_new_tokens=trigger // 10 if self.min_new_tokens is None else self.min_new_tokens,
+            messages_min_tokens=(
+                trigger // 4 if self.trigger_messages_min_tokens is None else self.trigger_messages_min_tokens
+            ),
         )
 
 
@@ -168,6 +215,12 @@ class Budget:
     keep_tokens: int
     keep_messages: int
     trigger_messages: int
+    #: At most this many tokens after a compaction (``target_ratio`` of the trigger).
+    target_tokens: int = 0
+    #: New tokens that must arrive after a summary before the next one (unless the window would overflow).
+    min_new_tokens: int = 0
+    #: The message-count trigger needs at least this many tokens too.
+    messages_min_tokens: int = 0
 
     @property
     def hard_limit(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Hashable, Optional, get_type_hints
 
 from typing_extensions import TypedDict
@@ -13,6 +14,7 @@ from langgraph.types import Send
 
 from .config import CompactionConfig
 from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
+from .overflow import with_overflow_recovery
 from .state import CompactionChannel
 
 
@@ -36,6 +38,8 @@ def add_compaction(
     storage: Any = None,
     flush_model: Any = None,
     agent_model: Any = None,
+    system_prompt: Any = None,
+    overflow_recovery: bool = True,
 ) -> CompactionNodes:
     """Insert gate -> (flush | offload) -> summarize in front of ``before``; return the nodes.
 
@@ -44,6 +48,12 @@ def add_compaction(
     ``model`` is the summarizer; ``storage`` a directory path, a LangGraph
     ``BaseStore``, or None for the store the graph is compiled or served with.
     A ``compaction`` key is added to the state when the schema lacks one.
+
+    ``agent_model`` (the model ``before`` calls, tools bound) and
+    ``system_prompt`` (what ``before`` puts in front of the messages) are
+    counted in every request. With ``overflow_recovery`` (the default)
+    ``before`` is wrapped: when its model refuses the request as too long, the
+    history is compacted at once and the call retried once (see ``overflow``).
 
     Raises ValueError when ``before`` is not a node of the graph or the state
     has no ``messages`` key.
@@ -68,8 +78,17 @@ def add_compaction(
         input_schema = TypedDict(f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__})
 
     nodes = CompactionNodes(
-        before=before, model=model, config=config, storage=storage, flush_model=flush_model, agent_model=agent_model
+        before=before,
+        model=model,
+        config=config,
+        storage=storage,
+        flush_model=flush_model,
+        agent_model=agent_model,
+        system_prompt=system_prompt,
     )
+    if overflow_recovery:
+        spec = builder.nodes[before]
+        builder.nodes[before] = replace(spec, runnable=with_overflow_recovery(spec.runnable, nodes, name=before))
 
     builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
     builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}

@@ -41,6 +41,9 @@ def _shorten(value: Any, cfg: TruncateArgsConfig) -> tuple[Any, bool]:
 
 
 def _truncated_ai(message: AIMessage, cfg: TruncateArgsConfig) -> AIMessage | None:
+    # A string's repr is at least as long as the string: short calls need no walk (the gate sees every old call).
+    if not isinstance(message.content, list) and len(repr(message.tool_calls)) <= cfg.max_arg_length:
+        return None
     changed = False
     calls = []
     for call in message.tool_calls:
@@ -124,15 +127,18 @@ def prune_tool_results(
     if not cfg.enabled:
         return {}
     limit = _protected_from(counts, cfg.protect_tokens)
-    names = tool_names_by_result(messages[:limit])
-    candidates: list[tuple[int, str]] = []
+    large: list[tuple[int, str]] = []
     for i in range(limit):
         m = messages[i]
-        if not isinstance(m, ToolMessage) or names.get(i, m.name) in cfg.excluded_tools:
-            continue
-        text = content_text(m.content)
-        if len(text) > cfg.max_output_chars and not _PRUNED.search(text):
-            candidates.append((i, text))
+        if isinstance(m, ToolMessage):
+            text = content_text(m.content)
+            if len(text) > cfg.max_output_chars and not _PRUNED.search(text):
+                large.append((i, text))
+    if sum(counts[i] for i, _ in large) < cfg.minimum_tokens:
+        return {}
+    # pairing results with their calls costs a pass over the history: only when pruning may happen
+    names = tool_names_by_result(messages[:limit])
+    candidates = [(i, text) for i, text in large if names.get(i, messages[i].name) not in cfg.excluded_tools]
     if not candidates or sum(counts[i] for i, _ in candidates) < cfg.minimum_tokens:
         return {}
     return {

@@ -1,15 +1,22 @@
-"""Long-term memory, the pure part: the flush prompt and the daily ledger's format.
+"""Long-term memory, the pure part: the flush prompt, the daily ledger's format, consolidation's checks.
 
 The ledger ``memory/YYYY-MM-DD.md`` is append-only: each flush adds a
-``## Flush <ISO time>`` section of markdown bullets. ``MEMORY.md`` is the
-curated memory; flush only reads it.
+``## Flush <ISO time>`` section of markdown bullets, followed by a hidden
+``<!-- flush:<key> -->`` line naming the messages it came from, so a flush
+re-run after a crash finds its own entry instead of asking the model again.
+``MEMORY.md`` is the curated memory; flush only reads it, consolidation
+rewrites it (keeping backups under ``memory/backups/``); old daily files move
+to ``memory/archive/``. Consolidation's prompt, watermark and loss guard are
+here too; ``consolidation.py`` runs them against storage and a model.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 from zoneinfo import ZoneInfo
 
 from langchain_core.messages import BaseMessage
@@ -17,14 +24,73 @@ from langchain_core.messages import BaseMessage
 from .conversation import is_summary
 from .prompts import MEMORY_PROMPT, NO_REPLY
 from .summary import render_messages
+from .tokens import estimate_text_tokens
 
 MEMORY_FILE = "MEMORY.md"
+ARCHIVE_DIR = "memory/archive"
+BACKUP_DIR = "memory/backups"
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*\S)\s*$")
+_DAILY = re.compile(r"memory/(?:archive/)?(\d{4}-\d{2}-\d{2})\.md")
+_FLUSH_HEADER = re.compile(r"^##\s+Flush\s+(\S+)")
+_MARKER = re.compile(r"^<!--\s*flush:([0-9a-f]+)\s*-->$")
 
 
 def ledger_relpath(day: str) -> str:
     """Return the daily ledger's path for a ``YYYY-MM-DD`` day."""
     return f"memory/{day}.md"
+
+
+def ledger_day(relpath: str) -> Optional[str]:
+    """Return the ``YYYY-MM-DD`` of a daily ledger path (current or archived), else None."""
+    match = _DAILY.fullmatch(relpath)
+    return match.group(1) if match else None
+
+
+def is_memory_text(relpath: str) -> bool:
+    """Return True for the files memory search covers: ``MEMORY.md`` and the daily ledgers."""
+    return relpath == MEMORY_FILE or ledger_day(relpath) is not None
+
+
+def flush_marker(message_ids: Iterable[str]) -> str:
+    """Return the hidden line that marks a ledger entry as extracted from these messages."""
+    digest = hashlib.sha256("\x00".join(sorted(message_ids)).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"<!-- flush:{digest} -->"
+
+
+def has_flush_marker(ledger: str, marker: str) -> bool:
+    """Return True when the ledger already holds the entry of this marker (a re-run after a crash)."""
+    return any(line.strip() == marker for line in ledger.splitlines())
+
+
+@dataclass(frozen=True)
+class MemoryLine:
+    """One searchable line of a memory file, with where it is and when it was written."""
+
+    path: str
+    line: int
+    text: str
+    date: Optional[str]
+
+
+def memory_lines(relpath: str, text: str) -> list[MemoryLine]:
+    """Return the content lines of a memory file (no headings, blanks or markers), each with its date.
+
+    A ledger line is dated by its ``## Flush <time>`` section (else the
+    file's day); ``MEMORY.md`` lines are undated.
+    """
+    date = ledger_day(relpath)
+    out: list[MemoryLine] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        header = _FLUSH_HEADER.match(line)
+        if header:
+            date = header.group(1)
+            continue
+        if not line or line.startswith("#") or _MARKER.match(line):
+            continue
+        bullet = _BULLET.match(line)
+        out.append(MemoryLine(relpath, number, bullet.group(1) if bullet else line, date))
+    return out
 
 
 def local_now(timezone: str) -> datetime:
@@ -49,6 +115,28 @@ def flush_prompt(messages: Sequence[BaseMessage], memory_md: str, ledger: str, d
     )
 
 
+#: Han, kana and hangul: written without spaces, so they are indexed as characters and bigrams.
+_CJK = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+_CJK_SPLIT = re.compile(f"({_CJK}+)")
+_CJK_RUN = re.compile(f"{_CJK}+")
+
+
+def search_terms(text: str) -> list[str]:
+    """Return the terms a text is indexed and searched by: folded words, CJK characters and bigrams.
+
+    >>> search_terms("Deploy to staging-2 on 周五发布")
+    ['deploy', 'to', 'staging', '2', 'on', '周', '五', '发', '布', '周五', '五发', '发布']
+    """
+    terms: list[str] = []
+    for run in re.findall(r"[^\W_]+", text.casefold()):
+        for part in _CJK_SPLIT.split(run):
+            if _CJK_RUN.fullmatch(part):
+                terms += list(part) + [part[i : i + 2] for i in range(len(part) - 1)]
+            elif part:
+                terms.append(part)
+    return terms
+
+
 def normalize_bullet(text: str) -> str:
     """Return a bullet's text folded for duplicate detection (case, spaces, end punctuation)."""
     return re.sub(r"\s+", " ", text).strip().rstrip(".;").casefold()
@@ -59,11 +147,31 @@ def parse_bullets(text: str) -> list[str]:
     return [m.group(1) for line in text.splitlines() if (m := _BULLET.match(line))]
 
 
-def ledger_entry(answer: str, existing: str, now: datetime, redact=None) -> Optional[str]:
+def flush_problem(answer: object) -> Optional[str]:
+    """Return why a memory-extraction answer is unusable (neither ``NO_REPLY`` nor bullets), or None."""
+    if not isinstance(answer, str):
+        return f"the memory model returned {type(answer).__name__}, not text"
+    text = answer.strip()
+    if not text:
+        return "the memory model returned empty text"
+    if text != NO_REPLY and not parse_bullets(text):
+        return f"the memory model's answer is neither NO_REPLY nor bullets: {text[:80]!r}"
+    return None
+
+
+def ledger_entry(
+    answer: str,
+    existing: str,
+    now: datetime,
+    redact: Optional[Callable[[str], str]] = None,
+    marker: Optional[str] = None,
+) -> Optional[str]:
     """Return the text to append to today's ledger, or None when there is nothing new.
 
-    ``NO_REPLY`` and answers without bullets write nothing; bullets already in
-    today's ledger (same normalized text) are not written again.
+    ``NO_REPLY`` and answers without bullets write nothing; each bullet is
+    passed through ``redact`` first; bullets already in today's ledger (same
+    normalized text) are not written again. ``marker`` (``flush_marker``)
+    follows the header.
     """
     if not isinstance(answer, str) or answer.strip() == NO_REPLY:
         return None
@@ -79,4 +187,155 @@ def ledger_entry(answer: str, existing: str, now: datetime, redact=None) -> Opti
     if not fresh:
         return None
     lead = "" if not existing or existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
-    return lead + f"## Flush {now.isoformat(timespec='seconds')}\n\n" + "".join(f"- {b}\n" for b in fresh) + "\n"
+    header = f"## Flush {now.isoformat(timespec='seconds')}\n" + (f"{marker}\n" if marker else "")
+    return lead + header + "\n" + "".join(f"- {b}\n" for b in fresh) + "\n"
+
+
+# --- consolidation, the pure part ------------------------------------------------
+
+#: Share of an existing entry's terms a new or superseded entry must contain to count as covering it.
+COVER_RATIO = 0.6
+
+CONSOLIDATION_PROMPT = """You are a memory consolidation assistant. MEMORY.md is the curated long-term memory of an AI agent: facts, decisions, preferences and context worth keeping across conversations. Merge the new daily ledger entries below into it.
+
+Rules:
+- Write the complete new MEMORY.md between <memory> and </memory>: markdown, optional "## " section headings, one self-contained fact per "- " bullet, with dates and names.
+- Keep every existing fact that is still true. Remove exact and near duplicates; merge related facts into one bullet.
+- Drop a fact only when a newer entry supersedes or contradicts it, or it is clearly stale (a finished one-off task, a past deadline). List every existing bullet you drop between <superseded> and </superseded>, one per line as "- <the old bullet> => <why>".
+- Stay within {max_tokens} tokens (about {max_words} words).
+- Never record secrets (API keys, tokens, passwords, private keys).
+- If nothing needs to change, write the current MEMORY.md unchanged.
+
+Today's date: {today}
+
+<memory_md>
+{memory_md}
+</memory_md>
+
+<new_entries>
+{entries}
+</new_entries>"""
+
+SHORTEN_INSTRUCTION = """
+
+Your previous answer was about {tokens} tokens, over the limit of {max_tokens}. Write it again, shorter: merge related facts and drop the least useful ones (listing them under <superseded>)."""
+
+_MEMORY_BLOCK = re.compile(r"<memory>\s*(.*?)\s*</memory>", re.DOTALL)
+_SUPERSEDED_BLOCK = re.compile(r"<superseded>\s*(.*?)\s*</superseded>", re.DOTALL)
+_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n```$", re.DOTALL)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def pending_entries(ledgers: dict[str, str], watermark: dict[str, Any]) -> dict[str, str]:
+    """Return, per daily ledger, the text appended since the watermark (whole files the watermark does not know).
+
+    The watermark holds, per file, how many characters were consolidated and
+    their hash; a file whose start no longer matches (edited by hand) is
+    taken whole again.
+    """
+    out: dict[str, str] = {}
+    for path, text in sorted(ledgers.items()):
+        mark = watermark.get(path) if isinstance(watermark.get(path), dict) else {}
+        done = mark.get("chars") if isinstance(mark.get("chars"), int) else 0
+        if not (0 < done <= len(text) and _sha(text[:done]) == mark.get("sha256")):
+            done = 0
+        rest = text[done:]
+        if parse_bullets(rest):
+            out[path] = rest
+    return out
+
+
+def advanced_watermark(ledgers: dict[str, str]) -> dict[str, dict]:
+    """Return the watermark that marks these ledger texts as consolidated."""
+    return {path: {"chars": len(text), "sha256": _sha(text)} for path, text in ledgers.items()}
+
+
+def is_consolidated(path: str, text: str, watermark: dict[str, Any]) -> bool:
+    """Return True when a ledger has nothing the watermark does not cover."""
+    return path not in pending_entries({path: text}, watermark)
+
+
+def consolidation_prompt(memory_md: str, entries: dict[str, str], max_tokens: int, today: str) -> str:
+    """Return the consolidation prompt: the current MEMORY.md and the new entries per daily file."""
+    blocks = "\n\n".join(f"### {path}\n{text.strip()}" for path, text in entries.items())
+    return CONSOLIDATION_PROMPT.format(
+        max_tokens=max_tokens,
+        max_words=int(max_tokens * 0.7),
+        today=today,
+        memory_md=memory_md.strip() or "(empty)",
+        entries=blocks,
+    )
+
+
+def parse_answer(answer: object) -> tuple[Optional[str], list[str]]:
+    """Return (the new MEMORY.md text or None when the answer has none, the bullets named superseded)."""
+    if not isinstance(answer, str) or not answer.strip():
+        return None, []
+    block = _MEMORY_BLOCK.search(answer)
+    superseded_block = _SUPERSEDED_BLOCK.search(answer)
+    superseded = [b.split("=>", 1)[0].strip() for b in parse_bullets(superseded_block.group(1))] if superseded_block else []
+    if block:
+        text = block.group(1)
+    elif "<memory" in answer or superseded_block:
+        return None, superseded  # a cut-off or malformed answer: never take it as the memory
+    else:
+        text = answer.strip()
+    fenced = _FENCE.match(text.strip())
+    text = (fenced.group(1) if fenced else text).strip()
+    if not parse_bullets(text):
+        return None, superseded
+    return text + "\n", superseded
+
+
+def _covers(entry_terms: set[str], candidates: Sequence[set[str]]) -> bool:
+    return bool(entry_terms) and any(len(entry_terms & c) >= COVER_RATIO * len(entry_terms) for c in candidates)
+
+
+def dropped_entries(old_md: str, new_md: str, superseded: Sequence[str]) -> list[str]:
+    """Return the entries of the old MEMORY.md that the new one lost without naming them superseded.
+
+    An old entry counts as kept when the new text has it (same normalized
+    text) or a bullet containing most of its terms (a merge), and as
+    superseded when the superseded list has it the same way.
+    """
+    new = parse_bullets(new_md)
+    new_keys = {normalize_bullet(b) for b in new}
+    covering = [set(search_terms(b)) for b in [*new, *superseded]]
+    return [
+        b
+        for b in parse_bullets(old_md)
+        if normalize_bullet(b) not in new_keys and not _covers(set(search_terms(b)), covering)
+    ]
+
+
+def loss_problem(old_md: str, new_md: str, superseded: Sequence[str]) -> Optional[str]:
+    """Return why a new MEMORY.md must be refused (it silently drops over half the entries), or None."""
+    old_count = len(parse_bullets(old_md))
+    dropped = dropped_entries(old_md, new_md, superseded)
+    if old_count and 2 * len(dropped) > old_count:
+        sample = "; ".join(d[:80] for d in dropped[:3])
+        return f"the answer drops {len(dropped)} of {old_count} entries without superseding them (e.g. {sample})"
+    return None
+
+
+def trim_to_tokens(text: str, max_tokens: int, count: Callable[[str], int] = estimate_text_tokens) -> str:
+    """Return the text cut at a line end to fit ``max_tokens``, with a closing line saying what was left out."""
+    if count(text) <= max_tokens:
+        return text
+    lines = text.splitlines()
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        size = count(line + "\n")
+        if used + size > max(0, max_tokens - 40):
+            break
+        kept.append(line)
+        used += size
+    left = len(lines) - len(kept)
+    return "\n".join(kept) + (
+        f"\n(MEMORY.md continues: {left} more lines; use memory_search, or memory_get on MEMORY.md"
+        f" from line {len(kept) + 1})"
+    )

@@ -25,12 +25,25 @@ from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from .calibration import calibrated_budget, fixed_tokens, observe_usage, read_calibration
 from .config import Budget, CompactionConfig, model_context_window
 from .conversation import content_text, is_system
-from .memory import MEMORY_FILE, flush_input, flush_prompt, ledger_entry, ledger_relpath, local_now
-from .plan import CompactionPlan, plan_compaction
+from .fidelity import complete_summary
+from .memory import (
+    MEMORY_FILE,
+    flush_input,
+    flush_marker,
+    flush_problem,
+    flush_prompt,
+    has_flush_marker,
+    ledger_entry,
+    ledger_relpath,
+    local_now,
+)
+from .plan import CompactionPlan, over_budget_reason, plan_compaction, tokens_since
+from .redact import redact_record, redact_secrets
 from .state import read_compaction
-from .storage import DEFAULT_USER, CompactionStorage, StoreStorage, open_storage
+from .storage import DEFAULT_USER, CompactionStorage, StoreStorage, open_storage, record_id
 from .summary import (
     build_summary_message,
     chunk_for_window,
@@ -61,6 +74,7 @@ class _Run:
     thread_id: str
     user_id: str
     storage: Optional[CompactionStorage]
+    budget: Budget
 
 
 def _get(state: Any, key: str, default: Any = None) -> Any:
@@ -78,10 +92,17 @@ def _runtime() -> Any:
         return None
 
 
-def _user_id(runtime: Any, config: RunnableConfig) -> str:
+#: Fields of the run's context (``context_schema``) that override the configured thresholds for that run.
+CONTEXT_THRESHOLDS = ("context_window", "trigger_tokens", "trigger_messages", "keep_tokens", "keep_messages")
+
+
+def _context_value(runtime: Any, key: str) -> Any:
     context = getattr(runtime, "context", None)
-    value = context.get("user_id") if isinstance(context, dict) else getattr(context, "user_id", None)
-    value = value or (config.get("configurable") or {}).get("user_id")
+    return context.get(key) if isinstance(context, dict) else getattr(context, key, None)
+
+
+def _user_id(runtime: Any, config: RunnableConfig) -> str:
+    value = _context_value(runtime, "user_id") or (config.get("configurable") or {}).get("user_id")
     return str(value) if value else DEFAULT_USER
 
 
@@ -101,11 +122,38 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
+def _step(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, Any]:
+    """Advance a node's steps with an effect's result (or error); return (finished, next effect or update)."""
+    try:
+        return False, (steps.throw(error) if error is not None else steps.send(value))
+    except StopIteration as stop:
+        return True, stop.value
+
+
 def _failed(stage: str, exc: Exception) -> dict:
     """Return the update of a node that failed: nothing pending, the error recorded, messages untouched."""
     event = _emit({"stage": stage, "error": _describe(exc)})
     logger.debug("compaction %s failed", stage, exc_info=exc)
     return {"compaction": {"pending": None, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
+
+
+def _breaker(view: dict) -> dict:
+    """Return the thread's summarizer circuit breaker: consecutive failures and when it closes again."""
+    raw = view.get("breaker") if isinstance(view.get("breaker"), dict) else {}
+    failures, until = raw.get("failures"), raw.get("open_until")
+    return {
+        "failures": failures if isinstance(failures, int) and failures > 0 else 0,
+        "open_until": float(until) if isinstance(until, (int, float)) and until > 0 else 0.0,
+        "reason": raw.get("reason") if isinstance(raw.get("reason"), str) else None,
+    }
+
+
+def _breaker_after(breaker: dict, problem: Optional[str], limit: int, cooldown: float) -> dict:
+    """Return the breaker after one summarizer attempt: reset on success, opened at ``limit`` failures in a row."""
+    if not problem:
+        return {"failures": 0, "open_until": 0.0, "reason": None}
+    failures = breaker["failures"] + 1
+    return {"failures": failures, "open_until": time.time() + cooldown if failures >= limit else 0.0, "reason": problem}
 
 
 class CompactionNodes:
@@ -115,6 +163,8 @@ class CompactionNodes:
     node); ``model`` summarizes, ``flush_model`` (default: ``model``)
     extracts memories; ``storage`` is a directory, a ``BaseStore``, or None
     to use the store the graph runs with (``runtime.store``) when there is one.
+    ``agent_model`` (tools bound) and ``system_prompt`` are what ``before``
+    sends besides the messages; both are counted in every request.
     """
 
     def __init__(
@@ -126,14 +176,18 @@ class CompactionNodes:
         storage: Any = None,
         flush_model: Any = None,
         agent_model: Any = None,
+        system_prompt: Any = None,
     ) -> None:
         self.before = before
         self.config = config or CompactionConfig()
         self.model = model
         self.flush_model = flush_model or model
         self.storage = open_storage(storage)
-        self.budget: Budget = self.config.resolve(agent_model if agent_model is not None else model)
+        self._window_model = agent_model if agent_model is not None else model
+        self.budget: Budget = self.config.resolve(self._window_model)
         self.counter = TokenCounter(self.config.token_counter)
+        # what every request carries besides ``messages``: the node's system prompt and bound tool schemas
+        self.fixed_tokens = fixed_tokens(agent_model, system_prompt)
 
     # -- where a run happens
     def _run(self, config: RunnableConfig) -> _Run:
@@ -142,7 +196,19 @@ class CompactionNodes:
         if storage is None and getattr(runtime, "store", None) is not None:
             storage = StoreStorage(runtime.store)
         thread = (config.get("configurable") or {}).get("thread_id")
-        return _Run(thread_id=str(thread) if thread else "default", user_id=_user_id(runtime, config), storage=storage)
+        return _Run(
+            thread_id=str(thread) if thread else "default",
+            user_id=_user_id(runtime, config),
+            storage=storage,
+            budget=self._budget_for(runtime),
+        )
+
+    def _budget_for(self, runtime: Any) -> Budget:
+        """Return the budget with the run context's thresholds applied (a bad value raises, naming the field)."""
+        overrides = {k: v for k in CONTEXT_THRESHOLDS if (v := _context_value(runtime, k)) is not None}
+        if not overrides:
+            return self.budget
+        return type(self.config).model_validate({**dict(self.config), **overrides}).resolve(self._window_model)
 
     # -- effect drivers
     def _call_sync(self, model: Any, prompt: str) -> str:
@@ -161,41 +227,37 @@ class CompactionNodes:
         reply = await asyncio.wait_for(runnable.ainvoke([HumanMessage(prompt)]), self.config.summary_timeout)
         return content_text(reply.content)
 
+    def _effect(self, effect: Effect, run: _Run) -> Any:
+        kind, target, args = effect
+        if kind == "model":
+            return self._call_sync(target, *args)
+        return getattr(run.storage, target)(*args)
+
+    async def _aeffect(self, effect: Effect, run: _Run) -> Any:
+        kind, target, args = effect
+        if kind == "model":
+            return await self._call_async(target, *args)
+        return await getattr(run.storage, "a" + target)(*args)
+
     def _drive(self, steps: Steps, run: _Run) -> dict:
-        value: Any = None
-        error: Optional[Exception] = None
-        while True:
+        done, item = _step(steps, None, None)
+        while not done:
             try:
-                effect = steps.throw(error) if error is not None else steps.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            try:
-                kind, target, args = effect
-                if kind == "model":
-                    value = self._call_sync(target, *args)
-                else:
-                    value = getattr(run.storage, target)(*args)
+                value, error = self._effect(item, run), None
             except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
-                error = exc
+                value, error = None, exc
+            done, item = _step(steps, value, error)
+        return item
 
     async def _adrive(self, steps: Steps, run: _Run) -> dict:
-        value: Any = None
-        error: Optional[Exception] = None
-        while True:
+        done, item = _step(steps, None, None)
+        while not done:
             try:
-                effect = steps.throw(error) if error is not None else steps.send(value)
-            except StopIteration as stop:
-                return stop.value
-            value, error = None, None
-            try:
-                kind, target, args = effect
-                if kind == "model":
-                    value = await self._call_async(target, *args)
-                else:
-                    value = await getattr(run.storage, "a" + target)(*args)
+                value, error = await self._aeffect(item, run), None
             except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
-                error = exc
+                value, error = None, exc
+            done, item = _step(steps, value, error)
+        return item
 
     def _guarded(self, stage: str, state: Any, make_steps, run: _Run) -> Any:
         """Run a node's steps synchronously; any failure leaves the messages alone and is recorded."""
@@ -238,6 +300,9 @@ class CompactionNodes:
     async def _aguarded(self, stage: str, state: Any, make_steps, run: _Run) -> Any:
         try:
             return await self._adrive(make_steps(state, run), run)
+        except asyncio.CancelledError:  # the caller's to handle; the log still says where it stopped
+            _emit({"stage": stage, "error": "cancelled; this step wrote no state update"})
+            raise
         except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
             return _failed(stage, exc)
 
@@ -253,28 +318,61 @@ class CompactionNodes:
         return targets or [SUMMARIZE]
 
     # -- the plan
-    def plan(self, messages: Sequence[BaseMessage], *, manual: bool = False) -> CompactionPlan:
+    def plan(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        manual: bool = False,
+        budget: Optional[Budget] = None,
+        new_tokens: Optional[int] = None,
+        overflow: bool = False,
+    ) -> CompactionPlan:
         """Return the gate's plan for these messages (layers 1-2, trigger, cutoff)."""
         return plan_compaction(
-            messages, self.counter.counts(messages), self.budget, self.config, self.counter.message, manual=manual
+            messages,
+            self.counter.counts(messages),
+            budget or self.budget,
+            self.config,
+            self.counter.message,
+            manual=manual,
+            new_tokens=new_tokens,
+            overflow=overflow,
         )
+
+    def calibrated(self, messages: Sequence[BaseMessage], view: dict, budget: Budget) -> tuple[Budget, Optional[dict]]:
+        """Return the budget in estimator units for this thread, and the calibration when it just changed."""
+        calibration = read_calibration(view.get("calibration"))
+        observed = None
+        if self.config.calibrate:
+            observed = observe_usage(calibration, messages, self.counter.counts(messages), self.fixed_tokens)
+            calibration = observed or calibration
+        return calibrated_budget(budget, calibration, self.fixed_tokens), observed
 
     # -- the steps of each node
     def _offload_update(self, messages: Sequence[BaseMessage], state_view: dict, run: _Run) -> Steps:
         """Append what is new to the transcript; return the ``compaction`` update (or raise)."""
         done = set(state_view["offloaded_ids"])
+        if done:  # the transcript is the truth: it may have been deleted since, or written by a run whose update was lost
+            done = {record_id(r) for r in (yield ("storage", "read_transcript", (run.thread_id,)))}
         fresh = [m for m in messages if m.id not in done]
-        path = yield ("storage", "append_transcript", (run.thread_id, messages_to_dict(fresh)))
+        records = messages_to_dict(fresh)
+        if self.config.redact_transcripts:
+            records = [redact_record(r, self.config.redactor or redact_secrets) for r in records]
+        path = yield ("storage", "append_transcript", (run.thread_id, records))
         return {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}
 
-    def _gate_steps(self, state: Any, run: _Run) -> Steps:
+    def _gate_steps(self, state: Any, run: _Run, overflow: bool = False) -> Steps:
         messages = list(_get(state, "messages") or [])
         view = read_compaction(_get(state, "compaction"))
         manual = view.get("manual")
-        plan = self.plan(messages, manual=bool(manual))
+        budget, calibration = self.calibrated(messages, view, run.budget)
+        new_tokens = tokens_since(messages, self.counter.counts(messages), view.get("cooldown_id"))
+        plan = self.plan(messages, manual=bool(manual), budget=budget, new_tokens=new_tokens, overflow=overflow)
         update: dict[str, Any] = {}
-        compaction: dict[str, Any] = {}
+        compaction: dict[str, Any] = {"calibration": calibration} if calibration else {}
         events: list[dict] = []
+        if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
+            _emit({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
         if plan.edits:
             offloaded = True
             if self.config.offload_before_compact and run.storage is not None:
@@ -343,11 +441,16 @@ class CompactionNodes:
             return {}
         now = local_now(self.config.timezone)
         day = now.date().isoformat()
+        marker = flush_marker(m.id for m in todo)
         try:
             memory_md = (yield ("storage", "read_memory_file", (run.user_id, MEMORY_FILE))) or ""
             ledger = (yield ("storage", "read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
-            answer = yield ("model", self.flush_model, (flush_prompt(todo, memory_md, ledger, day),))
-            entry = ledger_entry(answer, ledger, now)
+            entry = None
+            if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
+                answer = yield ("model", self.flush_model, (flush_prompt(todo, memory_md, ledger, day),))
+                if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
+                    raise ValueError(problem)
+                entry = ledger_entry(answer, ledger, now, redact=self.config.redactor, marker=marker)
             if entry:
                 yield ("storage", "append_memory_file", (run.user_id, ledger_relpath(day), entry))
         except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
@@ -371,14 +474,25 @@ class CompactionNodes:
         )
         return max(1_000, window - min(self.config.reserved, window // 2) - 1_500)
 
-    def _summary_text(self, evicted: Sequence[BaseMessage], focus: Optional[str]) -> Steps:
-        """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem)."""
+    def _summary_text(self, evicted: Sequence[BaseMessage], focus: Optional[str], budget: Optional[int] = None) -> Steps:
+        """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem).
+
+        When the summarizer refuses a part as too long (its window is smaller
+        than configured), the prefix is split again into parts half as large.
+        """
+        from .overflow import is_context_overflow, overflow_figures  # overflow.py builds on this module
+
+        budget = budget or self._summarizer_budget()
         text: Optional[str] = None
-        for chunk in chunk_for_window(evicted, self._summarizer_budget(), estimate_text_tokens):
+        for chunk in chunk_for_window(evicted, budget, estimate_text_tokens):
             inputs = ([build_summary_message(text)] if text else []) + list(chunk)
             try:
                 answer = yield ("model", self.model, (summary_prompt(render_messages(inputs), focus),))
             except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
+                window, _ = overflow_figures(exc)
+                smaller = min(budget // 2, (window or budget) // 2)
+                if is_context_overflow(exc) and smaller >= 250:
+                    return (yield from self._summary_text(evicted, focus, smaller))
                 return None, f"the summarizer failed: {_describe(exc)}"
             problem = summary_problem(answer)
             if problem:
@@ -402,16 +516,29 @@ class CompactionNodes:
             event = _emit({"stage": "summarize", "error": "offload did not complete; nothing was removed"})
             return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
 
-        if self.model is None:  # no summarizer: the deterministic summary is the summary
+        breaker = _breaker(view)
+        breaker_events: list[dict] = []
+        if self.model is None or breaker["open_until"] > time.time():
+            # no summarizer, or it failed too often lately: the deterministic summary is the summary
             text, problem, kind = extractive_summary(evicted), None, "extractive"
         else:
             text, problem = yield from self._summary_text(evicted, pending.get("focus"))
             kind = "summarize"
+            breaker = _breaker_after(breaker, problem, self.config.breaker_failures, self.config.breaker_cooldown)
+            if breaker["open_until"]:
+                breaker_events.append(
+                    _emit({"stage": "summarize", "breaker": "open", **breaker, "error": f"{problem}; using extractive summaries"})
+                )
+            done = {**done, "breaker": breaker}
         if problem:
-            if pending.get("tokens_after_layers", 0) < self.budget.hard_limit:
+            urgent = pending.get("reason") == "overflow" or breaker["open_until"]
+            if not urgent and pending.get("tokens_after_layers", 0) < run.budget.hard_limit:
                 event = _emit({"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"})
                 return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
             text, kind = extractive_summary(evicted), "extractive"
+        text, pins = complete_summary(
+            text, evicted, pins=view["pins"], settings=self.config.fidelity, redactor=self.config.redactor or redact_secrets
+        )
 
         path = view.get("offload_path") if offload_on else None
         evicted_tokens = sum(self.counter.counts(evicted))
@@ -419,6 +546,11 @@ class CompactionNodes:
         kept = [m for m in messages if m.id not in evict_ids]
         at = next((i for i, m in enumerate(kept) if not is_system(m)), len(kept))
         result = kept[:at] + [summary] + kept[at:]
+        before, after = self.counter.total(messages), self.counter.total(result)
+        if after >= before and pending.get("reason") != "manual":  # no progress: keep the history, wait for new messages
+            note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
+            return {"compaction": {**done, "events": [_emit({"stage": "summarize", "note": note})], "cooldown_id": messages[-1].id}}
+        why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
         event = _emit(
             {
                 "stage": "summarize",
@@ -426,6 +558,7 @@ class CompactionNodes:
                 "reason": pending.get("reason"),
                 "tokens_before": pending.get("tokens_before"),
                 "tokens_after": self.counter.total(result),
+                **({"over_budget": why} if why else {}),
                 "cutoff_id": pending.get("cutoff_id"),
                 "evicted": len(evicted),
                 "evicted_ids": [m.id for m in evicted],
@@ -439,10 +572,12 @@ class CompactionNodes:
                 **done,
                 "summary_id": summary.id,
                 "summary_text": text,
+                "pins": pins,
                 "cutoff_id": pending.get("cutoff_id"),
                 "offload_path": path,
                 "counts": {kind: 1},
-                "events": [event],
+                "events": [*breaker_events, event],
+                "cooldown_id": result[-1].id,
                 **({"last_error": problem} if problem else {}),
             },
         }

@@ -7,7 +7,7 @@ turns its plan into state updates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 from langchain_core.messages import BaseMessage
@@ -89,9 +89,17 @@ def find_cutoff(
     return Cut(cutoff=cutoff, evict=evict, kept_human=kept_human)
 
 
+#: Tokens a summary is expected to take when the plan checks the size after compaction.
+SUMMARY_ALLOWANCE = 1_000
+
+
 @dataclass
 class CompactionPlan:
-    """What the gate decided for one model call."""
+    """What the gate decided for one model call.
+
+    ``held`` says why a due summary was not asked for (``"cooldown"``:
+    too little new conversation since the last one).
+    """
 
     tokens_before: int
     tokens_after_layers: int
@@ -99,11 +107,40 @@ class CompactionPlan:
     layer_counts: dict[str, int] = field(default_factory=dict)
     reason: Optional[str] = None
     cut: Optional[Cut] = None
+    held: Optional[str] = None
 
     @property
     def summarize(self) -> bool:
         """Return True when layer 3 must run (a reason and a safe cut exist)."""
         return self.reason is not None and self.cut is not None
+
+
+def whole_history(config: CompactionConfig, *, keep_excluded: bool = True) -> CompactionConfig:
+    """Return the settings with layers 1-2 reaching the whole history: no protected window, no batching.
+
+    ``keep_excluded=False`` also prunes the results of ``excluded_tools``
+    (their originals are in the transcript), for a request already over the window.
+    """
+    return config.model_copy(
+        update={
+            "truncate_args": config.truncate_args.model_copy(
+                update={"trigger_messages": 0, "trigger_tokens": 0, "keep_messages": 0}
+            ),
+            "prune": config.prune.model_copy(
+                update={
+                    "protect_tokens": 0,
+                    "minimum_tokens": 0,
+                    **({} if keep_excluded else {"excluded_tools": frozenset()}),
+                }
+            ),
+            "micro": config.micro.model_copy(update={"minimum_tokens": 0}),
+        }
+    )
+
+
+def _kept_tokens(sizes: Sequence[int], cut: Cut) -> int:
+    evicted = set(cut.evict)
+    return sum(s for i, s in enumerate(sizes) if i not in evicted)
 
 
 def plan_compaction(
@@ -114,15 +151,29 @@ def plan_compaction(
     recount: "callable",
     *,
     manual: bool = False,
+    new_tokens: Optional[int] = None,
+    overflow: bool = False,
 ) -> CompactionPlan:
     """Return the plan for one model call: layer 1-2 edits, then whether and where to summarize.
 
     ``counts`` are the per-message token counts of ``messages``;
     ``recount(message)`` counts an edited message. Layers run in the design's
     order (truncate arguments, prune or micro-compact results) and each sees
-    the previous one's edits; layer 3 is asked for only when the context is
-    still over a trigger after them, or when the agent asked (``manual``).
+    the previous one's edits. Layer 3 is asked for when the tokens reached the
+    trigger and the layers did not bring them down to ``target_tokens``, when
+    there are ``trigger_messages`` messages holding at least
+    ``messages_min_tokens``, or when the agent asked (``manual``). When the
+    summary would still leave more than ``target_tokens``, layers 1-2 run again
+    over the whole history, tail included.
+
+    ``new_tokens`` (tokens that arrived since the last summary) holds a due
+    summary back while under ``min_new_tokens``, unless the window would
+    overflow. ``overflow=True`` plans for a request the model refused as too
+    long: layers 1-2 over the whole history and half the keep budget.
     """
+    if overflow:
+        config = whole_history(config, keep_excluded=False)
+        budget = replace(budget, keep_tokens=budget.keep_tokens // 2, keep_messages=max(1, budget.keep_messages // 2))
     working = list(messages)
     sizes = list(counts)
     before = sum(sizes)
@@ -131,31 +182,71 @@ def plan_compaction(
 
     def apply(name: str, changed: dict[int, BaseMessage]) -> None:
         if changed:
-            layer_counts[name] = len(changed)
+            layer_counts[name] = layer_counts.get(name, 0) + len(changed)
         for i, m in changed.items():
             working[i] = m
             sizes[i] = recount(m)
             edits[i] = m
 
-    apply("truncate", truncate_arguments(working, sum(sizes), config.truncate_args))
-    apply("prune", prune_tool_results(working, sizes, config.prune))
-    apply("micro", micro_compact(working, sizes, config.micro, config.prune.excluded_tools))
+    def run_layers(cfg: CompactionConfig) -> None:
+        apply("truncate", truncate_arguments(working, sum(sizes), cfg.truncate_args))
+        apply("prune", prune_tool_results(working, sizes, cfg.prune))
+        apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools))
+
+    run_layers(config)
     after = sum(sizes)
 
     conversation = sum(1 for m in working if not is_system(m))
     reason: Optional[str] = None
-    if manual:
+    if overflow:
+        reason = "overflow"
+    elif manual:
         reason = "manual"
-    elif after >= budget.trigger_tokens:
+    elif before >= budget.trigger_tokens and after > budget.target_tokens:
         reason = "tokens"
-    elif budget.trigger_messages and conversation >= budget.trigger_messages:
+    elif budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens:
         reason = "messages"
+    held: Optional[str] = None
+    if (
+        reason in ("tokens", "messages")
+        and new_tokens is not None
+        and new_tokens < budget.min_new_tokens
+        and after < budget.hard_limit
+    ):
+        reason, held = None, "cooldown"
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
+    if cut is not None and not overflow and _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE > budget.target_tokens:
+        run_layers(whole_history(config))
+        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages)
     return CompactionPlan(
         tokens_before=before,
-        tokens_after_layers=after,
+        tokens_after_layers=sum(sizes),
         edits=edits,
         layer_counts=layer_counts,
         reason=reason,
         cut=cut,
+        held=held,
+    )
+
+
+def tokens_since(messages: Sequence[BaseMessage], counts: Sequence[int], last_id: Optional[str]) -> Optional[int]:
+    """Return the tokens of the messages after the one with id ``last_id`` (None when it is not there)."""
+    if not last_id:
+        return None
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].id == last_id:
+            return sum(counts[i + 1 :])
+    return None
+
+
+def over_budget_reason(messages: Sequence[BaseMessage], counts: Sequence[int], trigger_tokens: int) -> Optional[str]:
+    """Return why compacted messages are still over the trigger, naming the largest ones (None when they fit)."""
+    total = sum(counts)
+    if total <= trigger_tokens:
+        return None
+    largest = sorted(range(len(messages)), key=lambda i: -counts[i])[:3]
+    named = ", ".join(f"{messages[i].type} {messages[i].id} ({counts[i]:,} tokens)" for i in largest)
+    return (
+        f"{total:,} tokens after compaction, over the trigger of {trigger_tokens:,}: what is kept (the summary, "
+        f"the latest request and the newest tool round) cannot be cut further; largest: {named}"
     )

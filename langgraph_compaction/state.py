@@ -16,6 +16,8 @@ from typing_extensions import TypedDict
 
 from langgraph.graph.message import add_messages
 
+from .fidelity import clean_pins, merge_pins
+
 logger = logging.getLogger("langgraph_compaction")
 
 #: How many past events the state keeps (the stream carries all of them).
@@ -35,6 +37,7 @@ _DEFAULTS: dict[str, Any] = {
     "last_error": None,
     "counts": {},
     "events": [],
+    "pins": [],
 }
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "pending": dict,
@@ -48,6 +51,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "last_error": str,
     "counts": dict,
     "events": list,
+    "pins": list,
 }
 
 
@@ -72,6 +76,7 @@ def read_compaction(raw: Any) -> dict[str, Any]:
     out["offloaded_ids"] = [i for i in out["offloaded_ids"] if isinstance(i, str)]
     out["flushed_ids"] = [i for i in out["flushed_ids"] if isinstance(i, str)]
     out["counts"] = {k: v for k, v in out["counts"].items() if isinstance(v, int) and not isinstance(v, bool)}
+    out["pins"] = clean_pins(out["pins"])
     return out
 
 
@@ -80,7 +85,8 @@ def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
 
     Keys are replaced, except ``counts`` (added up) and ``events`` (appended,
     the last ``MAX_EVENTS`` kept), so the flush and offload branches can write
-    in the same step without losing each other's figures.
+    in the same step without losing each other's figures, and ``pins``
+    (merged by id, so ``pin_constraint`` updates need not know the others).
     """
     base = read_compaction(left)
     if right is None:
@@ -88,9 +94,11 @@ def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
     if not isinstance(right, dict):
         logger.warning("ignored a compaction update of type %s", type(right).__name__)
         return base
-    merged = {**base, **{k: v for k, v in right.items() if k not in ("counts", "events")}}
+    merged = {**base, **{k: v for k, v in right.items() if k not in ("counts", "events", "pins")}}
+    merged["pins"] = merge_pins(base["pins"], right.get("pins"))
     counts = dict(base["counts"])
-    for key, value in (right.get("counts") or {}).items():
+    added = right.get("counts")
+    for key, value in (added if isinstance(added, dict) else {}).items():  # a hand edit may put anything here
         if isinstance(value, int):
             counts[key] = counts.get(key, 0) + value
     merged["counts"] = counts

@@ -148,11 +148,23 @@ class FileStorage(_ThreadedAsync):
 
     # -- paths
     def _dir(self, path: Path) -> Path:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        missing, folder = [], path
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+        for folder in reversed(missing):  # each one 0700: mkdir(parents=True) would give parents the umask's mode
+            folder.mkdir(mode=0o700, exist_ok=True)
+        return path
+
+    def _contained(self, path: Path, what: str) -> Path:
+        """Return ``path`` after checking that no link below the storage folder leads it elsewhere."""
+        expected = os.path.join(os.path.realpath(self.root), os.path.relpath(path, self.root))
+        if os.path.realpath(path) != expected:
+            raise ValueError(f"{what} is reached through a link ({path}); storage never follows links")
         return path
 
     def _transcript_path(self, thread_id: str) -> Path:
-        return self.root / "sessions" / f"{safe_label(thread_id)}.jsonl"
+        return self._contained(self.root / "sessions" / f"{safe_label(thread_id)}.jsonl", "the transcript")
 
     def _user_root(self, user_id: str) -> Path:
         if not user_id or user_id == DEFAULT_USER:
@@ -160,13 +172,7 @@ class FileStorage(_ThreadedAsync):
         return self.root / "users" / safe_label(user_id)
 
     def _memory_path(self, user_id: str, relpath: str) -> Path:
-        base = self._user_root(user_id)
-        path = base / check_relpath(relpath)
-        resolved_base = os.path.realpath(base)
-        resolved = os.path.realpath(path)
-        if os.path.commonpath([resolved_base, resolved]) != resolved_base:
-            raise ValueError(f"memory path {relpath!r} resolves outside the memory folder (a link?)")
-        return path
+        return self._contained(self._user_root(user_id) / check_relpath(relpath), f"memory path {relpath!r}")
 
     def transcript_location(self, thread_id: str) -> str:
         return str(self._transcript_path(thread_id))
@@ -182,13 +188,18 @@ class FileStorage(_ThreadedAsync):
 
     @staticmethod
     def _write_all(fd: int, data: bytes) -> None:
+        start = os.fstat(fd).st_size
         view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            if written <= 0:  # pragma: no cover - os.write raises instead
-                raise OSError(errno.EIO, "short write")
-            view = view[written:]
-        os.fsync(fd)
+        try:
+            while view:
+                written = os.write(fd, view)
+                if written <= 0:  # pragma: no cover - os.write raises instead
+                    raise OSError(errno.EIO, "short write")
+                view = view[written:]
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, start)  # a failed append (disk full) leaves no half line behind
+            raise
 
     @staticmethod
     def _repair_partial_line(fd: int) -> None:
@@ -254,8 +265,8 @@ class FileStorage(_ThreadedAsync):
         out = []
         with open(path, "rb") as fh:
             for line in fh:
-                if line.strip():
-                    out.append(json.loads(line))
+                if line.strip() and line.endswith(b"\n"):  # an unterminated last line is an append in progress
+                    out.append(json.loads(line.decode("utf-8", "surrogatepass")))
         return out
 
     # -- memory files

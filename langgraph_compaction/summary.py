@@ -15,7 +15,15 @@ from typing import Callable, Optional, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from .conversation import SUMMARY_MESSAGE_NAME, content_text, is_summary, is_user_turn, text_of, tool_calls_of
+from .config import FidelityConfig
+from .conversation import (
+    SUMMARY_MESSAGE_NAME,
+    content_text,
+    is_summary,
+    text_of,
+    tool_calls_of,
+    tool_rounds,
+)
 from .prompts import FOCUS_INSTRUCTION, NO_REPLY, SUMMARY_PROMPT
 
 SECTIONS = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
@@ -144,47 +152,133 @@ def chunk_for_window(
 _PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "notebook_path", "target_file", "dir", "directory")
 _COMMAND_KEYS = ("command", "cmd", "bash", "script", "shell")
 _URL_KEYS = ("url", "uri", "href")
-_EXIT = re.compile(r"(?:exit(?:ed)?(?: with)?(?: code| status)?|returncode|return code)[\s:=]*(-?\d+)", re.IGNORECASE)
+_EXIT = re.compile(
+    r"\b(?:exit(?:ed with)?\s+(?:code|status)|exited with|return\s?code)\s*[:=]?\s*(-?\d+)", re.IGNORECASE
+)
 _PATH_IN_COMMAND = re.compile(r"(?<![\w@:/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+|[\w-]+\.(?:py|js|ts|tsx|go|rs|md|json|ya?ml|toml|txt|sh|java|c|h|cpp|rb|sql|cfg|ini|html|css))\b")
+_URL_IN_COMMAND = re.compile(r"https?://[^\s'\"<>`)]+")
+_COMMAND_SEGMENT = re.compile(r"&&|\|\||[;|\n]")
+_OPERATION = re.compile(r"[A-Za-z_]+")
+_ENTRY_DETAILS = re.compile(r"^(.*?) \(([^()]*)\)$")
+#: What a call did to a path, from the words of its operation or tool name (the first group that matches wins).
+_VERBS = (
+    ("edited", frozenset({"edit", "replace", "insert", "patch", "sed", "undo"})),
+    ("wrote", frozenset({"create", "write", "save", "touch", "tee", "mkdir", "cp", "mv"})),
+    ("deleted", frozenset({"delete", "remove", "rm", "rmdir", "unlink"})),
+    ("searched", frozenset({"grep", "glob", "search", "find", "rg", "ls", "list"})),
+    ("read", frozenset({"view", "read", "open", "cat", "head", "tail", "less", "more", "get", "show"})),
+    ("ran", frozenset({"python", "python3", "pytest", "node", "bash", "sh", "go", "cargo", "npm", "make", "run"})),
+)
+#: Verbs of entries that record a change; they outlast reads when the trail is bounded.
+CHANGE_VERBS = ("edited", "wrote", "deleted")
+
+
+def _looks_like_path(value: str) -> bool:
+    """Return True for a one-line value of path length (not a file's content passed by mistake)."""
+    return bool(value.strip()) and "\n" not in value.strip() and len(value) <= 500
+
+
+def _verb(*names: str) -> Optional[str]:
+    """Return what a call did, from its operation (``str_replace``) or tool name (``MultiEdit``), else None."""
+    for name in names:
+        words = set(re.findall(r"[a-z]+\d*", re.sub(r"([a-z])([A-Z])", r"\1 \2", name or "").lower()))
+        words |= {w.rstrip("0123456789") for w in words}
+        for verb, known in _VERBS:
+            if words & known:
+                return verb
+    return None
+
+
+def _command_paths(command: str) -> list[tuple[str, str]]:
+    """Return (verb, path) for the paths on a shell command line; heredoc and ``edit`` bodies are content, not paths."""
+    line = command.split("<<", 1)[0]
+    if line.lstrip().startswith("edit"):  # SWE-agent's ``edit N:M`` carries the new text after its first line
+        line = line.split("\n", 1)[0]
+    found = []
+    for segment in _COMMAND_SEGMENT.split(line):
+        words = [w for w in segment.split() if "=" not in w and w not in ("sudo", "env", "time")]
+        verb = _verb(words[0]) if words else None
+        # ``HEAD..origin/main`` is a git revision range, not a path
+        found += [(verb or "used", path) for path in _PATH_IN_COMMAND.findall(segment) if ".." not in path.lstrip("./")]
+    return found
+
+
+def _call_artifacts(call: dict, result: str) -> list[tuple[str, Optional[str]]]:
+    """Return (entry, path or URL) for one tool call: what it read, wrote or edited, ran and fetched."""
+    args = call.get("args") if isinstance(call.get("args"), dict) else {}
+    name = call.get("name") or "tool"
+    paths = [args[k].strip() for k in _PATH_KEYS if isinstance(args.get(k), str) and _looks_like_path(args[k])]
+    operation = next((args[k] for k in _COMMAND_KEYS if isinstance(args.get(k), str) and args[k].strip()), "")
+    if paths and _OPERATION.fullmatch(operation):  # an editor's sub-command (``view``, ``str_replace``), not a shell line
+        verb, operation = _verb(operation, name), ""
+    else:
+        verb = _verb(name)
+    found: list[tuple[str, Optional[str]]] = [(f"{p} ({verb or name})", p) for p in paths]
+    urls = [args[k].strip() for k in _URL_KEYS if isinstance(args.get(k), str) and _looks_like_path(args[k])]
+    found += [(f"{u} (fetched)", u) for u in urls]
+    if operation:
+        found += [(f"{u} (fetched)", u) for u in _URL_IN_COMMAND.findall(operation)]
+        found += [(f"{p} ({v})", p) for v, p in _command_paths(operation)]
+        first, _, rest = operation.strip().partition("\n")
+        shown = " ".join(first.split())[:200] + (" ..." if rest.strip() or len(first) > 200 else "")
+        status = _EXIT.findall(result[-2000:])
+        # last, so that newest first the command comes before the paths it used
+        found.append((f"$ {shown}" + (f" (exit {status[-1]})" if status else ""), None))
+    return found
+
+
+def _artifact_items(messages: Sequence[BaseMessage]) -> list[tuple[str, Optional[str]]]:
+    """Return (entry, path or URL) for every tool call of the messages, oldest first."""
+    items: list[tuple[str, Optional[str]]] = []
+    for r in tool_rounds(messages):
+        results = {messages[j].tool_call_id: text_of(messages[j]) for j in r.result_indices}
+        for call in tool_calls_of(messages[r.call_index]):
+            items += _call_artifacts(call, results.get(call.get("id") or "", ""))
+    return items
+
+
+def split_entry(entry: str) -> tuple[str, list[str]]:
+    """Return a trail entry's key (the path, URL or ``$ command``) and its details (verbs, or the exit status)."""
+    match = _ENTRY_DETAILS.match(entry.strip())
+    if not match:
+        return entry.strip(), []
+    return match.group(1), [d.strip() for d in match.group(2).split(",") if d.strip()]
+
+
+def merge_entries(entries: Sequence[str]) -> list[str]:
+    """Return the trail entries (newest first) with one entry per path, URL or command.
+
+    A path's verbs are merged (newest first); a command keeps the exit status
+    of its newest run.
+    """
+    merged: dict[str, list[str]] = {}
+    for entry in entries:
+        key, details = split_entry(entry)
+        if key not in merged:
+            merged[key] = details
+        elif not key.startswith("$ "):
+            merged[key] += [d for d in details if d not in merged[key]]
+    return [f"{key} ({', '.join(details)})" if details else key for key, details in merged.items()]
 
 
 def tool_artifacts(messages: Sequence[BaseMessage]) -> list[str]:
-    """Return the artifact trail of the messages' tool calls, newest first and deduplicated.
+    """Return the artifact trail of the messages' tool calls, newest first, one entry per path, URL or command.
 
-    Each entry is ``"<tool>: <path>"``, ``"$ <command> (exit N)"`` or
-    ``"fetched <url>"``, built from the call arguments themselves (and the exit
-    status when the result shows one), so it survives whatever the LLM writes.
+    A path entry is ``"<path> (<verbs>)"`` with what the calls did to it
+    (``edited``, ``wrote``, ``deleted``, ``read``, ``searched``, ``ran``,
+    ``used``; the tool's name when it says nothing more), a URL entry
+    ``"<url> (fetched)"`` and a command entry ``"$ <command> (exit N)"`` (the
+    status when its newest result shows one). Paths come from arguments such
+    as ``path``, ``file_path`` and ``filename`` and from shell command lines.
+    Built from the calls themselves, so the trail survives whatever an LLM
+    writes; ``fidelity.artifacts_section`` bounds it and carries it on.
     """
-    results: dict[str, str] = {}
-    for m in messages:
-        if isinstance(m, ToolMessage):
-            results[m.tool_call_id] = text_of(m)
-    entries: list[str] = []
-    for m in messages:
-        for call in tool_calls_of(m):
-            args = call.get("args") if isinstance(call.get("args"), dict) else {}
-            name = call.get("name") or "tool"
-            for key in _PATH_KEYS:
-                if isinstance(args.get(key), str) and args[key]:
-                    entries.append(f"{name}: {args[key]}")
-            for key in _URL_KEYS:
-                if isinstance(args.get(key), str) and args[key]:
-                    entries.append(f"fetched {args[key]}")
-            for key in _COMMAND_KEYS:
-                command = args.get(key)
-                if isinstance(command, str) and command.strip():
-                    one_line = " ".join(command.split())[:200]
-                    status = _EXIT.search(results.get(call.get("id") or "", "")[-2000:])
-                    entries.append(f"$ {one_line}" + (f" (exit {status.group(1)})" if status else ""))
-                    for path in _PATH_IN_COMMAND.findall(command):
-                        entries.append(f"{name}: {path}")
-    seen: set[str] = set()
-    newest_first: list[str] = []
-    for entry in reversed(entries):
-        if entry not in seen:
-            seen.add(entry)
-            newest_first.append(entry)
-    return newest_first
+    return merge_entries([entry for entry, _ in reversed(_artifact_items(messages))])
+
+
+def touched_paths(messages: Sequence[BaseMessage]) -> list[str]:
+    """Return every path and URL the messages' tool calls read, wrote, edited, ran or fetched (first use first)."""
+    return list(dict.fromkeys(p for _, p in _artifact_items(messages) if p))
 
 
 def section(text: str, name: str) -> str:
@@ -197,53 +291,48 @@ def section(text: str, name: str) -> str:
     return match.group(1).strip() if match else ""
 
 
-def _bounded(lines: list[str], limit: int) -> list[str]:
-    if len(lines) <= limit:
-        return lines
-    return lines[:limit] + [f"- ... and {len(lines) - limit} more (see the transcript)"]
+def summary_preamble(text: str) -> str:
+    """Return what a summary says before its first section ('' when it opens with one or has none)."""
+    match = _SECTION_HEADER.search(text)
+    return text[: match.start()].strip() if match else ""
 
 
-def extractive_summary(messages: Sequence[BaseMessage], *, max_requests: int = 10, max_artifacts: int = 60) -> str:
+def extractive_summary(
+    messages: Sequence[BaseMessage], *, pins: Sequence[dict] = (), settings: Optional[FidelityConfig] = None
+) -> str:
     """Return a four-section summary copied from the messages, for when the model fails.
 
-    SESSION INTENT holds the user's own words (most recent requests),
-    ARTIFACTS the tool-call trail, NEXT STEPS the last assistant text; an
-    earlier summary's sections are carried over.
+    SUMMARY carries the previous summary's and NEXT STEPS holds the last
+    assistant text; SESSION INTENT (pinned constraints, the user's own words)
+    and ARTIFACTS (the tool-call trail) are the deterministic parts that
+    ``fidelity.complete_summary`` writes into every summary. ``pins`` and
+    ``settings`` (a ``FidelityConfig``) are passed on to it.
     """
-    previous = [text_of(m) for m in messages if is_summary(m)]
-    requests = [t.strip() for t in (text_of(m) for m in messages if is_user_turn(m)) if t.strip()]
+    from .fidelity import complete_summary  # fidelity builds on this module's sections and trail
+
+    previous = next((text_of(m) for m in reversed(messages) if is_summary(m)), "")
     last_ai = next(
         (content_text(m.content).strip() for m in reversed(messages) if isinstance(m, AIMessage) and content_text(m.content).strip()),
         "",
     )
-    intent = [f"> {r[:2000]}" for r in requests[-max_requests:]]
-    if len(requests) > max_requests:
-        intent.insert(0, f"({len(requests) - max_requests} earlier requests omitted)")
-    carried_intent = section(previous[-1], "SESSION INTENT") if previous else ""
-    carried_summary = section(previous[-1], "SUMMARY") if previous else ""
-    carried_artifacts = [
-        line for line in section(previous[-1], "ARTIFACTS").splitlines() if line.strip().startswith("- ")
-    ] if previous else []
-    artifacts = [f"- {a}" for a in tool_artifacts(messages)]
-    artifacts += [line.strip() for line in carried_artifacts if line.strip() not in artifacts]
+    carried_summary = section(previous, "SUMMARY")
     body = [
         EXTRACTIVE_MARK,
         "",
         "## SESSION INTENT",
-        *(["Earlier: " + carried_intent[:2000]] if carried_intent else []),
-        *(intent or ["None"]),
+        section(previous, "SESSION INTENT") or "None",
         "",
         "## SUMMARY",
         *([carried_summary[:4000]] if carried_summary else []),
         f"{len(messages)} messages were compacted; {sum(1 for m in messages if tool_calls_of(m))} assistant turns called tools.",
         "",
         "## ARTIFACTS",
-        *(_bounded(artifacts, max_artifacts) or ["None"]),
+        "None",
         "",
         "## NEXT STEPS",
         ("Last assistant message: " + last_ai[:2000]) if last_ai else "None",
     ]
-    return "\n".join(body)
+    return complete_summary("\n".join(body), messages, pins=pins, settings=settings).text
 
 
 def compaction_note(messages: Sequence[BaseMessage], tokens: int, transcript_path: Optional[str]) -> str:

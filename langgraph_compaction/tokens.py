@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any
@@ -275,15 +276,17 @@ def seed_estimate_tokens(messages: Sequence[BaseMessage]) -> int:
 
 def _fingerprint(message: BaseMessage) -> int:
     """Return a hash that changes whenever the message's content, tool calls or name change."""
-    content = getattr(message, "content", None)
-    return hash(
-        (
-            hash(content) if isinstance(content, str) else hash(repr(content)),
-            repr(getattr(message, "tool_calls", None)),
-            repr(getattr(message, "invalid_tool_calls", None)),
-            repr(getattr(message, "name", None)),
-        )
-    )
+    # The gate fingerprints every message of the history on every call: read the
+    # pydantic fields from ``__dict__`` (a missing attribute costs an exception in
+    # pydantic's ``__getattr__``) and repr only the tool calls that exist.
+    fields = getattr(message, "__dict__", {})
+    content = fields.get("content")
+    key = hash(content) if isinstance(content, str) else hash(repr(content))
+    calls, invalid = fields.get("tool_calls"), fields.get("invalid_tool_calls")
+    if calls or invalid:
+        key = hash((key, repr(calls), repr(invalid)))
+    name = fields.get("name")
+    return hash((key, name)) if name is not None else key
 
 
 class TokenCounter:
@@ -304,6 +307,8 @@ class TokenCounter:
         self._counter = counter
         self._text_tokens = text_tokens
         self._cache: dict[tuple[str, str, int], int] = {}
+        # The last list counted, held so its objects stay alive (their ids cannot be reused).
+        self._last: tuple[list[BaseMessage], list[int]] = ([], [])
 
     def _count(self, message: BaseMessage) -> int:
         """Return the uncached count of one message."""
@@ -327,7 +332,14 @@ class TokenCounter:
 
     def counts(self, messages: Sequence[BaseMessage]) -> list[int]:
         """Return the tokens of each message, in order."""
-        return [self.message(message) for message in messages]
+        # One gate call counts the same history several times (calibration,
+        # cooldown, plan): the same objects again cost one identity comparison.
+        last_messages, last_counts = self._last
+        if len(last_messages) == len(messages) and all(map(operator.is_, last_messages, messages)):
+            return list(last_counts)
+        counts = [self.message(message) for message in messages]
+        self._last = (list(messages), counts)
+        return list(counts)
 
     def total(self, messages: Sequence[BaseMessage]) -> int:
         """Return the tokens of all messages together."""

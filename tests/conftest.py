@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
 from openai_server import StrictOpenAIServer
+
+# tests import the Studio graph (graphs/agent.py, served by langgraph.json) as ``graphs.agent``
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 POSTGRES_DSN = os.environ.get("COMPACTION_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 

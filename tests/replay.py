@@ -33,9 +33,17 @@ class Replayer:
         return {"messages": [self.next_reply]}
 
 
-def replay(trajectory: list, summarizer: Any, config: CompactionConfig, storage: Any, checkpointer: Any, thread: str = "t"):
-    """Return (replayer, final state) after feeding every recorded turn through the graph."""
-    replayer = Replayer()
+def replay(
+    trajectory: list,
+    summarizer: Any,
+    config: CompactionConfig,
+    storage: Any,
+    checkpointer: Any,
+    thread: str = "t",
+    replayer: Replayer | None = None,
+):
+    """Return (replayer, final state) after feeding every recorded turn through the graph (``replayer``: a subclass)."""
+    replayer = replayer or Replayer()
     first_turn = next(m for m in trajectory if m.type != "system")
     replayer.opens_with_assistant = first_turn.type == "ai"
     builder = StateGraph(CompactionState)

@@ -74,15 +74,21 @@ class ScriptedAgent:
         return {"messages": [AIMessage(content=f"Task {turn} is done: src/module{turn}.py updated and tests pass.")]}
 
 
-def build_graph(summarizer: Any, *, config: CompactionConfig, storage: Any, checkpointer: Any = None, store: Any = None):
-    """Return (compiled graph, agent) for the scripted agent with compaction in front of it."""
-    agent = ScriptedAgent()
-    builder = StateGraph(CompactionState)
+def agent_builder(agent: Any, tools: Any = TOOLS, context_schema: Any = None) -> StateGraph:
+    """Return the builder of the agent <-> tools loop, without compaction yet."""
+    builder = StateGraph(CompactionState, context_schema=context_schema)
     builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode(TOOLS))
+    builder.add_node("tools", ToolNode(tools))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
+    return builder
+
+
+def build_graph(summarizer: Any, *, config: CompactionConfig, storage: Any, checkpointer: Any = None, store: Any = None):
+    """Return (compiled graph, agent) for the scripted agent with compaction in front of it."""
+    agent = ScriptedAgent()
+    builder = agent_builder(agent)
     add_compaction(builder, before="agent", model=summarizer, config=config, storage=storage)
     return builder.compile(checkpointer=checkpointer, store=store), agent
 
@@ -94,4 +100,4 @@ def first_input(turn: int) -> dict:
 
 
 SMALL_WINDOW = CompactionConfig(context_window=30_000)
-__all__ = ["SMALL_WINDOW", "ScriptedAgent", "build_graph", "first_input"]
+__all__ = ["SMALL_WINDOW", "ScriptedAgent", "agent_builder", "build_graph", "first_input"]

@@ -48,7 +48,8 @@ def test_defaults_are_the_design_table():
     assert (cfg.truncate_args.trigger_messages, cfg.truncate_args.trigger_tokens) == (25, 40_000)
     assert (cfg.truncate_args.keep_messages, cfg.truncate_args.max_arg_length) == (20, 2_000)
     assert (cfg.prune.protect_tokens, cfg.prune.minimum_tokens, cfg.prune.max_output_chars) == (40_000, 20_000, 2_000)
-    assert cfg.prune.excluded_tools == {"read_file", "memory_search", "memory_get", "session_search"}
+    # the design's four retrieval tools plus recall, which returns evicted messages
+    assert cfg.prune.excluded_tools == {"read_file", "memory_search", "memory_get", "session_search", "recall"}
     assert (cfg.micro.keep_recent, cfg.micro.min_chars) == (3, 100)
 
 

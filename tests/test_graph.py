@@ -124,7 +124,8 @@ def test_sqlite_checkpointer_resumes_a_thread_in_a_new_process_like_graph(tmp_pa
 )
 def test_failed_summary_is_never_committed_and_nothing_is_lost(tmp_path, summary):
     # a window large enough that the history still fits: the failure keeps it whole
-    config = CompactionConfig(context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000)
+    # (the breaker, which turns to extractive summaries after 3 failures, is tested in test_thrash.py)
+    config = CompactionConfig(context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000, breaker_failures=50)
     graph, agent = build_graph(ScriptedModel(summary=summary), config=config, storage=tmp_path, checkpointer=InMemorySaver())
     state = _run_turns(graph, 5)
     assert agent.problems == []
@@ -142,8 +143,8 @@ def test_failed_summary_over_the_window_commits_an_extractive_summary(tmp_path):
     assert agent.problems == []
     summary = next(m for m in state["messages"] if m.name == SUMMARY_MESSAGE_NAME)
     assert "Extractive summary" in summary.content
-    assert "> Task 0 please fix module0 and run its tests" in summary.content
-    assert "write_file: src/module0.py" in summary.content
+    assert "<request>\nTask 0 please fix module0 and run its tests\n</request>" in summary.content
+    assert "- src/module0.py (wrote, read)" in summary.content
     assert state["compaction"]["counts"]["extractive"] >= 1
 
 

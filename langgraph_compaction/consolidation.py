@@ -1,0 +1,478 @@
+"""Consolidation: merge the new daily ledger entries into ``MEMORY.md``, without losing memory by accident.
+
+Flush only appends to ``memory/YYYY-MM-DD.md``. ``consolidate_memory`` reads
+what was appended since its watermark, asks a model to merge it into
+``MEMORY.md`` (dedupe, merge related facts, drop superseded ones, stay within
+a token limit), and writes the result only when it is safe:
+
+- an empty, failed or unparsable answer changes nothing;
+- an answer that drops more than half of the existing entries without
+  naming them as superseded is refused;
+- the previous ``MEMORY.md`` is copied to ``memory/backups/`` first, and the
+  replace is atomic.
+
+The watermark and the time of the last run live in the storage
+(``memory/consolidation.json``), so several workers share the rate limit.
+Daily files older than the retention move to ``memory/archive/`` once they
+are consolidated.
+
+Use it as a function, a graph node (``consolidation_node``) or from the
+command line (``langgraph-compaction consolidate``, ``consolidate_main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import re
+import sys
+import uuid
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import Any, Callable, Optional, Sequence
+from zoneinfo import ZoneInfo
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableLambda
+from langgraph.constants import TAG_NOSTREAM
+
+from .config import CompactionConfig
+from .conversation import content_text
+from .memory import (
+    ARCHIVE_DIR,
+    BACKUP_DIR,
+    MEMORY_FILE,
+    SHORTEN_INSTRUCTION,
+    advanced_watermark,
+    consolidation_prompt,
+    dropped_entries,
+    is_consolidated,
+    ledger_day,
+    loss_problem,
+    parse_answer,
+    parse_bullets,
+    pending_entries,
+    trim_to_tokens,
+)
+from .nodes import _emit, _runtime, _user_id
+from .redact import redact_secrets
+from .storage import DEFAULT_USER, CompactionStorage, StoreStorage, open_storage
+from .tokens import estimate_text_tokens
+
+logger = logging.getLogger("langgraph_compaction")
+
+STATE_FILE = "memory/consolidation.json"
+_DEFAULTS = CompactionConfig.model_fields
+DEFAULT_MAX_TOKENS: int = _DEFAULTS["consolidation_max_tokens"].default
+DEFAULT_MIN_GAP: float = _DEFAULTS["consolidation_min_gap"].default
+DEFAULT_RETENTION_DAYS: int = _DEFAULTS["daily_file_retention_days"].default
+def _backup_name(now: datetime, taken: set[str]) -> str:
+    stamp = now.astimezone(dt_timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    name, n = f"{BACKUP_DIR}/MEMORY-{stamp}.md", 1
+    while name in taken:
+        name, n = f"{BACKUP_DIR}/MEMORY-{stamp}-{n}.md", n + 1
+    return name
+
+
+# --- the result -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsolidationResult:
+    """What one consolidation did.
+
+    ``status`` is ``"consolidated"`` (MEMORY.md replaced), ``"unchanged"``
+    (nothing new, or the model kept it as it was), ``"rate_limited"``,
+    ``"busy"`` (another worker claimed this run), ``"refused"`` (the answer
+    would lose memory or was too long) or ``"failed"`` (model or storage
+    error); in the last three nothing was changed.
+    """
+
+    status: str
+    reason: str
+    user_id: str = DEFAULT_USER
+    memory_path: Optional[str] = None
+    backup_path: Optional[str] = None
+    merged_files: tuple[str, ...] = ()
+    archived_files: tuple[str, ...] = ()
+    entries_before: int = 0
+    entries_after: int = 0
+    tokens: int = 0
+    next_run_after: Optional[str] = None
+    dropped: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def changed(self) -> bool:
+        """Return True when MEMORY.md was replaced."""
+        return self.status == "consolidated"
+
+    def as_event(self) -> dict:
+        """Return the result as the fields of a compaction event (stage ``consolidate``), JSON-native."""
+        event = {"stage": "consolidate", **asdict(self), "changed": self.changed}
+        event.update({k: list(v) for k, v in event.items() if isinstance(v, tuple)})
+        if self.status in ("refused", "failed"):
+            event["error"] = self.reason
+        return event
+
+
+# --- the shell ----------------------------------------------------------------
+
+
+def _read_state(storage: CompactionStorage, user_id: str) -> dict:
+    raw = storage.read_memory_file(user_id, STATE_FILE)
+    try:
+        state = json.loads(raw) if raw else {}
+    except ValueError:
+        logger.warning("consolidation state %s is not JSON; starting over", STATE_FILE)
+        state = {}
+    return state if isinstance(state, dict) else {}
+
+
+def _write_state(storage: CompactionStorage, user_id: str, state: dict) -> None:
+    storage.replace_memory_file(user_id, STATE_FILE, json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+
+def _parse_time(value: Any) -> Optional[datetime]:
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return parsed if parsed is None or parsed.tzinfo else parsed.replace(tzinfo=dt_timezone.utc)
+
+
+def _ask(model: Any, prompt: str) -> str:
+    runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_consolidate")
+    return content_text(runnable.invoke([HumanMessage(prompt)]).content)
+
+
+def _log(result: ConsolidationResult) -> ConsolidationResult:
+    log = logger.warning if result.status in ("refused", "failed") else logger.info
+    log("memory consolidation for %s: %s (%s)", result.user_id, result.status, result.reason)
+    return result
+
+
+def consolidate_memory(
+    storage: Any,
+    model: Any,
+    *,
+    user_id: str = DEFAULT_USER,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    min_gap_seconds: float = DEFAULT_MIN_GAP,
+    now: Optional[datetime] = None,
+    retention_days: int = DEFAULT_RETENTION_DAYS,
+    timezone: str = "UTC",
+    redactor: Optional[Callable[[str], str]] = redact_secrets,
+    keep_backups: int = 20,
+    force: bool = False,
+) -> ConsolidationResult:
+    """Merge the ledger entries written since the last run into MEMORY.md; return what happened.
+
+    ``storage`` is a directory, a LangGraph ``BaseStore`` or a storage
+    object; ``model`` any chat model (its call is tagged no-stream).
+    Runs at most once per ``min_gap_seconds`` per user (``force`` skips the
+    check). ``now`` (aware datetime) fixes the clock for tests and replays;
+    ``timezone`` is the zone the ledger's days are in (``CompactionConfig.timezone``). Never raises
+    for a model or storage failure: the result says ``"failed"`` and
+    nothing is changed.
+    """
+    opened = open_storage(storage)
+    if opened is None:
+        raise ValueError("storage is None: pass the directory, BaseStore or storage object that holds the memory")
+    if max_tokens < 100:
+        raise ValueError(f"max_tokens={max_tokens} is too small for a memory file; use at least 100")
+    try:
+        zone = ZoneInfo(timezone)
+    except Exception as exc:  # noqa: BLE001 - any lookup failure is a bad name
+        raise ValueError(f"timezone {timezone!r} is not a known IANA zone name; use e.g. 'UTC' or 'Asia/Shanghai'") from exc
+    now = (now or datetime.now(dt_timezone.utc)).astimezone(zone)
+    user_id = str(user_id or DEFAULT_USER)
+    try:
+        return _log(
+            _consolidate(opened, model, user_id, max_tokens, min_gap_seconds, now, retention_days, redactor, keep_backups, force)
+        )
+    except Exception as exc:  # noqa: BLE001 - a failed consolidation leaves memory as it was
+        logger.debug("memory consolidation failed", exc_info=exc)
+        return _log(ConsolidationResult("failed", f"{type(exc).__name__}: {exc}"[:500], user_id))
+
+
+def _consolidate(
+    storage: CompactionStorage,
+    model: Any,
+    user_id: str,
+    max_tokens: int,
+    min_gap: float,
+    now: datetime,
+    retention_days: int,
+    redactor: Optional[Callable[[str], str]],
+    keep_backups: int,
+    force: bool,
+) -> ConsolidationResult:
+    state = _read_state(storage, user_id)
+    last = _parse_time(state.get("last_run"))
+    if not force and last is not None and now < last + timedelta(seconds=min_gap):
+        after = (last + timedelta(seconds=min_gap)).isoformat(timespec="seconds")
+        return ConsolidationResult("rate_limited", f"the last run was at {state['last_run']}", user_id, next_run_after=after)
+
+    # claim the run: last writer wins, and a worker that reads back someone else's claim stands down
+    claim = uuid.uuid4().hex
+    state.update(last_run=now.isoformat(timespec="seconds"), claim=claim)
+    _write_state(storage, user_id, state)
+    if _read_state(storage, user_id).get("claim") != claim:
+        return ConsolidationResult("busy", "another worker is consolidating this memory", user_id)
+
+    files = storage.list_memory_files(user_id)
+    ledgers = {p: storage.read_memory_file(user_id, p) or "" for p in files if ledger_day(p) and not p.startswith(ARCHIVE_DIR)}
+    watermark = state.get("watermark") if isinstance(state.get("watermark"), dict) else {}
+    entries = pending_entries(ledgers, watermark)
+    old_md = storage.read_memory_file(user_id, MEMORY_FILE) or ""
+    count = len(parse_bullets(old_md))
+    result = ConsolidationResult(
+        "unchanged", "no new ledger entries", user_id, entries_before=count, entries_after=count, tokens=estimate_text_tokens(old_md)
+    )
+    if entries:
+        result = _merge(storage, model, user_id, old_md, entries, max_tokens, now, redactor, keep_backups, set(files))
+        if result.status in ("refused", "failed"):
+            state["last_status"] = result.status
+            _write_state(storage, user_id, state)
+            return result
+        watermark = {**watermark, **advanced_watermark({p: ledgers[p] for p in entries})}
+
+    archived = _archive(storage, user_id, ledgers, watermark, now, retention_days)
+    state.update(
+        watermark={p: m for p, m in watermark.items() if p in ledgers and p not in archived},
+        last_status=result.status,
+        last_consolidated=now.isoformat(timespec="seconds") if result.changed else state.get("last_consolidated"),
+    )
+    _write_state(storage, user_id, state)
+    return replace(result, archived_files=tuple(archived))
+
+
+def _merge(
+    storage: CompactionStorage,
+    model: Any,
+    user_id: str,
+    old_md: str,
+    entries: dict[str, str],
+    max_tokens: int,
+    now: datetime,
+    redactor: Optional[Callable[[str], str]],
+    keep_backups: int,
+    files: set[str],
+) -> ConsolidationResult:
+    """Ask the model, check its answer, back up and replace MEMORY.md; return what happened."""
+    base = dict(user_id=user_id, merged_files=tuple(entries), entries_before=len(parse_bullets(old_md)))
+    prompt = consolidation_prompt(old_md, entries, max_tokens, now.date().isoformat())
+    try:
+        new_md, superseded = parse_answer(_ask(model, prompt))
+        if new_md is not None and estimate_text_tokens(new_md) > max_tokens:
+            retry = prompt + SHORTEN_INSTRUCTION.format(tokens=estimate_text_tokens(new_md), max_tokens=max_tokens)
+            new_md, superseded = parse_answer(_ask(model, retry))
+    except Exception as exc:  # noqa: BLE001 - a failed model changes nothing
+        return ConsolidationResult("failed", f"the model failed: {type(exc).__name__}: {exc}"[:500], **base)
+    if new_md is None:
+        return ConsolidationResult("refused", "the model's answer has no memory bullets (empty or malformed)", **base)
+    if redactor is not None:
+        new_md = redactor(new_md)
+    tokens = estimate_text_tokens(new_md)
+    if tokens > max_tokens:
+        return ConsolidationResult("refused", f"the answer is ~{tokens} tokens, over max_tokens={max_tokens}", tokens=tokens, **base)
+    problem = loss_problem(old_md, new_md, superseded)
+    if problem:
+        dropped = tuple(dropped_entries(old_md, new_md, superseded))
+        return ConsolidationResult("refused", problem, tokens=tokens, dropped=dropped, **base)
+    if new_md.strip() == old_md.strip():
+        return ConsolidationResult("unchanged", "the model kept MEMORY.md as it was", tokens=tokens, entries_after=len(parse_bullets(new_md)), **base)
+    backup = None
+    if old_md.strip():
+        backup = _backup_name(now, files)
+        storage.replace_memory_file(user_id, backup, old_md)
+        old_backups = sorted(p for p in files if p.startswith(BACKUP_DIR + "/"))
+        for stale in old_backups[: max(0, len(old_backups) + 1 - keep_backups)]:
+            storage.delete_memory_file(user_id, stale)
+    path = storage.replace_memory_file(user_id, MEMORY_FILE, new_md)
+    return ConsolidationResult(
+        "consolidated",
+        f"merged {sum(len(parse_bullets(t)) for t in entries.values())} new entries",
+        memory_path=path,
+        backup_path=backup and storage.memory_location(user_id, backup),
+        entries_after=len(parse_bullets(new_md)),
+        tokens=tokens,
+        dropped=tuple(dropped_entries(old_md, new_md, superseded)),
+        **base,
+    )
+
+
+def _archive(
+    storage: CompactionStorage,
+    user_id: str,
+    ledgers: dict[str, str],
+    watermark: dict[str, Any],
+    now: datetime,
+    retention_days: int,
+) -> list[str]:
+    """Move consolidated daily files older than the retention to ``memory/archive/``; return their old paths.
+
+    The archive copy is written before the original is deleted, so a crash
+    in between leaves two copies, never none; the next run finishes the move.
+    """
+    oldest_kept = (now - timedelta(days=retention_days)).date().isoformat()
+    moved: list[str] = []
+    for path, text in sorted(ledgers.items()):
+        day = ledger_day(path)
+        if day >= oldest_kept or not is_consolidated(path, text, watermark):
+            continue
+        target = f"{ARCHIVE_DIR}/{day}.md"
+        existing = storage.read_memory_file(user_id, target)
+        if existing is None or existing != text:
+            storage.replace_memory_file(user_id, target, text if existing is None or text.startswith(existing) else existing + "\n" + text)
+        storage.delete_memory_file(user_id, path)
+        moved.append(path)
+    return moved
+
+
+async def aconsolidate_memory(storage: Any, model: Any, **options: Any) -> ConsolidationResult:
+    """Return ``consolidate_memory(storage, model, **options)`` run in a worker thread (safe in async servers)."""
+    return await asyncio.to_thread(consolidate_memory, storage, model, **options)
+
+
+def memory_for_prompt(storage: Any, user_id: str = DEFAULT_USER, max_tokens: int = 2000) -> str:
+    """Return MEMORY.md cut to ``max_tokens`` for a system prompt ('' when there is none).
+
+    When it is longer, whole lines from the top are kept and a last line
+    tells the agent how to read the rest.
+    """
+    opened = open_storage(storage)
+    if opened is None:
+        return ""
+    text = (opened.read_memory_file(str(user_id or DEFAULT_USER), MEMORY_FILE) or "").strip()
+    return trim_to_tokens(text, max_tokens) if text else ""
+
+
+async def amemory_for_prompt(storage: Any, user_id: str = DEFAULT_USER, max_tokens: int = 2000) -> str:
+    """Return MEMORY.md cut to ``max_tokens`` for a system prompt (async; I/O off the event loop)."""
+    return await asyncio.to_thread(memory_for_prompt, storage, user_id, max_tokens)
+
+
+# --- graph node ---------------------------------------------------------------
+
+
+def consolidation_node(model: Any, storage: Any = None, config: Optional[CompactionConfig] = None, **options: Any) -> Any:
+    """Return a graph node (sync and async) that consolidates the run's user's memory.
+
+    ``storage`` None means the graph's store (``runtime.store``); the user
+    is ``runtime.context.user_id``, else ``configurable["user_id"]``.
+    ``config`` supplies ``consolidation_max_tokens``, ``consolidation_min_gap``,
+    ``daily_file_retention_days``, ``timezone`` and ``redactor``; ``options``
+    (``consolidate_memory``'s keywords) override them. The rate limit makes
+    it cheap to run after every turn. The node writes the result as a
+    compaction event (``compaction["events"]`` and ``stream_mode="custom"``).
+    """
+    fixed = open_storage(storage)
+    if config is not None:
+        options = {
+            "max_tokens": config.consolidation_max_tokens,
+            "min_gap_seconds": config.consolidation_min_gap,
+            "retention_days": config.daily_file_retention_days,
+            "timezone": config.timezone,
+            "redactor": config.redactor,
+            **options,
+        }
+
+    def where(config: Any) -> tuple[Any, str]:
+        runtime = _runtime()
+        target = fixed
+        if target is None and getattr(runtime, "store", None) is not None:
+            target = StoreStorage(runtime.store)
+        return target, _user_id(runtime, config)
+
+    def update(result: ConsolidationResult) -> dict:
+        event = _emit(result.as_event())
+        return {"compaction": {"events": [event]}}
+
+    def missing() -> dict:
+        return {"compaction": {"events": [_emit({"stage": "consolidate", "note": "no storage configured"})]}}
+
+    def run(state: Any, config: Any) -> dict:
+        target, user = where(config)
+        return update(consolidate_memory(target, model, user_id=user, **options)) if target else missing()
+
+    async def arun(state: Any, config: Any) -> dict:
+        target, user = where(config)
+        return update(await aconsolidate_memory(target, model, user_id=user, **options)) if target else missing()
+
+    return RunnableLambda(run, afunc=arun, name="memory_consolidation")
+
+
+# --- command line -------------------------------------------------------------
+
+
+def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
+    """Return the storage a command-line argument names: a directory, ``sqlite:///file.db`` or a PostgreSQL DSN."""
+    if spec.startswith("sqlite:"):
+        from langgraph.store.sqlite import SqliteStore
+
+        path = re.sub(r"^sqlite:(//)?", "", spec) or ":memory:"
+        store = stack.enter_context(SqliteStore.from_conn_string(path))
+        store.setup()
+        return store
+    if spec.startswith(("postgres://", "postgresql://")):
+        from langgraph.store.postgres import PostgresStore
+
+        store = stack.enter_context(PostgresStore.from_conn_string(spec))
+        store.setup()
+        return store
+    return spec
+
+
+def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``langgraph-compaction consolidate`` with these arguments; return the exit status.
+
+    0: consolidated, unchanged, rate limited or busy; 1: refused or failed;
+    2: bad arguments.
+    """
+    parser = argparse.ArgumentParser(
+        prog="langgraph-compaction consolidate",
+        description="Merge new daily memory ledger entries into MEMORY.md (with a backup and a loss guard).",
+    )
+    parser.add_argument("storage", help="a directory, sqlite:///path/to/store.db, or a postgresql:// DSN of a LangGraph store")
+    parser.add_argument("--user", default=DEFAULT_USER, help="whose memory (default: %(default)s)")
+    parser.add_argument("--model", default="gpt-4o-mini", help="chat model name for the OpenAI-compatible API (default: %(default)s)")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="size limit of MEMORY.md (default: %(default)s)")
+    parser.add_argument("--min-gap", type=float, default=DEFAULT_MIN_GAP, help="seconds between runs per user (default: %(default)s)")
+    parser.add_argument("--retention-days", type=int, default=DEFAULT_RETENTION_DAYS, help="archive daily files older than this (default: %(default)s)")
+    parser.add_argument("--timezone", default="UTC", help="time zone of the ledger's days (default: %(default)s)")
+    parser.add_argument("--force", action="store_true", help="ignore the rate limit")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+
+    from langchain_openai import ChatOpenAI
+
+    with ExitStack() as stack:
+        try:
+            target = _open_cli_storage(args.storage, stack)
+            model = ChatOpenAI(model=args.model, base_url=args.base_url, max_retries=2)
+            result = consolidate_memory(
+                target,
+                model,
+                user_id=args.user,
+                max_tokens=args.max_tokens,
+                min_gap_seconds=args.min_gap,
+                retention_days=args.retention_days,
+                timezone=args.timezone,
+                force=args.force,
+            )
+        except (ValueError, TypeError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(result.as_event(), ensure_ascii=False, indent=1))
+    else:
+        extra = f"; backup: {result.backup_path}" if result.backup_path else ""
+        extra += f"; archived {len(result.archived_files)} daily files" if result.archived_files else ""
+        print(f"{result.status}: {result.reason} ({result.entries_before} -> {result.entries_after} entries{extra})")
+    return 1 if result.status in ("refused", "failed") else 0

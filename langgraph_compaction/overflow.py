@@ -1,0 +1,315 @@
+"""Reactive overflow recovery: when the model refuses a request as too long, compact at once and retry once.
+
+``is_context_overflow`` recognises the refusal (LangChain's
+``ContextOverflowError``, OpenAI's ``context_length_exceeded`` code, HTTP 413,
+Anthropic's "prompt is too long" and the usual phrasings).
+``with_overflow_recovery`` wraps the user's model node (``add_compaction``
+does this unless ``overflow_recovery=False``); ``invoke_with_recovery`` /
+``ainvoke_with_recovery`` are the same for a node that calls the model itself.
+
+On a refusal the compaction nodes run in place, in overflow mode: layers 1-2
+over the whole history, half the keep budget, and an extractive summary when
+the summarizer fails. The call is then retried once, never with an unchanged
+request; when even the smallest request compaction can make is over the
+window, ``ContextTooLongError`` says how large it is and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, Generator, Optional, Sequence
+
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.types import Command
+
+from .calibration import calibrated_tokens, observe, read_calibration
+from .nodes import FLUSH, OFFLOAD, SUMMARIZE, CompactionNodes, _describe, _emit, _get, _step
+from .state import merge_compaction, read_compaction
+
+_PHRASES = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|context window|context limit|prompt is too long"
+    r"|too many tokens|reduce the length|input is too long|request too large|exceeds the (?:model's )?max",
+    re.IGNORECASE,
+)
+# "maximum context length is 4000 tokens. However, your messages resulted in 4512 tokens" (OpenAI),
+# "prompt is too long: 208310 tokens > 200000 maximum" (Anthropic)
+_OPENAI_FIGURES = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens", re.S)
+_ANTHROPIC_FIGURES = re.compile(r"(\d+) tokens > (\d+) maximum")
+
+
+class ContextTooLongError(ContextOverflowError):
+    """The request is over the model's window even after compaction; the message says how large and why."""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen and len(seen) < 8:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _error_code(exc: BaseException) -> Optional[str]:
+    code = getattr(exc, "code", None)
+    body = getattr(exc, "body", None)
+    if not isinstance(code, str) and isinstance(body, dict):
+        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        code = error.get("code") or error.get("type")
+    return code if isinstance(code, str) else None
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Return True when ``exc`` (or an exception it was raised from) says the input was too long for the model."""
+    for e in _chain(exc):
+        if isinstance(e, ContextOverflowError):
+            return True
+        if _error_code(e) == "context_length_exceeded":
+            return True
+        status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
+        if status == 413:
+            return True
+        if _PHRASES.search(str(e)):
+            return True
+    return False
+
+
+def overflow_figures(exc: BaseException) -> tuple[Optional[int], Optional[int]]:
+    """Return (window, request size) in tokens when the provider's error states them, else Nones."""
+    for e in _chain(exc):
+        text = str(e)
+        if match := _OPENAI_FIGURES.search(text):
+            return int(match.group(1)), int(match.group(2))
+        if match := _ANTHROPIC_FIGURES.search(text):
+            return int(match.group(2)), int(match.group(1))
+    return None, None
+
+
+def smallest_request_problem(
+    messages: Sequence[BaseMessage], counts: Sequence[int], window: int, fixed: int, calibration: dict
+) -> str:
+    """Return why the compacted request is still over ``window`` tokens: its size and its largest part."""
+    total = calibrated_tokens(sum(counts), calibration, fixed)
+    head = f"even the smallest request compaction can make is ~{total:,} tokens, over the model's window of {window:,}"
+    if not messages:
+        return f"{head}: the system prompt and tool schemas alone take ~{calibrated_tokens(0, calibration, fixed):,}"
+    i = max(range(len(messages)), key=lambda k: counts[k])
+    largest = calibrated_tokens(counts[i], calibration)
+    if largest >= window:
+        return f"{head}: message {messages[i].id!r} ({messages[i].type}) alone is ~{largest:,} tokens; shorten or split it"
+    return (
+        f"{head}: what cannot be summarized (system prompt, tool schemas, the latest request and the newest tool round) "
+        f"is that large; its largest message is {messages[i].id!r} ({messages[i].type}, ~{largest:,} tokens)"
+    )
+
+
+def _replaced(state: Any, **values: Any) -> Any:
+    """Return a copy of the state (a dict, a pydantic model or a dataclass) with some keys replaced."""
+    if isinstance(state, dict):
+        return {**state, **values}
+    if hasattr(state, "model_copy"):
+        return state.model_copy(update=values)
+    return dataclasses.replace(state, **values)
+
+
+def _apply(state: Any, update: dict) -> Any:
+    """Return the state after a compaction node's update (the graph's reducers, applied in place of the graph)."""
+    values = {}
+    if update.get("messages"):
+        values["messages"] = add_messages(list(_get(state, "messages") or []), update["messages"])
+    if update.get("compaction"):
+        values["compaction"] = merge_compaction(_get(state, "compaction"), update["compaction"])
+    return _replaced(state, **values) if values else state
+
+
+def _delta(updates: list[dict]) -> dict:
+    """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
+    out: dict[str, Any] = {"counts": {}, "events": []}
+    for update in updates:
+        for key, value in (update.get("compaction") or {}).items():
+            if key == "counts":
+                for name, n in value.items():
+                    out["counts"][name] = out["counts"].get(name, 0) + n
+            elif key == "events":
+                out["events"].extend(value)
+            else:
+                out[key] = value
+    return out
+
+
+def _merged(output: Any, messages: list, compaction: dict) -> Any:
+    """Return the retried node's output with the compacted history written in front of its messages."""
+    rewrite = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
+    if isinstance(output, Command):
+        update = output.update if isinstance(output.update, dict) else {}
+        return dataclasses.replace(output, update=_merged(update, messages, compaction))
+    if output is None:
+        output = {}
+    if not isinstance(output, dict):
+        raise TypeError(
+            f"overflow recovery needs the model node to return a dict or Command, not {type(output).__name__}; "
+            "return {'messages': [...]} or pass overflow_recovery=False to add_compaction"
+        )
+    new = output.get("messages") or []
+    new = [new] if isinstance(new, BaseMessage) else list(new)
+    return {**output, "messages": rewrite + new, "compaction": compaction}
+
+
+Recovery = Generator[tuple, Any, Any]
+
+
+def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
+    """Call, and on an overflow compact in overflow mode and call once more; return the node's output.
+
+    Yields ``("call", state)`` for the model call and ``("compact", stage,
+    make_steps, state)`` for a compaction node; the drivers below run them.
+    """
+    try:
+        return (yield ("call", state))
+    except Exception as exc:  # noqa: BLE001 - anything but an overflow goes back to the caller unchanged
+        if not is_context_overflow(exc):
+            raise
+        refusal = exc
+    messages = list(_get(state, "messages") or [])
+    view = read_compaction(_get(state, "compaction"))
+    counts = nodes.counter.counts(messages)
+    window, requested = overflow_figures(refusal)
+    calibration = read_calibration(view.get("calibration"))
+    if requested:
+        calibration = observe(calibration, requested, sum(counts) + nodes.fixed_tokens, window=window)
+    window = window or calibration["window"] or run.budget.hard_limit
+    updates: list[dict] = [{"compaction": {"calibration": calibration}}]
+    working = _apply(state, updates[0])
+
+    update = yield ("compact", "gate", lambda s, r: nodes._gate_steps(s, r, overflow=True), working)
+    updates.append(update)
+    working = _apply(working, update)
+    targets = nodes.route(working)
+    for stage, make_steps in ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps), (SUMMARIZE, nodes._summarize_steps)):
+        if targets == nodes.before:
+            break
+        if stage in targets or stage == SUMMARIZE:
+            update = yield ("compact", stage, make_steps, working)
+            updates.append(update)
+            working = _apply(working, update)
+
+    compacted = list(_get(working, "messages") or [])
+    sizes = nodes.counter.counts(compacted)
+    after = calibrated_tokens(sum(sizes), calibration, nodes.fixed_tokens)
+    unchanged = [(m.id, m.content) for m in compacted] == [(m.id, m.content) for m in messages]
+    event = {
+        "stage": "overflow",
+        "error": _describe(refusal)[:300],
+        "window": window,
+        "tokens_before": requested or calibrated_tokens(sum(counts), calibration, nodes.fixed_tokens),
+        "tokens_after": after,
+    }
+    if unchanged or after > window:
+        why = smallest_request_problem(compacted, sizes, window, nodes.fixed_tokens, calibration)
+        _emit({**event, "error": why})
+        raise ContextTooLongError(f"the model refused the request as too long, and {why}") from refusal
+    updates.append({"compaction": {"events": [_emit({**event, "retried": True})], "counts": {"overflow": 1}}})
+    try:
+        output = yield ("call", working)
+    except Exception as exc:  # noqa: BLE001 - one retry only: a second refusal surfaces
+        if not is_context_overflow(exc):
+            raise
+        raise ContextTooLongError(
+            f"the model refused the request as too long again after compaction to ~{after:,} tokens "
+            f"(window {window:,}): {_describe(exc)}"
+        ) from exc
+    return _merged(output, compacted, _delta(updates))
+
+
+def _drive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
+    done, item = _step(gen, None, None)
+    while not done:
+        value, error = None, None
+        try:
+            if item[0] == "call":
+                value = call(item[1])
+            else:
+                _, stage, make_steps, st = item
+                value = nodes._guarded(stage, st, make_steps, run)
+        except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
+            error = exc
+        done, item = _step(gen, value, error)
+    return item
+
+
+async def _adrive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
+    done, item = _step(gen, None, None)
+    while not done:
+        value, error = None, None
+        try:
+            if item[0] == "call":
+                value = await call(item[1])
+            else:
+                _, stage, make_steps, st = item
+                value = await nodes._aguarded(stage, st, make_steps, run)
+        except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
+            error = exc
+        done, item = _step(gen, value, error)
+    return item
+
+
+def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: Optional[str] = None) -> RunnableLambda:
+    """Return the model node wrapped so that a too-long refusal compacts the history and retries once.
+
+    ``node`` is the node's runnable (or function) as the graph holds it; the
+    wrapper calls it with the same state and config, sync or async.
+    """
+    inner = node if isinstance(node, Runnable) else RunnableLambda(node)
+
+    def invoke(state: Any, config: RunnableConfig) -> Any:
+        run = nodes._run(config)
+        return _drive(nodes, _recovery(nodes, state, run), run, lambda s: inner.invoke(s, config))
+
+    async def ainvoke(state: Any, config: RunnableConfig) -> Any:
+        run = nodes._run(config)
+        return await _adrive(nodes, _recovery(nodes, state, run), run, lambda s: inner.ainvoke(s, config))
+
+    return RunnableLambda(invoke, afunc=ainvoke, name=name or getattr(inner, "name", None) or "model")
+
+
+def _request(system_prompt: Any, messages: list) -> list:
+    if not system_prompt:
+        return messages
+    system = system_prompt if isinstance(system_prompt, SystemMessage) else SystemMessage(content=system_prompt)
+    return [system, *messages]
+
+
+def invoke_with_recovery(
+    nodes: CompactionNodes, model: Any, state: Any, config: Optional[RunnableConfig] = None, *, system_prompt: Any = None
+) -> dict:
+    """Call ``model`` on the state's messages and return the node update ``{"messages": [reply]}``.
+
+    For a node that calls the model itself: when the model refuses the request
+    as too long, the history is compacted (the update then rewrites it) and
+    the call is retried once. ``system_prompt`` is put in front of the
+    messages for the call only.
+    """
+    config = config or {}
+    run = nodes._run(config)
+
+    def call(s: Any) -> dict:
+        return {"messages": [model.invoke(_request(system_prompt, list(_get(s, "messages") or [])), config)]}
+
+    return _drive(nodes, _recovery(nodes, state, run), run, call)
+
+
+async def ainvoke_with_recovery(
+    nodes: CompactionNodes, model: Any, state: Any, config: Optional[RunnableConfig] = None, *, system_prompt: Any = None
+) -> dict:
+    """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``."""
+    config = config or {}
+    run = nodes._run(config)
+
+    async def call(s: Any) -> dict:
+        return {"messages": [await model.ainvoke(_request(system_prompt, list(_get(s, "messages") or [])), config)]}
+
+    return await _adrive(nodes, _recovery(nodes, state, run), run, call)

@@ -1,0 +1,302 @@
+"""The agent's tools over what compaction keeps: memory search and reads, transcript search and recall, compact.
+
+``make_compaction_tools(storage)`` returns five LangChain tools, sync and
+async, for ``ToolNode`` / ``create_agent``:
+
+- ``memory_search(query, max_results=10)``: BM25-ranked lines of MEMORY.md
+  and the daily ledgers, each with ``path#line``, date and text;
+- ``memory_get(path, start_line=1, end_line=None)``: a line range of a memory
+  file; paths outside the memory folder are refused before anything is read;
+- ``session_search(query, max_results=10)``: BM25 over this thread's
+  offloaded transcript, each hit with its message id;
+- ``recall(message_ids, page=1)``: evicted messages back by id, in full,
+  size-capped and paginated;
+- ``compact(focus=None)``: ask for compaction before the next model call.
+
+The thread, the user and the store come from the tool runtime (thread id
+from the run's ``configurable``, user from ``runtime.context.user_id`` else
+``configurable["user_id"]``); ``storage=None`` uses the graph's store. Pass
+the same storage as to ``add_compaction``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
+from rank_bm25 import BM25Plus
+
+from .config import CompactionConfig
+from .conversation import is_summary
+from .memory import MEMORY_FILE, is_memory_text, memory_lines, search_terms
+from .nodes import _user_id
+from .plan import find_cutoff
+from .storage import CompactionStorage, StoreStorage, check_relpath, open_storage
+from .summary import render_message
+from .tokens import TokenCounter
+from .transcript import messages_by_id, paginate, render_recalled
+
+logger = logging.getLogger("langgraph_compaction")
+
+MAX_RESULTS = 50
+MAX_LINES = 400
+PAGE_CHARS = 10_000
+SNIPPET_CHARS = 300
+NO_STORAGE = (
+    "Error: no compaction storage is configured for this agent (pass storage= to make_compaction_tools "
+    "or run the graph with a store)."
+)
+
+
+# --- ranking (pure) -----------------------------------------------------------
+
+
+def rank(query: str, documents: Sequence[str], max_results: int) -> list[tuple[int, float]]:
+    """Return (index, score) of the documents that match the query best, BM25-ranked, newest first on ties.
+
+    Only documents that share at least one term with the query are returned.
+    """
+    terms = search_terms(query)
+    corpus = [search_terms(d) for d in documents]
+    if not terms or not any(corpus):
+        return []
+    # BM25+ keeps IDF positive, so a term found in half of a small memory still counts
+    scores = BM25Plus([c or [""] for c in corpus]).get_scores(terms)
+    wanted = set(terms)
+    hits = [(i, float(scores[i])) for i, c in enumerate(corpus) if wanted.intersection(c)]
+    hits.sort(key=lambda hit: (-hit[1], -hit[0]))
+    return hits[:max_results]
+
+
+def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
+    """Return one line of about ``width`` characters of the text around the first query term found."""
+    flat = " ".join(text.split())
+    folded = flat.casefold()
+    at = min((p for p in (folded.find(t) for t in search_terms(query)) if p >= 0), default=0)
+    start = max(0, min(at - width // 3, len(flat) - width))
+    piece = flat[start : start + width]
+    return ("..." if start else "") + piece + ("..." if start + width < len(flat) else "")
+
+
+def _clamp(value: Any, low: int, high: int, default: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return min(max(number, low), high)
+
+
+# --- what the tools do, given where they run -----------------------------------
+
+
+@dataclass
+class _Where:
+    storage: Optional[CompactionStorage]
+    thread_id: str
+    user_id: str
+    messages: list[BaseMessage]
+
+
+def search_memory(storage: CompactionStorage, user_id: str, query: str, max_results: int = 10) -> str:
+    """Return the ``memory_search`` answer: ranked hits as ``path#line [date] text``."""
+    lines = []
+    for path in storage.list_memory_files(user_id):
+        if is_memory_text(path):
+            lines += memory_lines(path, storage.read_memory_file(user_id, path) or "")
+    hits = rank(query, [line.text for line in lines], _clamp(max_results, 1, MAX_RESULTS, 10))
+    if not hits:
+        return f"No memory matches {query!r}."
+    rows = []
+    for i, _ in hits:
+        line = lines[i]
+        when = f" [{line.date}]" if line.date else (" [curated]" if line.path == MEMORY_FILE else "")
+        rows.append(f"{line.path}#{line.line}{when} {line.text}")
+    return f"{len(rows)} memory results for {query!r} (use memory_get(path, start_line, end_line) for context):\n" + "\n".join(rows)
+
+
+def read_memory(storage: CompactionStorage, user_id: str, path: str, start_line: Any = 1, end_line: Any = None) -> str:
+    """Return the ``memory_get`` answer: numbered lines of a memory file, or an error that read nothing."""
+    try:
+        relpath = check_relpath(path)
+        if not (relpath == MEMORY_FILE or (relpath.startswith("memory/") and relpath.endswith(".md"))):
+            raise ValueError(f"{path!r} is not a memory file; use 'MEMORY.md' or 'memory/YYYY-MM-DD.md'")
+        text = storage.read_memory_file(user_id, relpath)
+    except ValueError as exc:
+        return f"Error: {exc}"
+    if text is None:
+        return f"Error: {path} does not exist; memory_search lists the files that do."
+    lines = text.splitlines()
+    first = _clamp(start_line, 1, max(len(lines), 1), 1)
+    last = _clamp(end_line, first, len(lines), len(lines)) if end_line is not None else len(lines)
+    last = min(last, first + MAX_LINES - 1)
+    body = "\n".join(f"{n}: {lines[n - 1]}" for n in range(first, last + 1))
+    more = f"\n(lines {last + 1}-{len(lines)} not shown; ask for them with start_line={last + 1})" if last < len(lines) else ""
+    return f"{relpath} lines {first}-{last} of {len(lines)}:\n{body}{more}"
+
+
+def search_session(
+    storage: CompactionStorage, thread_id: str, query: str, max_results: int = 10, in_context: Sequence[str] = ()
+) -> str:
+    """Return the ``session_search`` answer: ranked transcript messages with id, kind, status and snippet.
+
+    ``in_context`` are the ids of the messages the agent still has; the others are marked evicted.
+    """
+    messages = messages_from_dict(storage.read_transcript(thread_id))
+    if not messages:
+        return "Nothing of this conversation has been offloaded yet; everything is still in your context."
+    hits = rank(query, [render_message(m) for m in messages], _clamp(max_results, 1, MAX_RESULTS, 10))
+    if not hits:
+        return f"No message of this conversation matches {query!r}."
+    present = set(in_context)
+    rows = []
+    for i, _ in hits:
+        m = messages[i]
+        status = "in context" if m.id in present else "evicted"
+        kind = "summary" if is_summary(m) else (f"tool {m.name}" if m.type == "tool" and m.name else m.type)
+        rows.append(f"id={m.id} [{kind}, {status}] {snippet(render_message(m), query)}")
+    return (
+        f"{len(rows)} messages match {query!r} (recall(message_ids=[...]) returns evicted ones in full):\n"
+        + "\n".join(rows)
+    )
+
+
+def recall_messages(
+    storage: CompactionStorage, thread_id: str, message_ids: Sequence[str], page: Any = 1, max_chars: Any = PAGE_CHARS
+) -> str:
+    """Return the ``recall`` answer: the messages with these ids in full, one page at a time."""
+    ids = [message_ids] if isinstance(message_ids, str) else [str(i) for i in message_ids or []]
+    if not ids:
+        return "Error: give message_ids, e.g. the ids session_search or the summary's compaction note shows."
+    found, missing = messages_by_id(messages_from_dict(storage.read_transcript(thread_id)), ids)
+    text = "\n\n".join(render_recalled(m) for m in found)
+    if missing:
+        text += ("\n\n" if text else "") + f"(not in the transcript: {', '.join(missing[:20])})"
+    chunk = paginate(text, _clamp(page, 1, 10**6, 1), _clamp(max_chars, 1_000, 50_000, PAGE_CHARS))
+    head = f"Recalled {len(found)} of {len(ids)} messages (page {chunk.number} of {chunk.count})"
+    tail = f"\n(call recall with page={chunk.number + 1} for more)" if chunk.number < chunk.count else ""
+    return f"{head}:\n{chunk.text}{tail}"
+
+
+def compact_answer(messages: Sequence[BaseMessage], focus: Optional[str], config: Optional[CompactionConfig]) -> Optional[str]:
+    """Return what ``compact`` tells the agent will happen, or None when there is nothing to compact.
+
+    With the agent's ``config`` the count is the one the gate will use;
+    without it the check only asks whether any earlier message can go.
+    """
+    counter = TokenCounter(config.token_counter if config else None)
+    counts = counter.counts(messages)
+    budget = config.resolve() if config else None
+    cut = find_cutoff(messages, counts, budget.keep_tokens if budget else 0, budget.keep_messages if budget else 1)
+    if cut is None:
+        return None
+    about = f" (about {len(cut.evict)} messages, ~{sum(counts[i] for i in cut.evict):,} tokens)" if config else ""
+    focused = f", focusing on: {focus}" if focus else ""
+    return (
+        f"Compaction requested: before your next step the earlier conversation{about} will be replaced by a "
+        f"summary{focused}. The most recent messages stay as they are; the full history stays in the transcript, "
+        "and recall(message_ids) brings any message back."
+    )
+
+
+# --- the tool shell --------------------------------------------------------------
+
+
+def _where(runtime: Any, storage: Optional[CompactionStorage]) -> _Where:
+    config = getattr(runtime, "config", None) or {}
+    store = getattr(runtime, "store", None)
+    chosen = storage if storage is not None else (StoreStorage(store) if store is not None else None)
+    thread = (config.get("configurable") or {}).get("thread_id")
+    state = getattr(runtime, "state", None)
+    messages = (state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)) or []
+    return _Where(chosen, str(thread) if thread else "default", _user_id(runtime, config), list(messages))
+
+
+def _tool(name: str, storage: Optional[CompactionStorage], answer: Callable[..., str], signature_of: Callable) -> BaseTool:
+    """Return a sync+async tool named ``name``: the schema and description come from ``signature_of``."""
+
+    @functools.wraps(signature_of)
+    def run(*args: Any, runtime: ToolRuntime[Any, Any], **kwargs: Any) -> str:
+        where = _where(runtime, storage)
+        if where.storage is None:
+            return NO_STORAGE
+        try:
+            return answer(where, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - a broken file or store is the agent's information, not a crash
+            logger.warning("%s failed: %s", name, exc, exc_info=exc)
+            return f"Error: {name} could not read the compaction storage: {type(exc).__name__}: {exc}"[:1000]
+
+    @functools.wraps(signature_of)
+    async def arun(*args: Any, runtime: ToolRuntime[Any, Any], **kwargs: Any) -> str:
+        return await asyncio.to_thread(functools.partial(run, *args, runtime=runtime, **kwargs))
+
+    return StructuredTool.from_function(func=run, coroutine=arun, name=name)
+
+
+def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionConfig] = None) -> list[BaseTool]:
+    """Return the agent's tools, in this order: memory_search, memory_get, session_search, recall, compact.
+
+    ``storage`` is what ``add_compaction`` was given (a directory, a
+    ``BaseStore`` or a storage object); None uses the graph's store at run
+    time. ``config`` (the agent's ``CompactionConfig``) lets ``compact``
+    say how much will be summarized.
+    """
+    opened = open_storage(storage)
+
+    def memory_search(query: str, max_results: int = 10, *, runtime: ToolRuntime[Any, Any]) -> str:
+        """Search long-term memory (MEMORY.md and the daily memory ledgers) for facts, decisions and preferences.
+
+        Returns the best-matching lines, each as path#line [date] text.
+        """
+
+    def memory_get(path: str, start_line: int = 1, end_line: Optional[int] = None, *, runtime: ToolRuntime[Any, Any]) -> str:
+        """Read lines start_line..end_line of a memory file ('MEMORY.md' or 'memory/YYYY-MM-DD.md')."""
+
+    def session_search(query: str, max_results: int = 10, *, runtime: ToolRuntime[Any, Any]) -> str:
+        """Search the full history of this conversation, including messages compacted out of your context.
+
+        Returns the matching messages with their ids; recall them in full with recall.
+        """
+
+    def recall(message_ids: list[str], page: int = 1, *, runtime: ToolRuntime[Any, Any]) -> str:
+        """Return earlier messages of this conversation in full, by id (from session_search or a summary)."""
+
+    def compact(focus: Optional[str] = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
+        """Compact the conversation now: earlier messages are replaced by a summary before your next step.
+
+        focus: what the summary must preserve in detail (optional).
+        """
+        messages = _where(runtime, opened).messages
+        text = compact_answer(messages, focus, config)
+        call_id = runtime.tool_call_id or ""
+        if text is None:
+            note = "Nothing to compact: the conversation is already as short as compaction can make it."
+            return Command(update={"messages": [ToolMessage(note, tool_call_id=call_id, name="compact")]})
+        return Command(
+            update={
+                "compaction": {"manual": {"focus": focus}},
+                "messages": [ToolMessage(text, tool_call_id=call_id, name="compact")],
+            }
+        )
+
+    async def acompact(focus: Optional[str] = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
+        return compact(focus, runtime=runtime)
+
+    return [
+        _tool("memory_search", opened, lambda w, *a, **k: search_memory(w.storage, w.user_id, *a, **k), memory_search),
+        _tool("memory_get", opened, lambda w, *a, **k: read_memory(w.storage, w.user_id, *a, **k), memory_get),
+        _tool(
+            "session_search",
+            opened,
+            lambda w, *a, **k: search_session(w.storage, w.thread_id, *a, in_context=[m.id for m in w.messages], **k),
+            session_search,
+        ),
+        _tool("recall", opened, lambda w, *a, **k: recall_messages(w.storage, w.thread_id, *a, **k), recall),
+        StructuredTool.from_function(func=compact, coroutine=acompact, name="compact"),
+    ]

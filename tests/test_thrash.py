@@ -1,0 +1,153 @@
+"""No thrash: compaction makes real progress, waits for new conversation, and stops calling a failing summarizer."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, build_summary_message
+from langgraph_compaction.plan import plan_compaction
+from langgraph_compaction.summary import EXTRACTIVE_MARK
+from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.tokens import TokenCounter
+from support import SMALL_WINDOW, build_graph, first_input
+
+THREAD = {"configurable": {"thread_id": "t"}}
+SUMMARY_MARK = "Context Extraction Assistant"
+
+
+def _chat_graph(summarizer, config):
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", lambda state: {"messages": [AIMessage(f"Sure, noted ({len(state['messages'])}).")]})
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    add_compaction(builder, before="agent", model=summarizer, config=config)
+    return builder.compile()
+
+
+def _chat(graph, turns):
+    # the thread's state is carried by hand: a checkpointer would only add (quadratic) serialization time here
+    state: dict = {"messages": []}
+    for t in range(turns):
+        state = graph.invoke({**state, "messages": [*state["messages"], HumanMessage(f"Turn {t}: remind me to buy milk.")]})
+    return state
+
+
+def test_400_tiny_chat_turns_are_never_summarized():
+    summarizer = ScriptedModel()
+    state = _chat(_chat_graph(summarizer, CompactionConfig(context_window=128_000)), 400)
+    assert len(state["messages"]) == 800  # nothing was removed
+    assert not [c for c in summarizer.calls if SUMMARY_MARK in c]
+    assert "summarize" not in state.get("compaction", {}).get("counts", {})
+
+
+def test_the_seeds_message_trigger_alone_summarizes_a_tiny_chat_again_and_again():
+    # the design's rule (50 messages, no token floor), for contrast: a few hundred tokens per summary
+    summarizer = ScriptedModel()
+    seed = CompactionConfig(context_window=128_000, trigger_messages_min_tokens=0, min_new_tokens=0)
+    _chat(_chat_graph(summarizer, seed), 60)
+    assert len([c for c in summarizer.calls if SUMMARY_MARK in c]) >= 3
+
+
+def _tool_history(rounds: int, result_chars: int) -> list:
+    out = [SystemMessage("You are a coding agent.", id="sys"), HumanMessage("Fix the build.", id="h0")]
+    for r in range(rounds):
+        call = {"name": "bash", "args": {"cmd": f"make step{r}"}, "id": f"c{r}"}
+        out.append(AIMessage(f"Step {r}.", tool_calls=[call], id=f"a{r}"))
+        out.append(ToolMessage("build output line\n" * (result_chars // 18), tool_call_id=f"c{r}", name="bash", id=f"r{r}"))
+    return out
+
+
+def _plan(messages, config, **kwargs):
+    counter = TokenCounter()
+    return plan_compaction(messages, counter.counts(messages), config.resolve(), config, counter.message, **kwargs)
+
+
+def test_a_compaction_leaves_at_most_the_target_share_of_the_trigger():
+    graph, agent = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=None, checkpointer=InMemorySaver())
+    for t in range(10):
+        graph.invoke(first_input(t), THREAD)
+    budget = SMALL_WINDOW.resolve()
+    events = [e for e in graph.get_state(THREAD).values["compaction"]["events"] if e.get("layer") == "summarize"]
+    assert events
+    assert all(e["tokens_after"] <= budget.target_tokens for e in events)  # 60 % of the trigger
+    assert agent.problems == []
+
+
+def test_when_the_tail_alone_is_over_the_target_layers_reach_into_it():
+    # the newest rounds hold big results: the kept tail (8k) would stay over 60 % of the trigger (6k)
+    config = CompactionConfig(context_window=40_000, trigger_tokens=10_000, keep_tokens=8_000)
+    messages = _tool_history(8, 12_000)
+    plan = _plan(messages, config)
+    assert plan.reason == "tokens"
+    assert "r7" in {messages[i].id for i in plan.edits}  # even the newest result was pruned
+    evicted = set(plan.cut.evict) if plan.cut else set()
+    counter = TokenCounter()
+    kept = sum(counter.message(plan.edits.get(i, m)) for i, m in enumerate(messages) if i not in evicted)
+    assert kept + 1_000 <= config.resolve().target_tokens
+
+
+def test_cooldown_holds_a_due_summary_until_new_conversation_arrives():
+    config = CompactionConfig(context_window=60_000, trigger_tokens=6_000, keep_tokens=1_000)
+    messages = _tool_history(8, 6_000)
+    assert _plan(messages, config).summarize
+    held = _plan(messages, config, new_tokens=200)  # 10 % of 6,000 is 600
+    assert not held.summarize and held.held == "cooldown"
+    assert _plan(messages, config, new_tokens=700).summarize
+
+
+def test_cooldown_gives_way_when_the_window_would_overflow():
+    config = CompactionConfig(context_window=7_000, trigger_tokens=3_000, keep_tokens=1_000)
+    messages = _tool_history(8, 6_000)
+    plan = _plan(messages, config, new_tokens=0)
+    assert plan.tokens_before >= config.resolve().hard_limit
+    assert plan.summarize and plan.held is None
+
+
+def test_a_summary_plus_the_protected_tail_is_never_summarized_again():
+    config = CompactionConfig(context_window=20_000, trigger_tokens=2_000, keep_tokens=1_500)
+    summary = build_summary_message("## SESSION INTENT\nFix it.\n\n## SUMMARY\n" + "done so far. " * 900)
+    messages = [summary, HumanMessage("Now run the tests.", id="h"), AIMessage("Running them.", id="a")]
+    plan = _plan(messages, config)
+    assert plan.reason == "tokens" and plan.cut is None and not plan.summarize
+
+
+def test_a_summarizer_that_always_fails_opens_the_breaker_and_extracts():
+    summarizer = ScriptedModel(summary=RuntimeError("provider down"))
+    config = CompactionConfig(context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000)
+    graph, agent = build_graph(summarizer, config=config, storage=None, checkpointer=InMemorySaver())
+    for t in range(8):
+        graph.invoke(first_input(t), THREAD)
+    state = graph.get_state(THREAD).values
+
+    assert len([c for c in summarizer.calls if SUMMARY_MARK in c]) == 3  # then never again while open
+    breaker = state["compaction"]["breaker"]
+    assert breaker["failures"] == 3 and breaker["open_until"] > 0
+    assert "provider down" in breaker["reason"]
+    opened = [e for e in state["compaction"]["events"] if e.get("breaker") == "open"]
+    assert len(opened) == 1 and "using extractive summaries" in opened[0]["error"]
+    summaries = [m for m in state["messages"] if m.name == "__compaction_summary__"]
+    assert summaries and EXTRACTIVE_MARK in summaries[0].content
+    assert state["compaction"]["counts"]["extractive"] >= 2
+    assert agent.problems == [] and len(agent.views) == 24  # the thread kept running
+
+
+def test_a_success_closes_the_breaker_again():
+    answers = iter([RuntimeError("down"), RuntimeError("down")])
+
+    def summary(prompt):
+        answer = next(answers, None)
+        if answer is not None:
+            raise answer
+        from langgraph_compaction.testing import scripted_summary
+
+        return scripted_summary(prompt)
+
+    config = CompactionConfig(context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000)
+    graph, _ = build_graph(ScriptedModel(summary=summary), config=config, storage=None, checkpointer=InMemorySaver())
+    for t in range(8):
+        graph.invoke(first_input(t), THREAD)
+    compaction = graph.get_state(THREAD).values["compaction"]
+    assert compaction["breaker"] == {"failures": 0, "open_until": 0.0, "reason": None}
+    assert compaction["counts"]["summarize"] >= 1
