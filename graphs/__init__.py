@@ -1,0 +1,1 @@
+"""Example graphs served by ``langgraph dev`` (see langgraph.json)."""

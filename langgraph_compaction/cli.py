@@ -1,0 +1,214 @@
+"""The ``langgraph-compaction`` command: ``demo``, ``inspect`` and ``consolidate``.
+
+``demo`` runs the long demo session (see ``langgraph_compaction.demo``) and
+prints its totals, file paths and plot; ``inspect`` reads a thread back from
+``<storage>/checkpoints.sqlite`` and the storage directory. Errors a user can
+cause print one line naming the flag and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .demo import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
+
+USAGE_ERROR = 2
+_EXTRA = "pip install 'langgraph-compaction[demo]'"
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its inputs: printed as one line, exit status 2."""
+
+
+def _console() -> Any:
+    try:
+        from rich.console import Console
+    except ImportError as exc:
+        raise UsageError(f"the command needs rich, matplotlib and langgraph-checkpoint-sqlite: {_EXTRA}") from exc
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    """Return the command's argument parser."""
+    top = argparse.ArgumentParser(
+        prog="langgraph-compaction", description="Keep a LangGraph agent's conversation inside its context window."
+    )
+    commands = top.add_subparsers(dest="command", metavar="{demo,inspect,consolidate}")
+
+    demo = commands.add_parser("demo", help="run a long tool-using agent session through the compacting graph")
+    demo.add_argument("--turns", type=_positive, default=DEFAULT_TURNS, help=f"user requests in the session (default {DEFAULT_TURNS})")
+    demo.add_argument("--storage", default=DEFAULT_STORAGE, help=f"directory for checkpoints, transcripts and memory (default ./{DEFAULT_STORAGE})")
+    demo.add_argument("--window", type=_positive, default=DEFAULT_WINDOW, help=f"the agent's context window in tokens (default {DEFAULT_WINDOW})")
+    demo.add_argument("--thread", help="thread id (default: demo-<UTC time>)")
+    demo.add_argument("--seed", type=int, default=7, help="seed of the scripted session (default 7)")
+    demo.add_argument("--model", default=DEFAULT_OPENAI_MODEL, help=f"OpenAI model when OPENAI_API_KEY is set (default {DEFAULT_OPENAI_MODEL})")
+    demo.add_argument("--plot", help="where to write the PNG plot (default <storage>/demo.png)")
+    demo.add_argument("--no-plot", action="store_true", help="do not draw the plot")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar and no per-compaction lines")
+
+    inspect = commands.add_parser("inspect", help="show a thread's compactions, summary, transcript and memory files")
+    inspect.add_argument("--thread", required=True, help="the thread id to show")
+    inspect.add_argument("--storage", default=DEFAULT_STORAGE, help=f"the demo's storage directory (default ./{DEFAULT_STORAGE})")
+    inspect.add_argument("--user", default="default", help="whose memory files to list (default: the default user)")
+
+    # its arguments are parsed by the memory module's own parser (see main)
+    commands.add_parser("consolidate", help="merge new daily ledger entries into MEMORY.md (see consolidate --help)")
+    return top
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    """Run ``demo``: the session, then the totals, the paths and the plot."""
+    from .demo import DemoOptions, run_demo, save_plot, totals_table
+
+    console = _console()
+    plot = None if args.no_plot else (args.plot or str(Path(args.storage) / "demo.png"))
+    options = DemoOptions(
+        turns=args.turns, storage=args.storage, window=args.window, thread=args.thread, seed=args.seed,
+        plot=plot, quiet=args.quiet, model=args.model,
+    )
+    try:
+        report = run_demo(options, console)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except ImportError as exc:
+        raise UsageError(f"{exc}; the demo needs {_EXTRA}") from exc
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] == "openai":  # a bad key, model name or endpoint
+            raise UsageError(f"the OpenAI API refused the session ({exc}); check OPENAI_API_KEY, OPENAI_BASE_URL and --model") from exc
+        raise
+    console.print(totals_table(report))
+    console.print(f"{len(report.calls)} model calls in {report.seconds:.1f} s")
+    for label, key in (("checkpoints", "checkpoints"), ("transcript", "transcript"), ("ledger", "ledger"), ("MEMORY.md", "memory")):
+        path = Path(report.paths[key])
+        note = f"  (consolidation: {report.consolidation})" if key == "memory" else ""
+        console.print(f"{label + ':':<13}{path}{note}")
+    if plot:
+        console.print(f"{'plot:':<13}{save_plot(report, plot)}")
+    console.print(f"look again with: langgraph-compaction inspect --thread {report.thread} --storage {args.storage}")
+    return 0
+
+
+def _thread_ids(db: Path) -> list[str]:
+    """Return the thread ids in a SqliteSaver database (empty when it has no checkpoints table)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id")]
+    except sqlite3.DatabaseError:
+        return []
+    finally:
+        conn.close()
+
+
+def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
+    """Return (the thread's latest state values, its checkpoint count) from ``<storage>/checkpoints.sqlite``.
+
+    Raises UsageError naming the directory or the thread (and the threads
+    that exist) when either is missing.
+    """
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = storage / CHECKPOINTS_FILE
+    if not storage.is_dir():
+        raise UsageError(f"--storage {storage}: no such directory; run `langgraph-compaction demo` first or point --storage at its directory")
+    if not db.is_file():
+        raise UsageError(f"--storage {storage}: there is no {CHECKPOINTS_FILE} in it; point --storage at the demo's directory")
+    threads = _thread_ids(db)
+    if thread not in threads:
+        known = ", ".join(threads[-10:]) or "none"
+        raise UsageError(f"--thread {thread!r} has no checkpoints in {db} (threads there: {known})")
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn)
+        latest = saver.get_tuple({"configurable": {"thread_id": thread}})
+        count = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread,)).fetchone()[0]
+    finally:
+        conn.close()
+    return dict(latest.checkpoint.get("channel_values") or {}), count
+
+
+def run_inspect_command(args: argparse.Namespace) -> int:
+    """Run ``inspect``: the thread's compaction records, current summary, transcript and memory files."""
+    from rich.table import Table
+
+    from .conversation import is_summary
+    from .state import read_compaction
+    from .storage import FileStorage
+    from .tokens import estimate_tokens
+
+    console = _console()
+    storage = Path(args.storage)
+    values, checkpoints = thread_values(storage, args.thread)
+    messages = list(values.get("messages") or [])
+    compaction = read_compaction(values.get("compaction"))
+    files = FileStorage(storage)
+
+    console.print(f"[bold]thread {args.thread}[/bold] · {checkpoints} checkpoints in {storage / CHECKPOINTS_FILE}")
+    console.print(f"state: {len(messages)} messages, about {estimate_tokens(messages):,} tokens")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(compaction["counts"].items())) or "none yet"
+    console.print(f"compactions: {counts}")
+    if compaction["last_error"]:
+        console.print(f"last error: {compaction['last_error']}")
+
+    events = Table(title=f"last {len(compaction['events'])} compaction events (tokens before and after)")
+    for column in ("stage", "layer", "before", "after", "summarized", "offloaded", "memories"):
+        events.add_column(column, justify="left" if column in ("stage", "layer") else "right", no_wrap=True)
+    for e in compaction["events"]:
+        events.add_row(
+            str(e.get("stage", "")), str(e.get("layer") or ("error" if e.get("error") else "")),
+            *(f"{e[k]:,}" if isinstance(e.get(k), int) else "" for k in ("tokens_before", "tokens_after", "evicted", "offloaded", "memories")),
+        )
+    console.print(events)
+
+    summary = next((m for m in messages if is_summary(m)), None)
+    console.print("[bold]current summary[/bold]" + ("" if summary else ": none (the thread has not been summarized)"))
+    if summary is not None:
+        console.print(compaction["summary_text"] or summary.content, markup=False)
+
+    transcript = Path(files.transcript_location(args.thread))
+    if transcript.is_file():
+        console.print(f"transcript: {transcript} · {len(files.read_transcript(args.thread)):,} messages · {transcript.stat().st_size:,} bytes")
+    else:
+        console.print(f"transcript: none yet ({transcript} is written at the first compaction)")
+    memory = files.list_memory_files(args.user)
+    console.print(f"memory files of user {args.user!r}: {len(memory) or 'none'}")
+    for rel in memory:
+        text = files.read_memory_file(args.user, rel) or ""
+        bullets = sum(1 for line in text.splitlines() if line.lstrip().startswith("- "))
+        console.print(f"  {files.memory_location(args.user, rel)} · {len(text.encode()):,} bytes · {bullets} bullets")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line and return its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["consolidate"]:
+        from .consolidation import consolidate_main
+
+        return consolidate_main(argv[1:])
+    args = parser().parse_args(argv)
+    commands = {"demo": run_demo_command, "inspect": run_inspect_command}
+    if args.command is None:
+        parser().print_help(sys.stderr)
+        return USAGE_ERROR
+    try:
+        return commands[args.command](args)
+    except UsageError as exc:
+        print(f"langgraph-compaction {args.command}: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("interrupted; the thread's checkpoints keep everything up to the last completed step", file=sys.stderr)
+        return 130

@@ -1,0 +1,189 @@
+"""The ``langgraph-compaction`` command as a user runs it: demo, inspect, bad arguments, ChatOpenAI mode."""
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from datetime import date
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage, messages_from_dict
+
+from langgraph_compaction.cli import main
+from openai_server import _MEMORY_MARKER, _SUMMARY_MARKER, request_text
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """Run in an empty directory without an OpenAI key (the offline demo)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _figure(output: str, row: str) -> tuple[int, int]:
+    """Return the (with, without) numbers of a row of the totals table."""
+    line = next(line for line in output.splitlines() if row in line)
+    numbers = [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", line.split(row, 1)[1])]
+    return numbers[0], numbers[-1]
+
+
+@pytest.fixture(scope="module")
+def default_demo(tmp_path_factory):
+    """Run the default demo once (all defaults but the thread) in a fresh directory; return (dir, output)."""
+    root = tmp_path_factory.mktemp("demo")
+    env_free = subprocess.run(
+        [sys.executable, "-m", "langgraph_compaction", "demo", "--thread", "session-1"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in __import__("os").environ.items() if not k.startswith("OPENAI_")},
+    )
+    assert env_free.returncode == 0, env_free.stderr
+    return root, env_free.stdout
+
+
+def test_default_demo_is_a_long_session_that_compacts_and_costs_less(default_demo):
+    root, out = default_demo
+    lines = out.splitlines()
+    assert lines[0].startswith("offline: no OPENAI_API_KEY")
+    calls, _ = _figure(out, "agent model calls")
+    assert calls >= 200
+    compactions = [line for line in lines if re.match(r"turn +\d+ call +\d+ +extractive +[\d,]+ → +[\d,]+ tokens", line)]
+    assert len(compactions) >= 10
+    before, after = map(lambda n: int(n.replace(",", "")), re.search(r"([\d,]+) → +([\d,]+)", compactions[0]).groups())
+    assert after < before
+    with_total, without_total = _figure(out, "total input tokens")
+    assert with_total < without_total / 5
+    peak_with, peak_without = _figure(out, "peak context tokens")
+    assert peak_with < 48_000 < peak_without  # within the default window; without compaction far past it
+    assert "Compaction saved" in out and "rebuilt from the transcript" in out
+
+
+def test_default_demo_writes_the_files_it_names(default_demo):
+    root, out = default_demo
+    storage = root / ".compaction"
+    transcript = messages_from_dict([json.loads(line) for line in (storage / "sessions" / "session-1.jsonl").read_text().splitlines()])
+    assert len({m.id for m in transcript}) == len(transcript)
+    assert any(isinstance(m, AIMessage) and len(m.tool_calls) >= 2 for m in transcript)  # parallel tool calls
+    assert max(len(m.content) for m in transcript if isinstance(m, ToolMessage)) > 6_000  # large tool outputs
+    ledger = storage / "memory" / f"{date.today().isoformat()}.md"
+    assert ledger.read_text().startswith("## Flush ") and "\n- The user asked: Task 1:" in ledger.read_text()
+    assert f"transcript:  .compaction/sessions/session-1.jsonl" in out
+    assert "MEMORY.md:   .compaction/MEMORY.md  (consolidation: consolidated)" in out
+    assert (storage / "MEMORY.md").read_text().count("\n- The user asked: Task ") >= 10
+    assert (storage / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with sqlite3.connect(storage / "checkpoints.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'session-1'").fetchone()[0] > 200
+
+
+def test_inspect_shows_the_thread_summary_transcript_and_memory(default_demo, capsys, monkeypatch):
+    root, _ = default_demo
+    monkeypatch.chdir(root)
+    assert main(["inspect", "--thread", "session-1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("thread session-1 · ")
+    assert re.search(r"compactions: extractive \d+, prune \d+", out)
+    assert "current summary\n" in out and "## SESSION INTENT" in out
+    records = len((root / ".compaction" / "sessions" / "session-1.jsonl").read_text().splitlines())
+    assert f"· {records:,} messages ·" in out
+    assert re.search(r"memory/\d{4}-\d\d-\d\d\.md · [\d,]+ bytes · \d+ bullets", out)
+
+
+def test_small_demo_runs_in_process_with_a_plot_where_asked(offline, capsys):
+    assert main(["demo", "--turns", "3", "--thread", "t", "--plot", "out/plot.png", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "turns ━" not in out and "turn   2 call" not in out  # --quiet: no bar, no event lines
+    assert "extractive" in out  # the totals still say which layer acted
+    assert (offline / "out" / "plot.png").stat().st_size > 10_000
+    assert main(["demo", "--turns", "1", "--thread", "u", "--no-plot", "--storage", "elsewhere"]) == 0
+    assert not (offline / "elsewhere" / "demo.png").exists() and (offline / "elsewhere" / "checkpoints.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["inspect", "--thread", "x", "--storage", "missing"], "--storage missing: no such directory"),
+        (["inspect", "--thread", "nope"], "--thread 'nope' has no checkpoints"),
+        (["demo", "--turns", "1", "--thread", "t", "--window", "100"], "--window must be at least 4000"),
+        (["demo", "--turns", "1", "--thread", "t"], "thread 't' already has checkpoints"),
+    ],
+)
+def test_bad_arguments_get_one_clear_line_and_exit_status_2(offline, capsys, argv, message):
+    main(["demo", "--turns", "1", "--thread", "t", "--quiet", "--no-plot"])
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith(f"langgraph-compaction {argv[0]}: error:") and err.count("\n") == 1
+
+
+def test_inspect_lists_the_threads_that_exist(offline, capsys):
+    main(["demo", "--turns", "1", "--thread", "first", "--quiet", "--no-plot"])
+    assert main(["inspect", "--thread", "second"]) == 2
+    assert "(threads there: first)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["inspect"], ["demo", "--turns", "0"], ["demo", "--turns", "many"], ["frobnicate"]])
+def test_argparse_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "usage: langgraph-compaction" in capsys.readouterr().err
+
+
+def test_consolidate_is_the_memory_modules_own_command(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["consolidate", "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: langgraph-compaction consolidate")
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "{demo,inspect,consolidate}" in capsys.readouterr().err
+
+
+def agent_responder():
+    """Return a responder that plays the agent over HTTP: two rounds of parallel tool calls per request, then an answer.
+
+    It counts rounds per request itself, as a model remembers its plan, because
+    compaction may evict the request's earlier rounds from what it is sent.
+    """
+    rounds: dict[str, int] = {}
+
+    def respond(body):
+        text = request_text(body)
+        if not body.get("tools") or _SUMMARY_MARKER in text or _MEMORY_MARKER in text.lower():
+            return None  # the summarizer and the memory extractor get the server's default answers
+        request = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user" and "Task " in str(m["content"])[:8])
+        done = rounds.get(request, 0)
+        rounds[request] = done + 1
+        if done >= 2 or body.get("tool_choice") == "none":
+            return {"content": "Fixed it; the tests pass."}
+        return {
+            "content": None,
+            "tool_calls": [
+                {"name": "read_file", "arguments": {"path": f"acme/core/module_{done}.py"}},
+                {"name": "run_tests", "arguments": {"target": f"tests/core/test_module_{done}.py"}},
+            ],
+        }
+
+    return respond
+
+
+def test_with_an_api_key_chatopenai_runs_agent_and_summarizer_with_no_400s(openai_server, monkeypatch, tmp_path, capsys):
+    openai_server.responder = agent_responder()
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--turns", "5", "--window", "16000", "--thread", "live", "--model", "gpt-4o-mini", "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"online: ChatOpenAI gpt-4o-mini at {openai_server.base_url}")
+    assert openai_server.errors == []
+    bodies = [request_text(b) for b in openai_server.requests]
+    assert any(_SUMMARY_MARKER in b for b in bodies) and any(_MEMORY_MARKER in b.lower() for b in bodies)
+    assert re.search(r"turn +\d+ call +\d+ +summarize +[\d,]+ → +[\d,]+ tokens", out)
+    calls, _ = _figure(out, "agent model calls")
+    assert calls == 15  # 5 requests x (2 tool rounds + the answer)
+    reported, _ = _figure(out, "agent input tokens (API usage)")
+    assert reported > 0
