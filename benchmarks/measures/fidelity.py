@@ -1,0 +1,380 @@
+"""Measure: summary fidelity. After every compaction, is what the agent needs still in its context?
+
+Each real trajectory is replayed model call by model call through this
+package and through LangChain's ``SummarizationMiddleware`` with the same
+thresholds as the replay measure (60k window, trigger 40k tokens or 50
+messages, keep 8k tokens) and the same scripted summarizer. Whenever a model
+call's input has lost messages (a compaction), that input is checked against
+everything compacted so far:
+
+- artifact recall: the paths and URLs the compacted tool calls touched
+  (path-like arguments and paths on shell command lines, ``touched_paths``)
+  that appear in the input (summary or tail);
+- request recall: the last three compacted user requests present verbatim
+  (within the 2,000-token request budget; a request over half the budget is a
+  pasted document, which the summary cuts to its start, and is not counted);
+- constraint recall: the rules the user stated in the compacted messages
+  (``stated_rules``: "never ...", "must ...", "不要 ...") present verbatim.
+
+With ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` set (model: ``FIDELITY_JUDGE_MODEL``,
+default ``gpt-4o-mini``), an LLM also writes four probe questions (recall,
+artifact, continuation, decision) from the history both systems compacted,
+answers them from each system's final context, and grades the answers 0-5.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from benchmarks.anchors import ScriptedAgent, Thresholds, drive, scripted_summarizer, system_graph, trajectory_turns
+from benchmarks.report import check, table, targets_table
+from langgraph_compaction.config import FidelityConfig
+from langgraph_compaction.conversation import content_text, is_user_turn, text_of
+from langgraph_compaction.fidelity import stated_rules
+from langgraph_compaction.summary import render_messages, touched_paths
+from langgraph_compaction.tokens import estimate_text_tokens
+
+NAME = "summary_fidelity"
+#: The replay measure's budget, and a tight one that compacts the short runs again and again.
+SETTINGS = {
+    "60k window": Thresholds(context_window=60_000, trigger_tokens=40_000, keep_tokens=8_000, trigger_messages=50),
+    "24k window": Thresholds(context_window=24_000, trigger_tokens=12_000, keep_tokens=3_000, trigger_messages=25),
+}
+SYSTEMS = ("ours", "langchain")
+LAST_REQUESTS = 3
+KINDS = ("artifacts", "requests", "constraints")
+PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
+PLOT = "summary_fidelity.png"
+#: Characters of the compacted history shown to the probe writer (the newest part), about 30k tokens.
+PROBE_SPAN_CHARS = 120_000
+
+PROBE_PROMPT = """You are writing a quiz that checks whether an AI agent still knows what happened earlier in its own session, after part of its history was compacted.
+
+Below is the part of the session that was compacted. Write exactly four questions, one of each type, each answered by something stated in it:
+- recall: a specific fact the user or a tool stated (a name, a number, an error message);
+- artifact: a file that was created, changed or read, or a command that was run and how it ended;
+- continuation: what the agent should do next, given where the work stood;
+- decision: a choice the agent or the user made, and why.
+
+Answer with JSON only: {{"probes": [{{"type": "recall", "question": "...", "answer": "..."}}, ...]}}
+
+<compacted>
+{span}
+</compacted>"""
+
+ANSWER_PROMPT = """You are the agent in the session below; it is all you remember of it. Answer the question in one or two sentences from this context only. If the context does not say, answer "I don't know".
+
+<context>
+{context}
+</context>
+
+Question: {question}"""
+
+GRADE_PROMPT = """Grade an answer against the reference answer: 0 (wrong, missing or "I don't know") to 5 (complete and correct). Answer with JSON only: {{"score": N}}
+
+Question: {question}
+Reference answer: {reference}
+Answer to grade: {answer}"""
+
+
+@dataclass
+class Replay:
+    """What one system's replay of one trajectory showed: a check per compaction, and the end state."""
+
+    checks: list[dict] = field(default_factory=list)
+    compacted: list[BaseMessage] = field(default_factory=list)
+    view: list[BaseMessage] = field(default_factory=list)
+
+
+def expected_requests(compacted: Sequence[BaseMessage], budget_tokens: int) -> list[str]:
+    """Return the last ``LAST_REQUESTS`` compacted user requests that the request budget holds, newest first.
+
+    A request over half the budget (a pasted document) is not expected
+    verbatim, but takes up half the budget as the summary spends it.
+    """
+    texts = [t for t in (text_of(m).strip() for m in compacted if is_user_turn(m)) if t]
+    chosen: list[str] = []
+    room = budget_tokens
+    for text in reversed(texts):
+        tokens = estimate_text_tokens(text)
+        if tokens > budget_tokens // 2:
+            room -= min(budget_tokens // 2, max(room, 0))
+            continue
+        if tokens > room or len(chosen) == LAST_REQUESTS:
+            break
+        chosen.append(text)
+        room -= tokens
+    return chosen
+
+
+def check_context(compacted: Sequence[BaseMessage], view: Sequence[BaseMessage], budget_tokens: int) -> dict:
+    """Return, for one compaction, how many artifacts, requests and constraints were expected and found."""
+    context = render_messages(view)
+    expected = {
+        "artifacts": touched_paths(compacted),
+        "requests": expected_requests(compacted, budget_tokens),
+        "constraints": list(dict.fromkeys(text for text, _ in stated_rules(compacted))),
+    }
+    figures: dict[str, Any] = {}
+    for kind, items in expected.items():
+        missing = [item for item in items if item not in context]
+        figures[kind] = len(items)
+        figures[f"{kind}_found"] = len(items) - len(missing)
+        figures[f"{kind}_missing"] = [m[:120] for m in missing[:3]]
+    return figures
+
+
+def replay(system: str, path: Path, thresholds: Thresholds, storage: Path) -> Replay:
+    """Return the fidelity checks of one system replaying one trajectory, one check per compaction."""
+    turns = trajectory_turns(path)
+    flat = [m for pending, reply in turns for m in (*pending, reply)]
+    sent_by_call = []
+    sent = 0
+    for pending, _ in turns:
+        sent_by_call.append(sent + len(pending))
+        sent += len(pending) + 1
+    budget = FidelityConfig().request_tokens
+    seen = Replay()
+    calls = [0]
+
+    def observe(view: list[BaseMessage]) -> None:
+        present = {m.id for m in view}
+        compacted = [m for m in flat[: sent_by_call[calls[0]]] if m.id not in present]
+        calls[0] += 1
+        if len(compacted) > len(seen.compacted):
+            seen.checks.append(check_context(compacted, view, budget))
+        seen.compacted, seen.view = compacted, list(view)
+
+    agent = ScriptedAgent(measure=False, observe=observe)
+    graph = system_graph(system, agent, scripted_summarizer(), thresholds, storage=storage).compile()
+    drive(graph, agent, turns)
+    return seen
+
+
+def _totals(checks: Sequence[dict]) -> dict:
+    totals: dict[str, Any] = {"compactions": len(checks)}
+    for kind in KINDS:
+        expected = sum(c[kind] for c in checks)
+        found = sum(c[f"{kind}_found"] for c in checks)
+        totals[kind] = expected
+        totals[f"{kind}_found"] = found
+        totals[f"{kind}_recall"] = round(found / expected, 4) if expected else None
+        totals[f"{kind}_missing"] = next((c[f"{kind}_missing"] for c in checks if c[f"{kind}_missing"]), [])
+    return totals
+
+
+# --- the LLM-judged probe evaluation ------------------------------------------------------------
+
+
+def _json_of(text: str) -> Any:
+    """Return the JSON object in a model's answer (it may be wrapped in prose or a code fence), or None."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        return json.loads(text[start : end + 1]) if 0 <= start < end else None
+    except json.JSONDecodeError:
+        return None
+
+
+def _ask(llm: Any, prompt: str) -> str:
+    return content_text(llm.invoke([HumanMessage(prompt)]).content)
+
+
+def probe_scores(llm: Any, compacted: Sequence[BaseMessage], views: dict[str, Sequence[BaseMessage]]) -> dict:
+    """Return each system's mean grade (0-1) per probe type, for probes written from the compacted history.
+
+    ``views`` maps a system to the context it kept. Probes the model did not
+    write as asked are counted in ``unusable``.
+    """
+    span = render_messages(compacted)[-PROBE_SPAN_CHARS:]
+    written = _json_of(_ask(llm, PROBE_PROMPT.format(span=span)))
+    offered = written.get("probes") if isinstance(written, dict) else None
+    probes = [
+        p
+        for p in (offered if isinstance(offered, list) else [])
+        if isinstance(p, dict) and p.get("type") in PROBE_TYPES and p.get("question") and p.get("answer")
+    ]
+    grades: dict[str, dict[str, list[float]]] = {system: {t: [] for t in PROBE_TYPES} for system in views}
+    unusable = len(PROBE_TYPES) - len(probes)
+    for probe in probes:
+        for system, view in views.items():
+            answer = _ask(llm, ANSWER_PROMPT.format(context=render_messages(view), question=probe["question"]))
+            grade = _json_of(_ask(llm, GRADE_PROMPT.format(question=probe["question"], reference=probe["answer"], answer=answer)))
+            score = grade.get("score") if isinstance(grade, dict) else None
+            if isinstance(score, (int, float)) and 0 <= score <= 5:
+                grades[system][probe["type"]].append(score / 5)
+            else:
+                unusable += 1
+    return {"probes": len(probes), "unusable": unusable, "grades": grades}
+
+
+def _judge() -> Optional[Any]:
+    """Return the judge model when an OpenAI-compatible endpoint is configured, else None."""
+    if not (os.environ.get("OPENAI_BASE_URL") and os.environ.get("OPENAI_API_KEY")):
+        return None
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        base_url=os.environ["OPENAI_BASE_URL"],
+        api_key=os.environ["OPENAI_API_KEY"],
+        model=os.environ.get("FIDELITY_JUDGE_MODEL", "gpt-4o-mini"),
+        temperature=0,
+        max_retries=2,
+        timeout=120,
+    )
+
+
+def probe_evaluation(replays: dict[str, dict[str, Replay]], quick: bool, llm: Any = None) -> dict:
+    """Return the probe evaluation's figures, or why it was skipped (no endpoint configured)."""
+    llm = llm if llm is not None else _judge()
+    if llm is None:
+        return {"status": "skipped", "reason": "OPENAI_BASE_URL / OPENAI_API_KEY are not set"}
+    grades: dict[str, dict[str, list[float]]] = {system: {t: [] for t in PROBE_TYPES} for system in SYSTEMS}
+    probes = unusable = used = 0
+    for runs in replays.values():
+        both = {m.id for m in runs["langchain"].compacted}
+        compacted = [m for m in runs["ours"].compacted if m.id in both]
+        if not compacted or (quick and used == 2):
+            continue
+        used += 1
+        result = probe_scores(llm, compacted, {system: runs[system].view for system in SYSTEMS})
+        probes += result["probes"]
+        unusable += result["unusable"]
+        for system in SYSTEMS:
+            for kind in PROBE_TYPES:
+                grades[system][kind] += result["grades"][system][kind]
+    means = {
+        system: {kind: round(sum(g) / len(g), 3) if g else None for kind, g in per.items()} for system, per in grades.items()
+    }
+    return {
+        "status": "ran",
+        "model": getattr(llm, "model_name", None) or type(llm).__name__,
+        "trajectories": used,
+        "probes": probes,
+        "unusable": unusable,
+        "scores": means,
+    }
+
+
+# --- the measure ---------------------------------------------------------------------------------
+
+
+def run(ctx) -> dict:
+    settings: dict[str, dict] = {}
+    first: dict[str, dict[str, Replay]] = {}
+    for label, thresholds in SETTINGS.items():
+        replays: dict[str, dict[str, Replay]] = {}
+        for path in ctx.trajectories:
+            storage = ctx.scratch_dir / f"fidelity-{thresholds.context_window}-{path.stem}"
+            replays[path.stem] = {system: replay(system, path, thresholds, storage) for system in SYSTEMS}
+        first = first or replays
+        settings[label] = {
+            "thresholds": vars(thresholds),
+            "per_trajectory": {name: {s: _totals(runs[s].checks) for s in SYSTEMS} for name, runs in replays.items()},
+            "totals": {s: _totals([c for runs in replays.values() for c in runs[s].checks]) for s in SYSTEMS},
+        }
+    missing = {kind: sum(v["totals"]["ours"][kind] - v["totals"]["ours"][f"{kind}_found"] for v in settings.values()) for kind in KINDS}
+    _plot(settings, ctx.results_dir / PLOT)
+    return {
+        "plot": PLOT,
+        "settings": settings,
+        "request_tokens": FidelityConfig().request_tokens,
+        "max_artifacts": FidelityConfig().max_artifacts,
+        "probes": probe_evaluation(first, ctx.quick),
+        "targets": [check(f"ours: {kind} missing after a compaction", missing[kind], 0, unit="") for kind in KINDS],
+    }
+
+
+def _plot(settings: dict, path: Path) -> None:
+    """Draw each system's recall of artifacts, requests and constraints, one panel per budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(settings), figsize=(5.5 * len(settings), 4), squeeze=False)
+    for ax, (label, v) in zip(axes[0], settings.items()):
+        for k, system in enumerate(SYSTEMS):
+            # nothing expected (no rule stated in the compacted span): no bar rather than a zero
+            recalls = [100 * r if (r := v["totals"][system][f"{kind}_recall"]) is not None else float("nan") for kind in KINDS]
+            ax.bar([x + 0.38 * k for x in range(len(KINDS))], recalls, width=0.38, label=system)
+        ax.set_xticks([x + 0.19 for x in range(len(KINDS))], [f"{kind} recall" for kind in KINDS])
+        ax.set(ylim=(0, 120), ylabel="% present after compaction", title=label)
+        ax.legend(loc="upper center", ncol=len(SYSTEMS))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _recall(totals: dict, kind: str) -> str:
+    if not totals[kind]:
+        return "–"
+    return f"{100 * totals[f'{kind}_recall']:.1f} % ({totals[f'{kind}_found']}/{totals[kind]})"
+
+
+def _probe_section(probes: dict) -> str:
+    if probes["status"] != "ran":
+        return f"LLM-judged probe evaluation: skipped ({probes['reason']}); set both to run it."
+    rows = [(system, *(probes["scores"][system][t] if probes["scores"][system][t] is not None else "–" for t in PROBE_TYPES)) for system in SYSTEMS]
+    return (
+        f"LLM-judged probe evaluation ({probes['model']}, {probes['trajectories']} trajectories, {probes['probes']} probes, "
+        f"{probes['unusable']} unusable answers); mean grade, 0-1:\n\n" + table(["system", *PROBE_TYPES], rows)
+    )
+
+
+def _budget(thresholds: dict) -> str:
+    return (
+        f"window {thresholds['context_window']:,}, trigger {thresholds['trigger_tokens']:,} tokens or "
+        f"{thresholds['trigger_messages']} messages, keep {thresholds['keep_tokens']:,} tokens"
+    )
+
+
+def report(figures: dict) -> str:
+    settings = figures["settings"]
+    total_rows = [
+        (label, system, v["totals"][system]["compactions"], *(_recall(v["totals"][system], k) for k in KINDS))
+        for label, v in settings.items()
+        for system in SYSTEMS
+    ]
+    label, main = next(iter(settings.items()))
+    per = main["per_trajectory"]
+    rows = [
+        (name, system, per[name][system]["compactions"], *(_recall(per[name][system], k) for k in KINDS))
+        for name in per
+        for system in SYSTEMS
+    ]
+    missing = [
+        f"- {system}, {kind} ({label}): e.g. {', '.join(repr(m) for m in main['totals'][system][f'{kind}_missing'])}"
+        for system in SYSTEMS
+        for kind in KINDS
+        if main["totals"][system][f"{kind}_missing"]
+    ]
+    budgets = "; ".join(f"{name}: {_budget(v['thresholds'])}" for name, v in settings.items())
+    return f"""## Summary fidelity: artifacts, requests and constraints after every compaction
+
+{len(per)} real trajectories replayed model call by model call through this package and LangChain's
+SummarizationMiddleware, with the same scripted summarizer ({budgets}). After each compaction the model's input
+(summary and tail) is checked against everything compacted so far: the paths and URLs the compacted tool calls
+touched, the last {LAST_REQUESTS} user requests (verbatim, within the {figures['request_tokens']:,}-token request budget) and the
+rules the user stated (verbatim). Recalls are summed over all compactions. This package's trail holds
+{figures['max_artifacts']} entries.
+
+{targets_table(figures['targets'])}
+
+{table(["budget", "system", "compactions", "artifact recall", "request recall", "constraint recall"], total_rows)}
+
+![recall after compaction]({figures['plot']})
+
+{_probe_section(figures['probes'])}
+
+Per trajectory ({label}):
+
+{table(["trajectory", "system", "compactions", "artifact recall", "request recall", "constraint recall"], rows)}
+
+{"Examples of what was missing:" + chr(10) + chr(10).join(missing) if missing else "Nothing was missing."}
+"""

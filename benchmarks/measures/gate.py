@@ -1,0 +1,168 @@
+"""Measures 1 and 9: what the node in front of the model costs on a call where nothing needs compaction.
+
+Each system's node is called as the graph calls it, on a history of N
+messages restored fresh from a checkpoint before every call (new message
+objects with the same ids, as after a checkpoint load), with thresholds so
+high that nothing is compacted: our ``CompactionNodes.gate``, LangChain's
+``SummarizationMiddleware.before_model``, langmem's ``SummarizationNode``.
+Also the whole graph's time per turn with ``InMemorySaver``, and the gate's
+peak memory (tracemalloc).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import tracemalloc
+from typing import Any, Callable
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, messages_from_dict, messages_to_dict
+from langgraph.checkpoint.memory import InMemorySaver
+
+from benchmarks.anchors import (
+    LangchainNode,
+    ScriptedAgent,
+    Thresholds,
+    drive,
+    langchain_middleware,
+    langmem_node,
+    scripted_summarizer,
+    synthetic_session,
+    system_graph,
+)
+from benchmarks.report import check, table, targets_table
+from langgraph_compaction.nodes import CompactionNodes
+
+NAME = "gate_overhead"
+SIZES = (100, 1_000, 5_000, 20_000)
+# nothing may fire: no token or message trigger within reach
+IDLE = Thresholds(context_window=10**9, trigger_tokens=10**9 - 1, keep_tokens=8_000, trigger_messages=0)
+
+
+def history(n: int) -> list[BaseMessage]:
+    """Return ``n`` messages of a tool loop whose tool results and arguments are too small for layers 1-2."""
+    out: list[BaseMessage] = []
+    i = 0
+    while len(out) < n:
+        if i % 10 == 0:
+            out.append(HumanMessage(f"Step {i}: please check the parser and run the tests again.", id=f"h{i}"))
+        call = f"c{i}"
+        out.append(AIMessage(f"Reading module {i} next.", tool_calls=[{"name": "Read", "args": {"file_path": f"src/m{i}.py"}, "id": call}], id=f"a{i}"))
+        out.append(ToolMessage(f"def f{i}(x):\n    return x + {i}\n" * 8, tool_call_id=call, name="Read", id=f"t{i}"))
+        i += 1
+    return out[:n]
+
+
+def _callers() -> dict[str, Callable[[dict], Any]]:
+    summarizer = scripted_summarizer()
+    ours = CompactionNodes(before="agent", model=summarizer, config=IDLE.config())
+    lc = LangchainNode(langchain_middleware(summarizer, IDLE))
+    lm = langmem_node(summarizer, IDLE)
+    config = {"configurable": {"thread_id": "bench"}}
+    return {
+        "ours": lambda state: ours.gate(state, config),
+        "langchain": lc,
+        "langmem": lambda state: lm.invoke(state),
+    }
+
+
+def _restored(records: list[dict], copies: int) -> list[list[BaseMessage]]:
+    return [messages_from_dict(records) for _ in range(copies)]
+
+
+def _time_calls(call: Callable, states: list[dict]) -> float:
+    """Return the median seconds of one call over fresh states (the first call warms caches and is dropped)."""
+    samples = []
+    for state in states:
+        gc.collect()
+        started = time.perf_counter()
+        call(state)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples[1:] or samples)
+
+
+def _peak_bytes(call: Callable, state: dict) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        call(state)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _graph_turn_seconds(system: str, session: list) -> float:
+    agent = ScriptedAgent(measure=False)
+    graph = system_graph(system, agent, scripted_summarizer(), Thresholds()).compile(checkpointer=InMemorySaver())
+    started = time.perf_counter()
+    drive(graph, agent, session)
+    return (time.perf_counter() - started) / len(session)
+
+
+def run(ctx) -> dict:
+    repeats = 4 if ctx.quick else 8
+    callers = _callers()
+    seconds: dict[str, dict[str, float]] = {name: {} for name in callers}
+    peak: dict[str, int] = {}
+    for n in SIZES:
+        records = messages_to_dict(history(n))
+        copies = repeats if n < 20_000 else max(3, repeats // 2)
+        for name, call in callers.items():
+            # langmem's node also needs its ``context`` key
+            states = [{"messages": m, "context": {}} for m in _restored(records, copies + 1)]
+            seconds[name][str(n)] = _time_calls(call, states)
+        if n == max(SIZES):
+            for name, call in callers.items():
+                call({"messages": messages_from_dict(records), "context": {}})  # warm, as in a running graph
+                peak[name] = _peak_bytes(call, {"messages": messages_from_dict(records), "context": {}})
+    session = synthetic_session(60 if ctx.quick else 150, seed=ctx.seed)
+    per_turn = {system: _graph_turn_seconds(system, session) for system in ("ours", "langchain")}
+
+    ours = seconds["ours"]
+    targets = []
+    for n in SIZES:
+        targets.append(check(f"{n:,} messages: ours / LangChain before_model", ours[str(n)] / seconds["langchain"][str(n)], 0.5))
+        targets.append(check(f"{n:,} messages: ours / langmem", ours[str(n)] / seconds["langmem"][str(n)], 0.3))
+    targets.append(check("growth: ours at 20,000 / at 1,000 messages", ours["20000"] / ours["1000"], 25))
+    targets.append(check("whole graph per turn (InMemorySaver): ours / LangChain graph", per_turn["ours"] / per_turn["langchain"], 1.0))
+    targets.append(check("peak memory at 20,000 messages: ours / LangChain", peak["ours"] / peak["langchain"], 1.5))
+    return {
+        "seconds": seconds,
+        "graph_seconds_per_turn": per_turn,
+        "graph_turns": len(session),
+        "peak_bytes_20000": peak,
+        "targets": targets,
+    }
+
+
+def report(figures: dict) -> str:
+    s = figures["seconds"]
+    rows = [
+        (
+            f"{int(n):,}",
+            f"{s['ours'][n] * 1e3:.2f} ms",
+            f"{s['langchain'][n] * 1e3:.2f} ms",
+            f"{s['langmem'][n] * 1e3:.2f} ms",
+            s["ours"][n] / s["langchain"][n],
+            s["ours"][n] / s["langmem"][n],
+        )
+        for n in s["ours"]
+    ]
+    per_turn = figures["graph_seconds_per_turn"]
+    peak = figures["peak_bytes_20000"]
+    return f"""## 1 and 9. Gate overhead per model call, and its peak memory
+
+The node in front of the model on a call where nothing needs compaction, on a history restored fresh from a
+checkpoint before each call (median of several calls; times are context, the ratios are the figures).
+
+{targets_table(figures['targets'])}
+
+{table(["messages", "ours (gate)", "LangChain before_model", "langmem node", "ours / LangChain", "ours / langmem"], rows)}
+
+Whole graph with `InMemorySaver`, synthetic session of {figures['graph_turns']} turns (compactions included):
+ours {per_turn['ours'] * 1e3:.1f} ms per turn, LangChain-middleware graph {per_turn['langchain'] * 1e3:.1f} ms per turn.
+
+Peak memory of one call at 20,000 messages (tracemalloc): ours {peak['ours'] / 1e6:.2f} MB, LangChain
+{peak['langchain'] / 1e6:.2f} MB, langmem {peak['langmem'] / 1e6:.2f} MB.
+"""
