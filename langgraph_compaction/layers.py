@@ -75,18 +75,19 @@ def _truncated_ai(message: AIMessage, cfg: TruncateArgsConfig) -> AIMessage | No
 
 
 def truncate_arguments(
-    messages: Sequence[BaseMessage], total_tokens: int, cfg: TruncateArgsConfig
+    messages: Sequence[BaseMessage], total_tokens: int, cfg: TruncateArgsConfig, *, start: int = 0
 ) -> dict[int, BaseMessage]:
     """Return assistant messages before the last ``keep_messages`` with long string arguments shortened.
 
     Runs only once the conversation has ``trigger_messages`` messages or
     ``trigger_tokens`` tokens; a long argument becomes its first
-    ``keep_chars`` characters plus ``truncation_text``.
+    ``keep_chars`` characters plus ``truncation_text``. Messages before
+    ``start`` are known to need nothing (see ``settled_from``).
     """
     if not cfg.enabled or not (len(messages) >= cfg.trigger_messages or total_tokens >= cfg.trigger_tokens):
         return {}
     edits: dict[int, BaseMessage] = {}
-    for i in range(max(0, len(messages) - cfg.keep_messages)):
+    for i in range(start, max(0, len(messages) - cfg.keep_messages)):
         m = messages[i]
         if tool_calls_of(m):
             new = _truncated_ai(m, cfg)  # type: ignore[arg-type]
@@ -115,7 +116,7 @@ def _protected_from(counts: Sequence[int], protect_tokens: int) -> int:
 
 
 def prune_tool_results(
-    messages: Sequence[BaseMessage], counts: Sequence[int], cfg: PruneConfig
+    messages: Sequence[BaseMessage], counts: Sequence[int], cfg: PruneConfig, *, start: int = 0
 ) -> dict[int, BaseMessage]:
     """Return old, large tool results shortened to head + marker + tail.
 
@@ -128,7 +129,7 @@ def prune_tool_results(
         return {}
     limit = _protected_from(counts, cfg.protect_tokens)
     large: list[tuple[int, str]] = []
-    for i in range(limit):
+    for i in range(start, limit):
         m = messages[i]
         if isinstance(m, ToolMessage):
             text = content_text(m.content)
@@ -148,7 +149,12 @@ def prune_tool_results(
 
 
 def micro_compact(
-    messages: Sequence[BaseMessage], counts: Sequence[int], cfg: MicroCompactConfig, excluded_tools: frozenset[str]
+    messages: Sequence[BaseMessage],
+    counts: Sequence[int],
+    cfg: MicroCompactConfig,
+    excluded_tools: frozenset[str],
+    *,
+    start: int = 0,
 ) -> dict[int, BaseMessage]:
     """Return all but the ``keep_recent`` latest tool results replaced by a placeholder naming the tool.
 
@@ -167,7 +173,7 @@ def micro_compact(
             kept.update(r.result_indices)
     candidates: list[tuple[int, str]] = []
     for i in result_positions:
-        if i in kept or names[i] in excluded_tools:
+        if i < start or i in kept or names[i] in excluded_tools:
             continue
         text = content_text(messages[i].content)
         if len(text) > cfg.min_chars and not text.startswith("[Old tool result of `"):
@@ -178,3 +184,29 @@ def micro_compact(
         i: messages[i].model_copy(update={"content": MICRO_PLACEHOLDER.format(tool=names[i], chars=len(text))})
         for i, text in candidates
     }
+
+
+def settled_from(
+    messages: Sequence[BaseMessage], start: int, truncate: TruncateArgsConfig, prune: PruneConfig, micro: MicroCompactConfig
+) -> int:
+    """Return the first index at or after ``start`` of a message layers 1-2 may still edit later.
+
+    Everything before it is final for these layers (short arguments, small,
+    excluded or already shortened results), so the gate's next call can start
+    its scan there instead of at the beginning of a long history.
+    """
+    for i in range(start, len(messages)):
+        m = messages[i]
+        if isinstance(m, AIMessage):
+            if truncate.enabled and (m.tool_calls or isinstance(m.content, list)) and _truncated_ai(m, truncate) is not None:
+                return i
+        elif isinstance(m, ToolMessage) and (prune.enabled or micro.enabled):
+            content = m.content
+            size = len(content) if isinstance(content, str) else len(content_text(content))
+            if m.name in prune.excluded_tools and m.name is not None:
+                continue
+            if prune.enabled and size > prune.max_output_chars and not _PRUNED.search(content_text(content)):
+                return i
+            if micro.enabled and size > micro.min_chars and not content_text(content).startswith("[Old tool result of `"):
+                return i
+    return len(messages)

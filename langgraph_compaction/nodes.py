@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -122,6 +123,57 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
+#: How many threads the gate remembers (most recently used first kept).
+MEMO_THREADS = 256
+
+
+def _length(message: BaseMessage) -> int:
+    content = message.content
+    return len(content) if isinstance(content, str) else -len(content) - 1
+
+
+class _Memo:
+    """What the gate saw of one thread at its last call: ids, content lengths and token counts.
+
+    A graph's next call sees the same messages plus new ones at the end, so
+    only those are counted; a message edited in place (a different length
+    under the same id) or removed ends the reused prefix there. ``settled``
+    is where layers 1-2 start their scan (see ``layers.settled_from``).
+    """
+
+    __slots__ = ("ids", "lengths", "counts", "systems", "settled")
+
+    def __init__(self) -> None:
+        self.ids: list = []
+        self.lengths: list[int] = []
+        self.counts: list[int] = []
+        self.systems = 0
+        self.settled = 0
+
+    def sync(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
+        known = 0
+        for message, mid, length in zip(messages, self.ids, self.lengths):
+            if message.id != mid or _length(message) != length:
+                break
+            known += 1
+        if known < len(self.ids):
+            del self.ids[known:], self.lengths[known:], self.counts[known:]
+            self.systems = sum(1 for m in messages[:known] if is_system(m))
+            self.settled = min(self.settled, known)
+        if known < len(messages):
+            fresh = messages[known:]
+            self.ids.extend(m.id for m in fresh)
+            self.lengths.extend(_length(m) for m in fresh)
+            self.counts.extend(counter.counts(fresh))
+            self.systems += sum(1 for m in fresh if is_system(m))
+
+    def edited(self, edits: dict[int, BaseMessage], counter: TokenCounter) -> None:
+        """Record the gate's own in-place edits, so the next call does not count those messages again."""
+        for i, message in edits.items():
+            self.lengths[i] = _length(message)
+            self.counts[i] = counter.message(message)
+
+
 def _step(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, Any]:
     """Advance a node's steps with an effect's result (or error); return (finished, next effect or update)."""
     try:
@@ -186,6 +238,8 @@ class CompactionNodes:
         self._window_model = agent_model if agent_model is not None else model
         self.budget: Budget = self.config.resolve(self._window_model)
         self.counter = TokenCounter(self.config.token_counter)
+        self._memos: dict[str, _Memo] = {}
+        self._memo_lock = threading.Lock()
         # what every request carries besides ``messages``: the node's system prompt and bound tool schemas
         self.fixed_tokens = fixed_tokens(agent_model, system_prompt)
 
@@ -326,25 +380,50 @@ class CompactionNodes:
         budget: Optional[Budget] = None,
         new_tokens: Optional[int] = None,
         overflow: bool = False,
+        memo: Optional["_Memo"] = None,
     ) -> CompactionPlan:
-        """Return the gate's plan for these messages (layers 1-2, trigger, cutoff)."""
+        """Return the gate's plan for these messages (layers 1-2, trigger, cutoff).
+
+        With the thread's ``memo`` only what is new since the last call is
+        counted and scanned.
+        """
         return plan_compaction(
             messages,
-            self.counter.counts(messages),
+            memo.counts if memo is not None else self.counter.counts(messages),
             budget or self.budget,
             self.config,
             self.counter.message,
             manual=manual,
             new_tokens=new_tokens,
             overflow=overflow,
+            settled=memo.settled if memo is not None else 0,
+            systems=memo.systems if memo is not None else None,
         )
 
-    def calibrated(self, messages: Sequence[BaseMessage], view: dict, budget: Budget) -> tuple[Budget, Optional[dict]]:
+    def memo(self, thread_id: str, messages: Sequence[BaseMessage]) -> "_Memo":
+        """Return the thread's memo brought up to date with ``messages`` (only new messages are counted)."""
+        with self._memo_lock:
+            memo = self._memos.pop(thread_id, None) or _Memo()
+            self._memos[thread_id] = memo  # most recently used last
+            if len(self._memos) > MEMO_THREADS:
+                del self._memos[next(iter(self._memos))]
+        memo.sync(messages, self.counter)
+        return memo
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what the gate remembers of a thread (its next call counts everything again)."""
+        with self._memo_lock:
+            self._memos.pop(thread_id, None)
+
+    def calibrated(
+        self, messages: Sequence[BaseMessage], view: dict, budget: Budget, counts: Optional[Sequence[int]] = None
+    ) -> tuple[Budget, Optional[dict]]:
         """Return the budget in estimator units for this thread, and the calibration when it just changed."""
         calibration = read_calibration(view.get("calibration"))
         observed = None
         if self.config.calibrate:
-            observed = observe_usage(calibration, messages, self.counter.counts(messages), self.fixed_tokens)
+            counts = counts if counts is not None else self.counter.counts(messages)
+            observed = observe_usage(calibration, messages, counts, self.fixed_tokens)
             calibration = observed or calibration
         return calibrated_budget(budget, calibration, self.fixed_tokens), observed
 
@@ -362,12 +441,13 @@ class CompactionNodes:
         return {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}
 
     def _gate_steps(self, state: Any, run: _Run, overflow: bool = False) -> Steps:
-        messages = list(_get(state, "messages") or [])
+        messages = _get(state, "messages") or []
         view = read_compaction(_get(state, "compaction"))
         manual = view.get("manual")
-        budget, calibration = self.calibrated(messages, view, run.budget)
-        new_tokens = tokens_since(messages, self.counter.counts(messages), view.get("cooldown_id"))
-        plan = self.plan(messages, manual=bool(manual), budget=budget, new_tokens=new_tokens, overflow=overflow)
+        memo = self.memo(run.thread_id, messages)
+        budget, calibration = self.calibrated(messages, view, run.budget, memo.counts)
+        new_tokens = tokens_since(messages, memo.counts, view.get("cooldown_id"))
+        plan = self.plan(messages, manual=bool(manual), budget=budget, new_tokens=new_tokens, overflow=overflow, memo=memo)
         update: dict[str, Any] = {}
         compaction: dict[str, Any] = {"calibration": calibration} if calibration else {}
         events: list[dict] = []
@@ -384,6 +464,7 @@ class CompactionNodes:
                     offloaded = False
                     events.append(_emit({"stage": "gate", "error": f"offload before layer edits failed: {_describe(exc)}"}))
             if offloaded:
+                memo.edited(plan.edits, self.counter)
                 update["messages"] = list(plan.edits.values())
                 compaction["counts"] = dict(plan.layer_counts)
                 events.append(
@@ -397,6 +478,8 @@ class CompactionNodes:
                         }
                     )
                 )
+        if not plan.edits or offloaded:
+            memo.settled = plan.settled
         if plan.summarize:
             cut = plan.cut
             compaction["pending"] = {

@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage
 
 from .config import Budget, CompactionConfig
 from .conversation import is_summary, is_system, latest_user_index, tool_rounds, unsafe_cut_points
-from .layers import micro_compact, prune_tool_results, truncate_arguments
+from .layers import micro_compact, prune_tool_results, settled_from, truncate_arguments
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,7 @@ class CompactionPlan:
     reason: Optional[str] = None
     cut: Optional[Cut] = None
     held: Optional[str] = None
+    settled: int = 0
 
     @property
     def summarize(self) -> bool:
@@ -153,6 +154,8 @@ def plan_compaction(
     manual: bool = False,
     new_tokens: Optional[int] = None,
     overflow: bool = False,
+    settled: int = 0,
+    systems: Optional[int] = None,
 ) -> CompactionPlan:
     """Return the plan for one model call: layer 1-2 edits, then whether and where to summarize.
 
@@ -170,33 +173,42 @@ def plan_compaction(
     summary back while under ``min_new_tokens``, unless the window would
     overflow. ``overflow=True`` plans for a request the model refused as too
     long: layers 1-2 over the whole history and half the keep budget.
+
+    ``settled`` (from an earlier plan of the same thread) is where layers 1-2
+    start looking; ``systems`` is the number of system messages when known.
+    Nothing is copied unless a layer edits, so a call with nothing to do costs
+    little more than the sum of the counts.
     """
     if overflow:
         config = whole_history(config, keep_excluded=False)
         budget = replace(budget, keep_tokens=budget.keep_tokens // 2, keep_messages=max(1, budget.keep_messages // 2))
-    working = list(messages)
-    sizes = list(counts)
+    working: Sequence[BaseMessage] = messages
+    sizes: Sequence[int] = counts
     before = sum(sizes)
     edits: dict[int, BaseMessage] = {}
     layer_counts: dict[str, int] = {}
+    start = 0 if overflow else min(settled, len(messages))
 
     def apply(name: str, changed: dict[int, BaseMessage]) -> None:
+        nonlocal working, sizes
         if changed:
             layer_counts[name] = layer_counts.get(name, 0) + len(changed)
+            if not edits:  # copy on the first edit only
+                working, sizes = list(working), list(sizes)
         for i, m in changed.items():
             working[i] = m
             sizes[i] = recount(m)
             edits[i] = m
 
-    def run_layers(cfg: CompactionConfig) -> None:
-        apply("truncate", truncate_arguments(working, sum(sizes), cfg.truncate_args))
-        apply("prune", prune_tool_results(working, sizes, cfg.prune))
-        apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools))
+    def run_layers(cfg: CompactionConfig, first: int) -> None:
+        apply("truncate", truncate_arguments(working, sum(sizes), cfg.truncate_args, start=first))
+        apply("prune", prune_tool_results(working, sizes, cfg.prune, start=first))
+        apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools, start=first))
 
-    run_layers(config)
+    run_layers(config, start)
     after = sum(sizes)
 
-    conversation = sum(1 for m in working if not is_system(m))
+    conversation = len(working) - systems if systems is not None else sum(1 for m in working if not is_system(m))
     reason: Optional[str] = None
     if overflow:
         reason = "overflow"
@@ -216,7 +228,7 @@ def plan_compaction(
         reason, held = None, "cooldown"
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
     if cut is not None and not overflow and _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE > budget.target_tokens:
-        run_layers(whole_history(config))
+        run_layers(whole_history(config), 0)
         cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages)
     return CompactionPlan(
         tokens_before=before,
@@ -226,6 +238,7 @@ def plan_compaction(
         reason=reason,
         cut=cut,
         held=held,
+        settled=settled_from(working, start, config.truncate_args, config.prune, config.micro),
     )
 
 
