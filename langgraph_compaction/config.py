@@ -114,6 +114,14 @@ class CompactionConfig(_Settings):
     summarizer_context_window: Optional[int] = Field(
         None, ge=1, description="Window of the summarizer model; defaults to the agent's."
     )
+    summarizer_result_chars: Optional[int] = Field(
+        4_000,
+        ge=2,
+        description=(
+            "Tool results longer than this reach the summarizer and the flush model as head + marker + tail "
+            "(the transcript keeps them whole); None shows them whole."
+        ),
+    )
     timezone: str = Field("UTC", description="Time zone of the ledger's dates (memory/YYYY-MM-DD.md).")
     consolidation_max_tokens: int = Field(4_000, ge=100, description="Size limit of MEMORY.md after consolidation.")
     consolidation_min_gap: float = Field(1_800.0, ge=0, description="Seconds between two consolidations of one user.")

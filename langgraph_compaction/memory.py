@@ -104,14 +104,16 @@ def flush_input(messages: Sequence[BaseMessage], flushed_ids: Sequence[str]) -> 
     return [m for m in messages if not is_summary(m) and m.id not in done]
 
 
-def flush_prompt(messages: Sequence[BaseMessage], memory_md: str, ledger: str, day: str) -> str:
+def flush_prompt(
+    messages: Sequence[BaseMessage], memory_md: str, ledger: str, day: str, max_result_chars: Optional[int] = None
+) -> str:
     """Return the memory-extraction prompt with MEMORY.md and today's ledger shown read-only."""
     return MEMORY_PROMPT.format(
         ledger_path=ledger_relpath(day),
         today=day,
         memory_md=memory_md.strip() or "(empty)",
         ledger=ledger.strip() or "(empty)",
-        messages=render_messages(messages),
+        messages=render_messages(messages, max_result_chars),
     )
 
 

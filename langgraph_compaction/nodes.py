@@ -530,7 +530,7 @@ class CompactionNodes:
             ledger = (yield ("storage", "read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
             entry = None
             if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
-                answer = yield ("model", self.flush_model, (flush_prompt(todo, memory_md, ledger, day),))
+                answer = yield ("model", self.flush_model, (flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars),))
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)
                 entry = ledger_entry(answer, ledger, now, redact=self.config.redactor, marker=marker)
@@ -567,10 +567,11 @@ class CompactionNodes:
 
         budget = budget or self._summarizer_budget()
         text: Optional[str] = None
-        for chunk in chunk_for_window(evicted, budget, estimate_text_tokens):
+        shown = self.config.summarizer_result_chars
+        for chunk in chunk_for_window(evicted, budget, estimate_text_tokens, shown):
             inputs = ([build_summary_message(text)] if text else []) + list(chunk)
             try:
-                answer = yield ("model", self.model, (summary_prompt(render_messages(inputs), focus),))
+                answer = yield ("model", self.model, (summary_prompt(render_messages(inputs, shown), focus),))
             except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
                 window, _ = overflow_figures(exc)
                 smaller = min(budget // 2, (window or budget) // 2)
@@ -639,8 +640,8 @@ class CompactionNodes:
                 "stage": "summarize",
                 "layer": kind,
                 "reason": pending.get("reason"),
-                "tokens_before": pending.get("tokens_before"),
-                "tokens_after": self.counter.total(result),
+                "tokens_before": before,  # the state as summarize found it (the gate's edits may not have landed)
+                "tokens_after": after,
                 **({"over_budget": why} if why else {}),
                 "cutoff_id": pending.get("cutoff_id"),
                 "evicted": len(evicted),

@@ -24,6 +24,7 @@ from .conversation import (
     tool_calls_of,
     tool_rounds,
 )
+from .layers import prune_preview
 from .prompts import FOCUS_INSTRUCTION, NO_REPLY, SUMMARY_PROMPT
 
 SECTIONS = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
@@ -68,8 +69,12 @@ def _args_text(args: object) -> str:
     return json.dumps(args, ensure_ascii=False, default=str) if not isinstance(args, str) else args
 
 
-def render_message(message: BaseMessage) -> str:
-    """Return one message as prompt text, with tool names, arguments and tool_call_ids."""
+def render_message(message: BaseMessage, max_result_chars: Optional[int] = None) -> str:
+    """Return one message as prompt text, with tool names, arguments and tool_call_ids.
+
+    A tool result longer than ``max_result_chars`` is shown as head + marker +
+    tail (the transcript keeps it whole).
+    """
     if is_summary(message):
         return f"[summary of earlier conversation]\n{text_of(message)}"
     if isinstance(message, SystemMessage):
@@ -77,7 +82,10 @@ def render_message(message: BaseMessage) -> str:
     if isinstance(message, HumanMessage):
         return f"[user]\n{text_of(message)}"
     if isinstance(message, ToolMessage):
-        return f"[tool result {message.name or ''} id={message.tool_call_id}]\n{text_of(message)}".replace("  ", " ")
+        text = text_of(message)
+        if max_result_chars and len(text) > max_result_chars:
+            text = prune_preview(text, max_result_chars)
+        return f"[tool result {message.name or ''} id={message.tool_call_id}]\n{text}".replace("  ", " ")
     if isinstance(message, AIMessage):
         parts = [f"[assistant]\n{content_text(message.content)}" if content_text(message.content) else "[assistant]"]
         for call in tool_calls_of(message):
@@ -88,9 +96,9 @@ def render_message(message: BaseMessage) -> str:
     return f"[{message.type}]\n{text_of(message)}"
 
 
-def render_messages(messages: Sequence[BaseMessage]) -> str:
-    """Return the messages as the ``{messages}`` block of a prompt."""
-    return "\n\n".join(render_message(m) for m in messages)
+def render_messages(messages: Sequence[BaseMessage], max_result_chars: Optional[int] = None) -> str:
+    """Return the messages as the ``{messages}`` block of a prompt (long tool results shortened, see ``render_message``)."""
+    return "\n\n".join(render_message(m, max_result_chars) for m in messages)
 
 
 def summary_prompt(rendered: str, focus: Optional[str] = None) -> str:
@@ -118,7 +126,10 @@ def summary_problem(text: object) -> Optional[str]:
 
 
 def chunk_for_window(
-    messages: Sequence[BaseMessage], budget_tokens: int, count_text: Callable[[str], int]
+    messages: Sequence[BaseMessage],
+    budget_tokens: int,
+    count_text: Callable[[str], int],
+    max_result_chars: Optional[int] = None,
 ) -> list[list[BaseMessage]]:
     """Return the messages split into consecutive chunks whose rendering fits ``budget_tokens`` each.
 
@@ -128,7 +139,7 @@ def chunk_for_window(
     chunks: list[list[BaseMessage]] = [[]]
     used = 0
     for m in messages:
-        size = count_text(render_message(m))
+        size = count_text(render_message(m, max_result_chars))
         pieces = [m]
         if size > budget_tokens:
             text = text_of(m)
@@ -138,7 +149,7 @@ def chunk_for_window(
                 for k, i in enumerate(range(0, len(text), per))
             ]
         for piece in pieces:
-            psize = count_text(render_message(piece)) if piece is not m else size
+            psize = count_text(render_message(piece, max_result_chars)) if piece is not m else size
             if used and used + psize > budget_tokens:
                 chunks.append([])
                 used = 0
