@@ -96,11 +96,16 @@ class ScriptedAgent:
 
     def __call__(self, state: Any) -> dict:
         messages = state["messages"]
+        reply = self.next_reply
         if self.measure:
-            self.inputs.append(self.counter.total(messages))
+            billed = self.counter.total(messages)
+            self.inputs.append(billed)
+            # as a provider does: the reply reports what the request cost (systems that calibrate use it)
+            usage = {"input_tokens": billed, "output_tokens": 0, "total_tokens": billed}
+            reply = reply.model_copy(update={"usage_metadata": usage}) if reply is not None else None
         if self.observe is not None:
             self.observe(messages)
-        return {"messages": [self.next_reply]}
+        return {"messages": [reply]}
 
 
 # --- thresholds shared by every system -----------------------------------------------
