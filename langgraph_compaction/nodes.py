@@ -25,6 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import get_runtime
 
 from .calibration import calibrated_budget, fixed_tokens, observe_usage, read_calibration
 from .config import Budget, CompactionConfig, model_context_window
@@ -86,8 +87,6 @@ def _get(state: Any, key: str, default: Any = None) -> Any:
 
 def _runtime() -> Any:
     try:
-        from langgraph.runtime import get_runtime
-
         return get_runtime()
     except Exception:  # noqa: BLE001 - outside a graph run there is no runtime
         return None
@@ -153,7 +152,8 @@ class _Memo:
     def sync(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
         known = 0
         for message, mid, length in zip(messages, self.ids, self.lengths):
-            if message.id != mid or _length(message) != length:
+            content = message.content  # _length inlined: this loop runs over the whole history every call
+            if message.id != mid or (len(content) if content.__class__ is str else -len(content) - 1) != length:
                 break
             known += 1
         if known < len(self.ids):
@@ -259,6 +259,8 @@ class CompactionNodes:
 
     def _budget_for(self, runtime: Any) -> Budget:
         """Return the budget with the run context's thresholds applied (a bad value raises, naming the field)."""
+        if getattr(runtime, "context", None) is None:
+            return self.budget
         overrides = {k: v for k in CONTEXT_THRESHOLDS if (v := _context_value(runtime, k)) is not None}
         if not overrides:
             return self.budget
