@@ -83,7 +83,9 @@ class ScriptedModel(BaseChatModel):
         else:
             chosen = self.reply
         if isinstance(chosen, BaseException):
-            raise chosen
+            # the same instance is raised again and again: without this its traceback grows by every
+            # frame it passes and keeps them (and their prompts) alive
+            raise chosen.with_traceback(None)
         return chosen(prompt) if callable(chosen) else chosen
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
