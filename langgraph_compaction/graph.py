@@ -10,12 +10,23 @@ from typing_extensions import TypedDict
 from langchain_core.runnables import RunnableLambda
 
 from langgraph.graph import StateGraph
+from langgraph.utils.runnable import RunnableCallable
 from langgraph.types import Send
 
 from .config import CompactionConfig
 from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
 from .overflow import with_overflow_recovery
 from .state import CompactionChannel
+
+
+def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
+    """Return a node runnable with a sync and an async body and no tracing layer of its own.
+
+    A ``RunnableLambda`` would add a callback run around every call; the gate
+    runs before every model call, so it is wrapped the way LangGraph wraps a
+    plain function.
+    """
+    return RunnableCallable(func, afunc, name=name, trace=False)
 
 
 def _redirect(target: Any, before: str) -> Any:
@@ -107,12 +118,12 @@ def add_compaction(
                     )
                 )
 
-    builder.add_node(GATE, RunnableLambda(nodes.gate, afunc=nodes.agate, name=GATE), input_schema=input_schema)
-    builder.add_node(FLUSH, RunnableLambda(nodes.flush, afunc=nodes.aflush, name=FLUSH), input_schema=input_schema)
-    builder.add_node(OFFLOAD, RunnableLambda(nodes.offload, afunc=nodes.aoffload, name=OFFLOAD), input_schema=input_schema)
+    builder.add_node(GATE, _node(nodes.gate, nodes.agate, GATE), input_schema=input_schema)
+    builder.add_node(FLUSH, _node(nodes.flush, nodes.aflush, FLUSH), input_schema=input_schema)
+    builder.add_node(OFFLOAD, _node(nodes.offload, nodes.aoffload, OFFLOAD), input_schema=input_schema)
     builder.add_node(
         SUMMARIZE,
-        RunnableLambda(nodes.summarize, afunc=nodes.asummarize, name=SUMMARIZE),
+        _node(nodes.summarize, nodes.asummarize, SUMMARIZE),
         defer=True,
         input_schema=input_schema,
     )

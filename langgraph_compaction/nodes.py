@@ -366,6 +366,8 @@ class CompactionNodes:
         """Return where the gate leads: the side branches when compaction is pending, else the model node."""
         if not read_compaction(_get(state, "compaction")).get("pending"):
             return self.before
+        if self.storage is None and getattr(_runtime(), "store", None) is None:
+            return [SUMMARIZE]  # nowhere to write a transcript or a ledger: skip a step of no-ops
         targets = []
         if self.config.flush_before_compact:
             targets.append(FLUSH)
@@ -570,7 +572,9 @@ class CompactionNodes:
         budget = budget or self._summarizer_budget()
         text: Optional[str] = None
         shown = self.config.summarizer_result_chars
-        for chunk in chunk_for_window(evicted, budget, estimate_text_tokens, shown):
+        # the counts are known: only a prefix that may not fit is rendered and measured piece by piece
+        fits = self.counter.total(evicted) * 1.2 + 500 < budget
+        for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):
             inputs = ([build_summary_message(text)] if text else []) + list(chunk)
             try:
                 answer = yield ("model", self.model, (summary_prompt(render_messages(inputs, shown), focus),))

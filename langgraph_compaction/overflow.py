@@ -23,6 +23,7 @@ from typing import Any, Callable, Generator, Optional, Sequence
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.utils.runnable import RunnableCallable
 
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Command
@@ -257,7 +258,7 @@ async def _adrive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callabl
     return item
 
 
-def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: Optional[str] = None) -> RunnableLambda:
+def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: Optional[str] = None) -> Runnable:
     """Return the model node wrapped so that a too-long refusal compacts the history and retries once.
 
     ``node`` is the node's runnable (or function) as the graph holds it; the
@@ -273,7 +274,8 @@ def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: Optional[str
         run = nodes._run(config)
         return await _adrive(nodes, _recovery(nodes, state, run), run, lambda s: inner.ainvoke(s, config))
 
-    return RunnableLambda(invoke, afunc=ainvoke, name=name or getattr(inner, "name", None) or "model")
+    # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
+    return RunnableCallable(invoke, ainvoke, name=name or getattr(inner, "name", None) or "model", trace=False)
 
 
 def _request(system_prompt: Any, messages: list) -> list:
