@@ -1,0 +1,323 @@
+"""``python -m benchmarks.stress --examples 100000``: random conversations under random faults, invariants counted.
+
+Each example draws a conversation (parallel, interleaved and mixed tool
+rounds, reused tool-call ids, orphan results, unanswered calls, content
+blocks, huge, empty and non-ASCII messages, invalid tool calls), a budget,
+hostile thread and user ids, and faults (the summarizer or memory model
+raising or answering empty, error-looking, unstructured or ``NO_REPLY``
+text; storage failing before or after a write; a node's update lost after
+its side effects, as a crash and resume would). It is replayed model call by
+model call through the real compaction nodes (gate, flush and offload on the
+same snapshot, then summarize), with the stock ``add_messages`` and
+``merge_compaction`` reducers, and every view and every run is checked.
+
+The output is the number of violations per invariant (target: 0) and, with
+``--show``, the first few problems. ``--trajectories DIR`` also replays
+every ``*.jsonl`` trajectory there with compaction forced every few calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.graph.message import add_messages
+
+from langgraph_compaction import CompactionConfig, CompactionNodes, FileStorage, StoreStorage, merge_compaction
+from langgraph_compaction.invariants import (
+    INVARIANTS,
+    ThreadLedger,
+    bounded_problems,
+    escaped_paths,
+    files_under,
+    ledgers_of,
+)
+from langgraph_compaction.testing import ScriptedModel
+
+HOSTILE_IDS = ["t", "../../etc", "/abs/path", ".", "a\x00b", "x" * 300, "用户🙂", "a/b", "a.b", "langgraph"]
+MODEL_FAULTS: list[Any] = [None, RuntimeError("provider down"), "", "Error: rate limited", "Sure, done.", "NO_REPLY"]
+_SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None  # memory-backed: fsync costs nothing there
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+A8AAQUBAScY42YAAAAASUVORK5CYII="
+
+
+# --- conversations ---------------------------------------------------------------------------
+
+
+_CORPUS = " ".join(
+    ["fix the parser", "修复登录模块", "🙂 done", "مرحبا بالعالم", "NUL\x00byte", "def f(x): return x", '{"k": [1, 2]}', "ok"] * 4000
+)
+
+
+def _text(rng: random.Random, size: int) -> str:
+    start = rng.randrange(len(_CORPUS) - size) if size else 0
+    return _CORPUS[start : start + size]
+
+
+def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessage]:
+    """Return a conversation with the shapes real agents produce and logs contain (unique message ids)."""
+    n = [0]
+
+    def mid() -> str:
+        n[0] += 1
+        return f"{prefix}{n[0]}"
+
+    messages: list[BaseMessage] = []
+    if rng.random() < 0.7:
+        messages.append(SystemMessage(content="You are a coding agent.", id=mid()))
+    call_ids = [0]
+    for turn in range(rng.randint(1, 8)):
+        content: Any = f"request {turn}: " + _text(rng, rng.choice([0, 20, 400, 4000]))
+        if rng.random() < 0.1:
+            content = [{"type": "text", "text": content}, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG * 50}"}}]
+        messages.append(HumanMessage(content=content, id=mid()))
+        for _ in range(rng.choice([0, 0, 1, 2, 3, 4])):
+            width = rng.choice([1, 1, 2, 3, 8, 100 if rng.random() < 0.05 else 4])
+            calls = []
+            for _ in range(width):
+                call_ids[0] += 1
+                cid = "call_1" if rng.random() < 0.1 else f"c{call_ids[0]}"  # reused ids happen in real logs
+                args: Any = {"cmd": _text(rng, rng.choice([5, 300, 5000]))}
+                if rng.random() < 0.2:
+                    args = {"n": rng.randint(0, 9), "nested": {"a": [1, {"b": None}]}, "flag": True}
+                calls.append({"name": rng.choice(["bash", "read_file", "write_file"]), "args": args, "id": cid})
+            ai_content: Any = _text(rng, rng.choice([0, 50]))
+            if rng.random() < 0.1:
+                ai_content = [{"type": "thinking", "thinking": "plan", "signature": "s"}, {"type": "text", "text": "calling"}]
+            invalid = [{"name": "bash", "args": '{"cmd": "ls', "id": "bad", "error": "bad json", "type": "invalid_tool_call"}] if rng.random() < 0.05 else []
+            messages.append(AIMessage(content=ai_content, tool_calls=calls, invalid_tool_calls=invalid, id=mid()))
+            results = [
+                ToolMessage(content=_text(rng, rng.choice([0, 100, 3000, 30000 if rng.random() < 0.1 else 500])), tool_call_id=c["id"], id=mid())
+                for c in calls
+            ]
+            if rng.random() < 0.1 and results:
+                results.pop(rng.randrange(len(results)))  # a call never answered
+            if len(results) > 1 and rng.random() < 0.15:
+                results.insert(rng.randrange(1, len(results)), HumanMessage(content="(queued note)", id=mid()))
+            messages.extend(results)
+        if rng.random() < 0.05:
+            messages.append(ToolMessage(content="stray result", tool_call_id=f"ghost{turn}", id=mid()))  # an orphan
+        if rng.random() < 0.7:
+            messages.append(AIMessage(content="answer " + _text(rng, rng.choice([0, 30, 800])), id=mid()))
+    if not isinstance(messages[-1], AIMessage):
+        messages.append(AIMessage(content="final answer", id=mid()))
+    return messages
+
+
+def random_config(rng: random.Random) -> CompactionConfig:
+    """Return a budget from tiny (compaction on most calls) to roomy."""
+    trigger = rng.choice([1_500, 3_000, 6_000, 12_000, 40_000])  # 1,500: compaction on nearly every call
+    return CompactionConfig(
+        context_window=rng.choice([None, trigger * 2, trigger + 20_000]),
+        trigger_tokens=trigger,
+        keep_tokens=rng.choice([0, trigger // 8, trigger // 3]),
+        keep_messages=rng.randint(1, 12),
+        trigger_messages=rng.choice([0, 8, 20, 50]),
+        summary_timeout=None,
+    )
+
+
+# --- faults ------------------------------------------------------------------------------------
+
+
+class FlakyStorage:
+    """A storage whose calls fail at random: before doing anything, or after the write (the caller sees an error)."""
+
+    def __init__(self, inner: Any, rng: random.Random, rate: float) -> None:
+        self.inner, self.rng, self.rate = inner, rng, rate
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if not callable(method) or name.endswith("location"):
+            return method
+
+        def call(*args: Any) -> Any:
+            if self.rng.random() < self.rate:
+                raise OSError(28, "No space left on device (injected)")
+            result = method(*args)
+            if self.rng.random() < self.rate:
+                raise ConnectionError("connection reset after the write (injected)")
+            return result
+
+        return call
+
+
+# --- one thread, model call by model call --------------------------------------------------------
+
+
+class Simulation:
+    """The compaction nodes driven as the compiled graph would run them, with crash-and-resume injection."""
+
+    def __init__(self, nodes: CompactionNodes, config: dict, rng: random.Random, crash_rate: float) -> None:
+        self.nodes, self.config, self.rng, self.crash_rate = nodes, config, rng, crash_rate
+        self.messages: list[BaseMessage] = []
+        self.compaction: dict = {}
+        self.events: list[dict] = []
+        self.ledger = ThreadLedger()
+
+    def _apply(self, updates: Sequence[Optional[dict]]) -> None:
+        for update in updates:
+            if not update:
+                continue
+            if "messages" in update:
+                self.messages = add_messages(self.messages, update["messages"])
+            if "compaction" in update:
+                self.events += list((update["compaction"] or {}).get("events") or [])
+                self.compaction = merge_compaction(self.compaction, update["compaction"])
+
+    def _node(self, node: Callable, state: dict) -> Optional[dict]:
+        if self.rng.random() < self.crash_rate:
+            node(state, self.config)  # its side effects happen, its update is lost: a crash, then resume re-runs it
+        return node(state, self.config)
+
+    def model_call(self, pending: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """Add the pending messages, run the compaction nodes, and return the view the model receives."""
+        self.messages = add_messages(self.messages, list(pending))
+        self.ledger.added(pending)
+        state = {"messages": self.messages, "compaction": self.compaction}
+        self._apply([self._node(self.nodes.gate, state)])
+        state = {"messages": self.messages, "compaction": self.compaction}
+        route = self.nodes.route(state)
+        if route != self.nodes.before:
+            branches = {"compaction_flush": self.nodes.flush, "compaction_offload": self.nodes.offload}
+            self._apply([self._node(branches[name], state) for name in route if name in branches])
+            state = {"messages": self.messages, "compaction": self.compaction}
+            self._apply([self._node(self.nodes.summarize, state)])
+        view = list(self.messages)
+        self.ledger.check_view(view)
+        return view
+
+    def reply(self, message: AIMessage) -> None:
+        self.messages = add_messages(self.messages, [message])
+        self.ledger.added([message])
+
+
+def replay(sim: Simulation, conversation: Sequence[BaseMessage]) -> None:
+    """Feed a conversation model call by model call: each assistant message answers the view before it."""
+    pending: list[BaseMessage] = []
+    for message in conversation:
+        if isinstance(message, AIMessage):
+            sim.model_call(pending)
+            sim.reply(message)
+            pending = []
+        else:
+            pending.append(message)
+
+
+def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file") -> dict[str, list[str]]:
+    """Run one random example; return the problems found per invariant."""
+    with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
+        root = Path(tmp) / "store"
+        real = FileStorage(root) if storage == "file" else StoreStorage(_memory_store())
+        config = random_config(rng)
+        summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
+        flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
+        rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
+        thread, user = rng.choice(HOSTILE_IDS), rng.choice(HOSTILE_IDS)
+        nodes = CompactionNodes(
+            before="agent", model=summarizer, flush_model=flusher, config=config, storage=FlakyStorage(real, rng, rate) if rate else real
+        )
+        sim = Simulation(nodes, {"configurable": {"thread_id": thread, "user_id": user}}, rng, rate)
+        replay(sim, random_conversation(rng))
+        transcript = real.read_transcript(thread)
+        sim.ledger.check_store(sim.messages, transcript, ledgers_of(real, user))
+        problems = sim.ledger.problems
+        problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
+        if storage == "file":
+            problems["contained"] += escaped_paths(files_under(tmp), root)
+        return problems
+
+
+def _memory_store() -> Any:
+    from langgraph.store.memory import InMemoryStore
+
+    return InMemoryStore()
+
+
+def replay_trajectory(path: Path, every: int = 6) -> Simulation:
+    """Return the simulation of a recorded trajectory replayed with compaction forced about every ``every`` calls.
+
+    Its ``ledger.problems`` hold what broke, by invariant; ``events`` every compaction event.
+    """
+    from langgraph_compaction.trajectories import load_trajectory
+
+    conversation = load_trajectory(path)
+    with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
+        config = CompactionConfig(context_window=60_000, trigger_tokens=6_000, keep_tokens=1_500, trigger_messages=every * 2)
+        nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=config, storage=Path(tmp) / "store")
+        sim = Simulation(nodes, {"configurable": {"thread_id": path.stem}}, random.Random(0), 0.0)
+        replay(sim, conversation)
+        sim.ledger.check_store(sim.messages, nodes.storage.read_transcript(path.stem), ledgers_of(nodes.storage, "default"))
+        sim.ledger.problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
+        sim.ledger.problems["contained"] += escaped_paths(files_under(tmp), Path(tmp) / "store")
+        return sim
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def _batch(args: tuple[int, int, bool, str]) -> tuple[dict[str, int], list[str]]:
+    start, count, faults, storage = args
+    totals = {name: 0 for name in INVARIANTS}
+    samples: list[str] = []
+    for seed in range(start, start + count):
+        try:
+            problems = run_example(random.Random(seed), faults=faults, storage=storage)
+        except Exception as exc:  # noqa: BLE001 - a crash of the run is a broken promise too
+            problems = {"valid_history": [f"the run raised {type(exc).__name__}: {exc}"]}
+        for name, found in problems.items():
+            totals[name] += len(found)
+            samples += [f"seed {seed}: {name}: {p}" for p in found[:2]]
+    return totals, samples[:20]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stress", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--examples", type=int, default=10_000, help="random examples to run (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first example")
+    parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count(), help="processes (default: all CPUs)")
+    parser.add_argument("--storage", choices=["file", "store"], default="file", help="FileStorage or a LangGraph InMemoryStore")
+    parser.add_argument("--no-faults", action="store_true", help="no injected model, storage or crash faults")
+    parser.add_argument("--trajectories", type=Path, help="also replay every *.jsonl trajectory in this folder")
+    parser.add_argument("--show", type=int, default=5, help="print this many sample problems")
+    args = parser.parse_args(argv)
+    logging.getLogger("langgraph_compaction").setLevel(logging.ERROR)  # injected faults would flood the log
+
+    began = time.perf_counter()
+    size = max(1, min(500, args.examples // max(1, args.workers * 4)))
+    jobs = [(s, min(size, args.seed + args.examples - s), not args.no_faults, args.storage) for s in range(args.seed, args.seed + args.examples, size)]
+    totals = {name: 0 for name in INVARIANTS}
+    samples: list[str] = []
+    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+        done = 0
+        for counts, found in pool.imap_unordered(_batch, jobs):
+            for name, n in counts.items():
+                totals[name] += n
+            samples += found
+            done += size
+            print(f"{min(done, args.examples)}/{args.examples} examples, violations so far: {sum(totals.values())}", file=sys.stderr, flush=True)
+    trajectories = sorted(args.trajectories.glob("*.jsonl")) if args.trajectories else []
+    for path in trajectories:
+        for name, found in replay_trajectory(path).ledger.problems.items():
+            totals[name] += len(found)
+            samples += [f"{path.stem}: {name}: {p}" for p in found[:2]]
+
+    print(f"{args.examples} random examples" + (f" + {len(trajectories)} trajectories" if trajectories else "")
+          + f" ({'with' if not args.no_faults else 'without'} faults, {args.storage} storage) in {time.perf_counter() - began:.0f} s")
+    print(f"{'invariant':<16}violations")
+    for name in INVARIANTS:
+        print(f"{name:<16}{totals[name]}")
+    for line in samples[: args.show]:
+        print("  " + line.replace("\n", " ")[:300])
+    return 1 if any(totals.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
