@@ -637,10 +637,12 @@ class CompactionNodes:
         at = next((i for i, m in enumerate(kept) if not is_system(m)), len(kept))
         result = kept[:at] + [summary] + kept[at:]
         before, after = self.counter.total(messages), self.counter.total(result)
+        why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
         if after >= before and pending.get("reason") != "manual":  # no progress: keep the history, wait for new messages
             note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
-            return {"compaction": {**done, "events": [_emit({"stage": "summarize", "note": note})], "cooldown_id": messages[-1].id}}
-        why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
+            event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
+            event = _emit({**event, **({"over_budget": why} if why else {})})
+            return {"compaction": {**done, "events": [event], "cooldown_id": messages[-1].id}}
         event = _emit(
             {
                 "stage": "summarize",

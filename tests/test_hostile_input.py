@@ -36,7 +36,8 @@ class TextAgent:
     def __call__(self, state: dict, config: RunnableConfig) -> dict:
         thread = config["configurable"]["thread_id"]
         self.views.setdefault(thread, []).append(list(state["messages"]))
-        return {"messages": [AIMessage(content=f"Noted ({len(self.views[thread])}). " + "detail " * 60)]}
+        n = len(self.views[thread])  # fixed ids: the outcome of these tests must not depend on random ones
+        return {"messages": [AIMessage(content=f"Noted ({n}). " + "detail " * 60, id=f"reply-{n}")]}
 
     def calls(self, thread: str) -> int:
         return len(self.views.get(thread, []))
@@ -53,7 +54,9 @@ def _graph(tmp_path, config=FORCED, summarizer=None):
 
 
 def _padding(turn: int) -> HumanMessage:
-    return HumanMessage(content=f"Turn {turn}: carry on with the task. " + "context " * 150)
+    # a fixed id: the summary's closing line names the id range, and random ids of varying token counts
+    # would move a borderline "does the summary shrink the context" decision from run to run
+    return HumanMessage(content=f"Turn {turn}: carry on with the task. " + "context " * 150, id=f"turn-{turn}")
 
 
 def converse(tmp_path, first: list, turns: int = 6, config=FORCED, summarizer=None):
@@ -152,7 +155,7 @@ def test_a_message_larger_than_the_keep_budget_is_kept_or_evicted_whole(tmp_path
 def test_a_latest_request_larger_than_the_window_is_kept_verbatim(tmp_path):
     config = CompactionConfig(context_window=6_000, trigger_tokens=3_000, keep_tokens=600, trigger_messages=8)
     graph, thread = _graph(tmp_path, config)
-    graph.invoke({"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hello")]}, thread.config)
+    graph.invoke({"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hello", id="hello")]}, thread.config)
     for t in range(1, 4):
         graph.invoke({"messages": [_padding(t)]}, thread.config)
     giant = HumanMessage("please review: " + "token " * 9_000, id="giant")
@@ -162,8 +165,9 @@ def test_a_latest_request_larger_than_the_window_is_kept_verbatim(tmp_path):
     last_view = thread.agent.views["t"][-1]
     assert any(m.id == "giant" and m.content == giant.content for m in last_view)  # never cut or dropped
     assert last_view[0].id == "sys"
-    # invariant 3: the compaction that could not get under the trigger says why, naming the message
-    last = events(thread.values(), stage="summarize", layer="summarize")[-1]
+    # invariant 3: the compaction that could not get under the trigger says why, naming the message (whether
+    # it committed a summary or found that one would not shrink the context and kept the history)
+    last = [e for e in events(thread.values(), stage="summarize") if "over_budget" in e][-1]
     assert "giant" in last["over_budget"] and last["tokens_after"] > 3_000
 
 
@@ -223,7 +227,7 @@ def test_a_lone_surrogate_round_trips_through_the_transcript(tmp_path):
 )
 def test_a_compaction_key_edited_into_wrong_types_is_repaired(tmp_path, garbage):
     graph, thread = _graph(tmp_path)
-    graph.invoke({"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hi")]}, thread.config)
+    graph.invoke({"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hi", id="hi")]}, thread.config)
     graph.update_state(thread.config, {"compaction": garbage})  # what a Studio state edit can do
     for t in range(1, 6):
         graph.invoke({"messages": [_padding(t)]}, thread.config)
