@@ -42,7 +42,7 @@ from .memory import (
     ledger_relpath,
     local_now,
 )
-from .plan import CompactionPlan, over_budget_reason, plan_compaction, tokens_since
+from .plan import CompactionPlan, compacted_view, over_budget_reason, plan_compaction, tokens_since
 from .redact import redact_record, redact_secrets
 from .state import read_compaction
 from .storage import DEFAULT_USER, CompactionStorage, StoreStorage, open_storage, record_id
@@ -633,9 +633,7 @@ class CompactionNodes:
         path = view.get("offload_path") if offload_on else None
         evicted_tokens = sum(self.counter.counts(evicted))
         summary = build_summary_message(finish_summary(text, compaction_note(evicted, evicted_tokens, path)), path)
-        kept = [m for m in messages if m.id not in evict_ids]
-        at = next((i for i, m in enumerate(kept) if not is_system(m)), len(kept))
-        result = kept[:at] + [summary] + kept[at:]
+        result = compacted_view(messages, evict_ids, summary)
         before, after = self.counter.total(messages), self.counter.total(result)
         why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
         if after >= before and pending.get("reason") != "manual":  # no progress: keep the history, wait for new messages

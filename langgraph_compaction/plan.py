@@ -242,6 +242,13 @@ def plan_compaction(
     )
 
 
+def compacted_view(messages: Sequence[BaseMessage], evict_ids: set, summary: BaseMessage) -> list[BaseMessage]:
+    """Return the messages after a compaction: what is kept, with the summary in front of the first kept non-system message."""
+    kept = [m for m in messages if m.id not in evict_ids]
+    at = next((i for i, m in enumerate(kept) if not is_system(m)), len(kept))
+    return kept[:at] + [summary] + kept[at:]
+
+
 def tokens_since(messages: Sequence[BaseMessage], counts: Sequence[int], last_id: Optional[str]) -> Optional[int]:
     """Return the tokens of the messages after the one with id ``last_id`` (None when it is not there)."""
     if not last_id:

@@ -69,7 +69,7 @@ def test_default_demo_writes_the_files_it_names(default_demo):
     assert max(len(m.content) for m in transcript if isinstance(m, ToolMessage)) > 6_000  # large tool outputs
     ledger = storage / "memory" / f"{date.today().isoformat()}.md"
     assert ledger.read_text().startswith("## Flush ") and "\n- The user asked: Task 1:" in ledger.read_text()
-    assert f"transcript:  .compaction/sessions/session-1.jsonl" in out
+    assert "transcript:  .compaction/sessions/session-1.jsonl" in out
     assert "MEMORY.md:   .compaction/MEMORY.md  (consolidation: consolidated)" in out
     assert (storage / "MEMORY.md").read_text().count("\n- The user asked: Task ") >= 10
     assert (storage / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

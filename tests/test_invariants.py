@@ -22,6 +22,7 @@ from langgraph.graph.message import add_messages
 
 from benchmarks.stress import random_config, random_conversation, replay_trajectory, run_example
 from langgraph_compaction import FileStorage, build_summary_message, find_cutoff
+from langgraph_compaction.plan import compacted_view
 from langgraph_compaction.invariants import (
     INVARIANTS,
     bounded_problems,
@@ -66,10 +67,7 @@ def test_any_cut_of_any_conversation_keeps_a_valid_history(seed, keep_tokens, ke
     cut = find_cutoff(messages, sizes, keep_tokens, keep_messages)
     if cut is None:
         return
-    evict = {messages[i].id for i in cut.evict}
-    kept = [m for m in messages if m.id not in evict]
-    at = next((i for i, m in enumerate(kept) if not isinstance(m, SystemMessage)), len(kept))
-    view = kept[:at] + [build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny")] + kept[at:]
+    view = compacted_view(messages, {messages[i].id for i in cut.evict}, build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny"))
     assert history_problems(view, messages) == []
     # the summarize node's update gives exactly this view through the stock reducer
     assert [m.id for m in add_messages(messages, [RemoveMessage(id="__remove_all__"), *view])] == [m.id for m in view]

@@ -7,6 +7,7 @@ from langgraph.graph.message import add_messages
 
 from langgraph_compaction import CompactionConfig, build_summary_message, find_cutoff, view_violations
 from langgraph_compaction.nodes import CompactionNodes
+from langgraph_compaction.plan import compacted_view
 from langgraph_compaction.tokens import TokenCounter
 
 
@@ -44,10 +45,7 @@ def test_compacted_view_obeys_provider_rules(messages, keep_tokens, keep_message
     latest = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     if cut is None:
         return
-    evict = {messages[i].id for i in cut.evict}
-    kept = [m for m in messages if m.id not in evict]
-    at = next((i for i, m in enumerate(kept) if not isinstance(m, SystemMessage)), len(kept))
-    view = kept[:at] + [build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny")] + kept[at:]
+    view = compacted_view(messages, {messages[i].id for i in cut.evict}, build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny"))
     assert view_violations(view, latest) == []
     assert sum(isinstance(m, SystemMessage) for m in view) == sum(isinstance(m, SystemMessage) for m in messages)
     # the update the summarize node writes produces exactly this view through the stock reducer
