@@ -5,7 +5,7 @@ import re
 import sqlite3
 import subprocess
 import sys
-from datetime import date
+from datetime import datetime, timezone
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage, messages_from_dict
@@ -67,7 +67,7 @@ def test_default_demo_writes_the_files_it_names(default_demo):
     assert len({m.id for m in transcript}) == len(transcript)
     assert any(isinstance(m, AIMessage) and len(m.tool_calls) >= 2 for m in transcript)  # parallel tool calls
     assert max(len(m.content) for m in transcript if isinstance(m, ToolMessage)) > 6_000  # large tool outputs
-    ledger = storage / "memory" / f"{date.today().isoformat()}.md"
+    ledger = storage / "memory" / f"{datetime.now(timezone.utc).date().isoformat()}.md"
     assert ledger.read_text().startswith("## Flush ") and "\n- The user asked: Task 1:" in ledger.read_text()
     assert "transcript:  .compaction/sessions/session-1.jsonl" in out
     assert "MEMORY.md:   .compaction/MEMORY.md  (consolidation: consolidated)" in out
