@@ -36,9 +36,8 @@ QUICK_TRAJECTORIES = (
 
 
 def default_trajectory_dir() -> Path:
-    """Return ``../shared/trajectories`` beside the repository when it exists, else ``tests/data/trajectories``."""
-    shared = REPO_ROOT.parent / "shared" / "trajectories"
-    return shared if shared.is_dir() else REPO_ROOT / "tests" / "data" / "trajectories"
+    """Return the repository's own ``tests/data/trajectories`` (all 18 real trajectories, see its SOURCES.md)."""
+    return REPO_ROOT / "tests" / "data" / "trajectories"
 
 
 def trajectory_files(directory: Path, quick: bool) -> list[Path]:
@@ -134,7 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a small run (a few trajectories, fewer turns): under 5 minutes on 2 cores")
-    parser.add_argument("--trajectories", type=Path, default=None, help="folder of .jsonl trajectories (default: ../shared/trajectories, else tests/data/trajectories)")
+    parser.add_argument("--trajectories", type=Path, default=None, help="folder of .jsonl trajectories (default: tests/data/trajectories)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these measures (by NAME or module name)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where latest.json, report.md and the PNGs go")
     parser.add_argument("--seed", type=int, default=0, help="seed for every synthetic input")
