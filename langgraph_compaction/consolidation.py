@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import re
 import sys
 import uuid
@@ -33,6 +34,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 from zoneinfo import ZoneInfo
 
@@ -212,27 +214,27 @@ def _consolidate(
     force: bool,
 ) -> ConsolidationResult:
     state = _read_state(storage, user_id)
+    old_md = storage.read_memory_file(user_id, MEMORY_FILE) or ""
+    # every outcome that leaves MEMORY.md as it is reports what it holds
+    count = len(parse_bullets(old_md))
+    kept = dict(user_id=user_id, entries_before=count, entries_after=count, tokens=estimate_text_tokens(old_md))
     last = _parse_time(state.get("last_run"))
     if not force and last is not None and now < last + timedelta(seconds=min_gap):
         after = (last + timedelta(seconds=min_gap)).isoformat(timespec="seconds")
-        return ConsolidationResult("rate_limited", f"the last run was at {state['last_run']}", user_id, next_run_after=after)
+        return ConsolidationResult("rate_limited", f"the last run was at {state['last_run']}", next_run_after=after, **kept)
 
     # claim the run: last writer wins, and a worker that reads back someone else's claim stands down
     claim = uuid.uuid4().hex
     state.update(last_run=now.isoformat(timespec="seconds"), claim=claim)
     _write_state(storage, user_id, state)
     if _read_state(storage, user_id).get("claim") != claim:
-        return ConsolidationResult("busy", "another worker is consolidating this memory", user_id)
+        return ConsolidationResult("busy", "another worker is consolidating this memory", **kept)
 
     files = storage.list_memory_files(user_id)
     ledgers = {p: storage.read_memory_file(user_id, p) or "" for p in files if ledger_day(p) and not p.startswith(ARCHIVE_DIR)}
     watermark = state.get("watermark") if isinstance(state.get("watermark"), dict) else {}
     entries = pending_entries(ledgers, watermark)
-    old_md = storage.read_memory_file(user_id, MEMORY_FILE) or ""
-    count = len(parse_bullets(old_md))
-    result = ConsolidationResult(
-        "unchanged", "no new ledger entries", user_id, entries_before=count, entries_after=count, tokens=estimate_text_tokens(old_md)
-    )
+    result = ConsolidationResult("unchanged", "no new ledger entries", **kept)
     if entries:
         result = _merge(storage, model, user_id, old_md, entries, max_tokens, now, redactor, keep_backups, set(files))
         if result.status in ("refused", "failed"):
@@ -410,6 +412,35 @@ def consolidation_node(model: Any, storage: Any = None, config: Optional[Compact
 # --- command line -------------------------------------------------------------
 
 
+#: What a storage folder holds once compaction or the demo has used it (the default user's memory sits at its top).
+_STORAGE_MARKERS = ("MEMORY.md", "memory", "sessions", "users", "checkpoints.sqlite")
+
+
+def _storage_folder(spec: str) -> str:
+    """Return ``spec`` when it is a storage folder; raise ValueError naming it otherwise (so a typo creates nothing)."""
+    folder = Path(spec)
+    if not folder.is_dir():
+        raise ValueError(f"{spec}: no such directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)")
+    if not any((folder / name).exists() for name in _STORAGE_MARKERS):
+        raise ValueError(
+            f"{spec}: not a storage folder (it has no MEMORY.md, memory/, sessions/ or users/); "
+            "pass the folder given to add_compaction or the demo (e.g. .compaction)"
+        )
+    return spec
+
+
+def _cli_model(name: str, base_url: Optional[str]) -> tuple[Any, Optional[str]]:
+    """Return (the consolidation model, a note for the user or None): ChatOpenAI with a key, else the offline model."""
+    if os.environ.get("OPENAI_API_KEY"):
+        from langchain_openai import ChatOpenAI
+
+        return ChatOpenAI(model=name, base_url=base_url, max_retries=2), None
+    from .testing import ScriptedModel
+
+    # the same offline model as the demo: a deterministic merge (dedupe, nothing dropped)
+    return ScriptedModel(), "offline: no OPENAI_API_KEY, so the new entries are merged deterministically (duplicates dropped)"
+
+
 def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
     """Return the storage a command-line argument names: a directory, ``sqlite:///file.db`` or a PostgreSQL DSN."""
     if spec.startswith("sqlite:"):
@@ -425,7 +456,7 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
         store = stack.enter_context(PostgresStore.from_conn_string(spec))
         store.setup()
         return store
-    return spec
+    return _storage_folder(spec)
 
 
 def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -440,7 +471,10 @@ def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
     )
     parser.add_argument("storage", help="a directory, sqlite:///path/to/store.db, or a postgresql:// DSN of a LangGraph store")
     parser.add_argument("--user", default=DEFAULT_USER, help="whose memory (default: %(default)s)")
-    parser.add_argument("--model", default="gpt-4o-mini", help="chat model name for the OpenAI-compatible API (default: %(default)s)")
+    parser.add_argument(
+        "--model", default="gpt-4o-mini",
+        help="chat model name for the OpenAI-compatible API when OPENAI_API_KEY is set; without a key an offline merge runs (default: %(default)s)",
+    )
     parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="size limit of MEMORY.md (default: %(default)s)")
     parser.add_argument("--min-gap", type=float, default=DEFAULT_MIN_GAP, help="seconds between runs per user (default: %(default)s)")
@@ -450,12 +484,12 @@ def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
 
-    from langchain_openai import ChatOpenAI
-
     with ExitStack() as stack:
         try:
             target = _open_cli_storage(args.storage, stack)
-            model = ChatOpenAI(model=args.model, base_url=args.base_url, max_retries=2)
+            model, note = _cli_model(args.model, args.base_url)
+            if note:
+                print(note, file=sys.stderr)
             result = consolidate_memory(
                 target,
                 model,
@@ -467,7 +501,7 @@ def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
                 force=args.force,
             )
         except (ValueError, TypeError, OSError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"langgraph-compaction consolidate: error: {exc}", file=sys.stderr)
             return 2
     if args.json:
         print(json.dumps(result.as_event(), ensure_ascii=False, indent=1))

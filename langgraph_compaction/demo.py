@@ -40,7 +40,7 @@ from langgraph.constants import TAG_NOSTREAM
 from .config import CompactionConfig, PruneConfig
 from .conversation import is_summary, latest_user_index
 from .consolidation import consolidate_memory
-from .memory import MEMORY_FILE, ledger_relpath, local_now, normalize_bullet, parse_bullets
+from .memory import MEMORY_FILE, ledger_relpath, local_now
 from .storage import DEFAULT_USER, FileStorage
 from .tokens import TokenCounter
 
@@ -431,19 +431,6 @@ def default_thread() -> str:
     return "demo-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
-def scripted_consolidation(prompt: str) -> str:
-    """Answer a consolidation prompt offline: MEMORY.md's bullets plus the new ones, duplicates dropped."""
-    seen: set[str] = set()
-    kept = []
-    for block in ("memory_md", "new_entries"):
-        text = prompt.split(f"<{block}>", 1)[-1].split(f"</{block}>", 1)[0]
-        for bullet in parse_bullets(text):
-            if normalize_bullet(bullet) not in seen:
-                seen.add(normalize_bullet(bullet))
-                kept.append(bullet)
-    return "<memory>\n## Requests and preferences\n" + "".join(f"- {b}\n" for b in kept) + "</memory>"
-
-
 def _models(options: DemoOptions) -> tuple[str, Callable, Any, Any, Any, list]:
     """Return (mode line, agent, summarizer, memory model, consolidation model, tools) for the environment."""
     tools = make_tools(options.seed)
@@ -460,7 +447,7 @@ def _models(options: DemoOptions) -> tuple[str, Callable, Any, Any, Any, list]:
         "offline: no OPENAI_API_KEY, so a scripted coding agent, deterministic extractive summaries and "
         "scripted memory extraction and consolidation run this session (set OPENAI_API_KEY to use ChatOpenAI)"
     )
-    return line, _offline_agent(options.seed), None, ScriptedModel(), ScriptedModel(reply=scripted_consolidation), tools
+    return line, _offline_agent(options.seed), None, ScriptedModel(), ScriptedModel(), tools
 
 
 def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:

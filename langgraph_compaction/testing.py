@@ -1,9 +1,13 @@
-"""A scripted chat model for tests, benchmarks and offline demos.
+"""A scripted chat model for tests, benchmarks, notebooks and offline use: part of the public API.
 
-``ScriptedModel`` answers the two compaction prompts the way a careful LLM
-would (a four-section summary; memory bullets or ``NO_REPLY``) without a
-network, after an optional fixed latency; any other prompt gets ``reply``.
-It can be told to fail in the ways real models fail.
+``ScriptedModel`` answers the package's three prompts the way a careful LLM
+would (a four-section summary; memory bullets or ``NO_REPLY``; a merged
+MEMORY.md) without a network, after an optional fixed latency; any other
+prompt gets ``reply``. It can be told to fail in the ways real models fail.
+Use it wherever a chat model is wanted and no API key is at hand::
+
+    from langgraph_compaction.testing import ScriptedModel
+    add_compaction(builder, before="agent", model=ScriptedModel())
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
+
+from .memory import normalize_bullet, parse_bullets
 
 _USER_BLOCK = re.compile(r"^\[user\]\n(.*?)(?=\n\n\[|\Z)", re.MULTILINE | re.DOTALL)
 _PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w{1,5}")
@@ -54,18 +60,34 @@ def scripted_memories(prompt: str) -> str:
     return "\n".join(f"- The user asked: {r}" for r in requests[-3:])
 
 
+def scripted_consolidation(prompt: str) -> str:
+    """Answer a consolidation prompt: MEMORY.md's bullets plus the new ones, duplicates dropped."""
+    seen: set[str] = set()
+    kept = []
+    for block in ("memory_md", "new_entries"):
+        text = prompt.split(f"<{block}>", 1)[-1].split(f"</{block}>", 1)[0]
+        for bullet in parse_bullets(text):
+            if normalize_bullet(bullet) not in seen:
+                seen.add(normalize_bullet(bullet))
+                kept.append(bullet)
+    return "<memory>\n## Requests and preferences\n" + "".join(f"- {b}\n" for b in kept) + "</memory>"
+
+
 class ScriptedModel(BaseChatModel):
     """A chat model that answers compaction prompts deterministically (optionally slowly or wrongly).
 
-    ``summary``/``memory`` override the answers to the summary and memory
-    prompts: a string, an exception to raise, or a function of the prompt.
-    ``reply`` answers anything else. ``latency`` seconds pass before each
+    ``summary``/``memory``/``consolidation`` override the answers to the
+    summary, memory and consolidation prompts: a string, an exception to
+    raise, or a function of the prompt. ``reply`` answers anything else, and
+    the consolidation prompt too when ``reply`` is given and
+    ``consolidation`` is not (tests script a consolidation answer that way). ``latency`` seconds pass before each
     answer; ``calls`` records every prompt.
     """
 
     latency: float = 0.0
     summary: Optional[Any] = None
     memory: Optional[Any] = None
+    consolidation: Optional[Any] = None
     reply: Any = "OK."
     summary_words: int = 350
     calls: list = Field(default_factory=list)
@@ -80,6 +102,9 @@ class ScriptedModel(BaseChatModel):
             chosen = self.summary if self.summary is not None else (lambda p: scripted_summary(p, self.summary_words))
         elif "memory extraction assistant" in prompt:
             chosen = self.memory if self.memory is not None else scripted_memories
+        elif "memory consolidation assistant" in prompt:
+            default = self.reply if "reply" in self.model_fields_set else scripted_consolidation
+            chosen = self.consolidation if self.consolidation is not None else default
         else:
             chosen = self.reply
         if isinstance(chosen, BaseException):

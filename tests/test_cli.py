@@ -187,3 +187,45 @@ def test_with_an_api_key_chatopenai_runs_agent_and_summarizer_with_no_400s(opena
     assert calls == 15  # 5 requests x (2 tool rounds + the answer)
     reported, _ = _figure(out, "agent input tokens (API usage)")
     assert reported > 0
+
+
+def _consolidate(root, *args):
+    """Run ``langgraph-compaction consolidate`` as a user does, without an OpenAI key; return the finished process."""
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OPENAI_")}
+    return subprocess.run(
+        [sys.executable, "-m", "langgraph_compaction", "consolidate", *args], cwd=root, capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_consolidate_offline_on_the_demos_storage_exits_0_and_reports_the_real_counts(default_demo):
+    root, _ = default_demo
+    bullets = (root / ".compaction" / "MEMORY.md").read_text().count("\n- ")
+    # the demo consolidated a moment ago: rate limited, nothing to do, no model needed, MEMORY.md's real count
+    limited = _consolidate(root, ".compaction")
+    assert limited.returncode == 0, limited.stderr
+    assert "Traceback" not in limited.stderr
+    assert limited.stdout.startswith("rate_limited: ") and f"({bullets} -> {bullets} entries)" in limited.stdout
+    forced = _consolidate(root, ".compaction", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.startswith("unchanged: no new ledger entries") and f"({bullets} -> {bullets} entries)" in forced.stdout
+
+
+def test_consolidate_offline_merges_new_entries_with_the_offline_model(offline):
+    day = datetime.now(timezone.utc).date().isoformat()
+    (offline / "store" / "memory").mkdir(parents=True)
+    (offline / "store" / "memory" / f"{day}.md").write_text("## Flush 10:00\n- The user prefers small diffs\n- The user ships on Fridays\n")
+    run = _consolidate(offline, "store")
+    assert run.returncode == 0, run.stderr
+    assert "offline" in run.stderr and run.stdout.startswith("consolidated: merged 2 new entries (0 -> 2 entries")
+    assert "- The user prefers small diffs" in (offline / "store" / "MEMORY.md").read_text()
+
+
+@pytest.mark.parametrize("path, message", [("no-such-dir", "no such directory"), ("not-storage", "not a storage folder")])
+def test_consolidate_on_a_mistyped_path_fails_and_creates_nothing(offline, path, message):
+    (offline / "not-storage").mkdir()
+    (offline / "not-storage" / "notes.txt").write_text("hello")
+    before = sorted(p.relative_to(offline) for p in offline.rglob("*"))
+    run = _consolidate(offline, path)
+    assert run.returncode == 2
+    assert message in run.stderr and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert sorted(p.relative_to(offline) for p in offline.rglob("*")) == before
