@@ -1,8 +1,12 @@
 """Reactive overflow recovery: when the model refuses a request as too long, compact at once and retry once.
 
-``is_context_overflow`` recognises the refusal (LangChain's
-``ContextOverflowError``, OpenAI's ``context_length_exceeded`` code, HTTP 413,
-Anthropic's "prompt is too long" and the usual phrasings).
+``is_context_overflow`` recognises the refusal by exception type and
+provider error code first (LangChain's ``ContextOverflowError``, OpenAI's
+``context_length_exceeded``, HTTP 413), and by its wording (Anthropic's
+"prompt is too long" and the usual phrasings) only for errors a provider
+raised. A rate limit (HTTP 429, ``rate_limit_exceeded``) is never an overflow,
+and LangGraph's control flow (``interrupt()``, ``GraphBubbleUp``) always
+passes through untouched.
 ``with_overflow_recovery`` wraps the user's model node (``add_compaction``
 does this unless ``overflow_recovery=False``); ``invoke_with_recovery`` /
 ``ainvoke_with_recovery`` are the same for a node that calls the model itself.
@@ -25,6 +29,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.utils.runnable import RunnableCallable
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Command
 
@@ -64,19 +69,55 @@ def _error_code(exc: BaseException) -> Optional[str]:
     return code if isinstance(code, str) else None
 
 
+#: Error codes that say "too many tokens per minute", not "too many tokens for the window".
+_RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "insufficient_quota", "too_many_requests"})
+#: Top-level packages of provider SDKs; an error they raise (or raised in their code) may be read by its text.
+_PROVIDER_PACKAGES = frozenset(
+    {"openai", "anthropic", "google", "vertexai", "botocore", "boto3", "httpx", "requests", "groq", "mistralai",
+     "cohere", "ollama", "litellm", "together", "fireworks", "huggingface_hub"}
+)
+
+
+def _provider_package(module: str) -> bool:
+    root = module.split(".", 1)[0]
+    return root in _PROVIDER_PACKAGES or (root.startswith("langchain_") and root != "langchain_core")
+
+
+def _raised_by_provider(e: BaseException) -> bool:
+    """Return True for an error of a provider SDK's type, or raised inside a provider integration's code.
+
+    Integrations such as langchain-aws re-raise a service error as a plain
+    ``ValueError``; where it was raised tells it from an application's own
+    error, whose text (an ``interrupt()`` payload, a tool's message) may quote anything.
+    """
+    if _provider_package(type(e).__module__):
+        return True
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and _provider_package(tb.tb_frame.f_globals.get("__name__") or "")
+
+
+def _status(e: BaseException) -> Optional[int]:
+    status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
 def is_context_overflow(exc: BaseException) -> bool:
-    """Return True when ``exc`` (or an exception it was raised from) says the input was too long for the model."""
-    for e in _chain(exc):
-        if isinstance(e, ContextOverflowError):
+    """Return True when ``exc`` (or an exception it was raised from) says the input was too long for the model.
+
+    By type and error code first; by wording only for an error a provider
+    raised. A rate limit and LangGraph's control flow (``GraphInterrupt`` and
+    the other ``GraphBubbleUp``) are never an overflow.
+    """
+    chain = _chain(exc)
+    for e in chain:
+        if isinstance(e, GraphBubbleUp) or _status(e) == 429 or _error_code(e) in _RATE_LIMIT_CODES:
+            return False
+    for e in chain:
+        if isinstance(e, ContextOverflowError) or _error_code(e) == "context_length_exceeded" or _status(e) == 413:
             return True
-        if _error_code(e) == "context_length_exceeded":
-            return True
-        status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
-        if status == 413:
-            return True
-        if _PHRASES.search(str(e)):
-            return True
-    return False
+    return any(_raised_by_provider(e) and _PHRASES.search(str(e)) for e in chain)
 
 
 def overflow_figures(exc: BaseException) -> tuple[Optional[int], Optional[int]]:
@@ -171,6 +212,8 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
     """
     try:
         return (yield ("call", state))
+    except GraphBubbleUp:  # interrupt() and other control flow belong to LangGraph, never to recovery
+        raise
     except Exception as exc:  # noqa: BLE001 - anything but an overflow goes back to the caller unchanged
         if not is_context_overflow(exc):
             raise

@@ -155,15 +155,36 @@ def _status_error(status: int, message: str, cls=openai.APIStatusError):
     return cls(message, response=response, body={"error": {"message": message}})
 
 
+def _raised_in(module: str, exc: Exception) -> Exception:
+    """Return ``exc`` raised (and caught) in code of ``module``, as an integration re-raises a service error."""
+    scope = {"__name__": module, "exc": exc}
+    exec("def fail():\n    raise exc\n", scope)
+    try:
+        scope["fail"]()
+    except Exception as caught:  # noqa: BLE001 - the point is the traceback it now carries
+        return caught
+    raise AssertionError("unreachable")
+
+
+def _rate_limit_429():
+    text = (
+        "Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, "
+        "Requested 45012. The input or output tokens must be reduced in order to run successfully."
+    )
+    response = httpx.Response(429, request=httpx.Request("POST", "http://x/v1/chat/completions"))
+    body = {"error": {"message": text, "type": "tokens", "param": None, "code": "rate_limit_exceeded"}}
+    return openai.RateLimitError(text, response=response, body=body)
+
+
 @pytest.mark.parametrize(
     "exc",
     [
         ContextOverflowError("too long"),
         _status_error(413, "Request Entity Too Large"),
         _status_error(400, "prompt is too long: 208310 tokens > 200000 maximum", openai.BadRequestError),
-        ValueError("Input is too long for requested model."),
-        RuntimeError("This model's maximum context length is 8192 tokens"),
-        RuntimeError("Please reduce the length of the messages or completion."),
+        _raised_in("langchain_aws.chat_models.bedrock", ValueError("Input is too long for requested model.")),
+        _status_error(400, "This model's maximum context length is 8192 tokens", openai.BadRequestError),
+        _status_error(400, "Please reduce the length of the messages or completion.", openai.BadRequestError),
     ],
     ids=["langchain", "http-413", "anthropic", "bedrock", "openai-text", "reduce-length"],
 )
@@ -176,11 +197,54 @@ def test_overflow_is_recognised_across_providers(exc):
 
 @pytest.mark.parametrize(
     "exc",
-    [RuntimeError("provider down"), _status_error(429, "Rate limit reached"), _status_error(400, "Invalid parameter: messages with role 'tool' must be a response")],
-    ids=["runtime", "rate-limit", "tool-order"],
+    [
+        RuntimeError("provider down"),
+        _status_error(429, "Rate limit reached"),
+        _rate_limit_429(),
+        _status_error(400, "Invalid parameter: messages with role 'tool' must be a response"),
+        # the application's own errors may quote anything: their wording is not a provider's refusal
+        ValueError("Input is too long for requested model."),
+        RuntimeError("User asked: How large is your context window?"),
+    ],
+    ids=["runtime", "rate-limit", "openai-tpm-429", "tool-order", "app-value-error", "app-text"],
 )
 def test_other_failures_are_not_overflow(exc):
     assert not is_context_overflow(exc)
+
+
+def test_an_openai_tokens_per_minute_429_reaches_the_caller_and_leaves_the_history_alone():
+    # "Request too large ... tokens per min" is a rate limit: compacting and retrying would hide it
+    calls = []
+
+    def agent(state):
+        calls.append(len(state["messages"]))
+        raise _rate_limit_429()
+
+    summarizer = ScriptedModel()
+    graph, _ = _compiled(agent, summarizer, LARGE)
+    history = _history(20)
+    with pytest.raises(openai.RateLimitError, match="tokens per min"):
+        graph.invoke({"messages": history}, THREAD)
+    assert calls == [len(history)]  # one call, no compaction, no retry
+    assert not [c for c in summarizer.calls if SUMMARY_MARK in c]
+    assert [m.id for m in graph.get_state(THREAD).values["messages"]] == [m.id for m in history]
+
+
+def test_interrupt_in_the_model_node_pauses_the_run_and_resumes_it():
+    # a human-in-the-loop node: the interrupt's payload quotes the user's question about the context window
+    from langgraph.types import Command, interrupt
+
+    def agent(state):
+        question = state["messages"][-1].content
+        answer = interrupt({"approve": f"Send this to the model? {question}"})
+        return {"messages": [AIMessage(f"approved: {answer}")]}
+
+    graph, _ = _compiled(agent, ScriptedModel(), LARGE)
+    paused = graph.invoke({"messages": [HumanMessage("How large is your context window?")]}, THREAD)
+    assert "context window" in str(paused["__interrupt__"][0].value)
+    done = graph.invoke(Command(resume="yes"), THREAD)
+    assert done["messages"][-1].content == "approved: yes"
+    assert [m.type for m in done["messages"]] == ["human", "ai"]
 
 
 def test_provider_figures_are_read_from_the_message():
