@@ -23,6 +23,7 @@ from .consolidation import (
 )
 from .conversation import SUMMARY_MESSAGE_NAME, is_summary
 from .fidelity import complete_summary, pin_constraint, stated_rules, unpin_constraint
+from .functional import CompactionResult, acompact_messages, compact_messages
 from .graph import add_compaction
 from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
 from .overflow import (
@@ -34,6 +35,7 @@ from .overflow import (
     with_overflow_recovery,
 )
 from .plan import CompactionPlan, Cut, find_cutoff, plan_compaction
+from .prebuilt import make_pre_model_hook
 from .redact import redact_secrets
 from .state import CompactionState, merge_compaction, read_compaction
 from .storage import CompactionStorage, FileStorage, StoreStorage, open_storage, safe_label
@@ -44,6 +46,11 @@ from .transcript import aload_transcript, load_transcript
 from .validation import anthropic_violations, openai_violations, view_violations
 
 __all__ = [
+    "CompactionMiddleware",
+    "CompactionResult",
+    "acompact_messages",
+    "compact_messages",
+    "make_pre_model_hook",
     "SUMMARY_MESSAGE_NAME",
     "Budget",
     "CompactionConfig",
@@ -100,3 +107,12 @@ __all__ = [
     "view_violations",
     "with_overflow_recovery",
 ]
+
+
+def __getattr__(name: str):
+    # the middleware needs ``langchain`` (create_agent's package), which the graph front does not
+    if name == "CompactionMiddleware":
+        from .middleware import CompactionMiddleware
+
+        return CompactionMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,83 @@
+"""``compact_messages``: one compaction pass over a message list, for the functional API and any framework.
+
+An ``@entrypoint`` keeps its own history; before each model call it passes
+the history and the ``compaction`` value of the previous call, and keeps
+what comes back::
+
+    result = compact_messages(history, model=summarizer, thread_id=thread, state=compaction, storage="./.compaction")
+    history, compaction = result.messages, result.state
+    reply = llm.invoke(history)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from langchain_core.messages import BaseMessage
+from langgraph.graph.message import add_messages
+
+from .config import CompactionConfig
+from .engine import PassResult, arun_pass, run_pass
+from .nodes import CompactionNodes
+from .state import read_compaction
+
+
+@dataclass
+class CompactionResult:
+    """What to keep and send (``messages``), what to pass back next time (``state``), and what happened."""
+
+    messages: list[BaseMessage]
+    state: dict
+    events: list[dict]
+
+
+def _prepare(messages: Sequence[BaseMessage], thread_id: Any, model: Any, config: Any, storage: Any, state: Any):
+    if thread_id is None or str(thread_id) == "":
+        raise ValueError("thread_id is required: it names the transcript and keys the summaries; pass e.g. thread_id='user-42'")
+    if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
+    nodes = CompactionNodes(before="model", model=model, config=config, storage=storage)
+    # ids as add_messages gives them: the transcript and the summaries refer to messages by id
+    values = {"messages": add_messages([], list(messages)), "compaction": read_compaction(state)}
+    return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}})
+
+
+def _finish(result: PassResult) -> CompactionResult:
+    return CompactionResult(messages=result.messages, state=read_compaction(result.state["compaction"]), events=result.events)
+
+
+def compact_messages(
+    messages: Sequence[BaseMessage],
+    *,
+    model: Any,
+    config: Optional[CompactionConfig] = None,
+    storage: Any = None,
+    thread_id: Any,
+    state: Optional[dict] = None,
+) -> CompactionResult:
+    """Return the messages after one compaction pass, the ``compaction`` state to pass back, and the events.
+
+    ``model`` summarizes and extracts memories; ``storage`` (a directory, a
+    ``BaseStore``, or None for the store of the surrounding LangGraph run)
+    receives the transcript and the memory ledger. ``state`` is the previous
+    result's ``.state`` (None the first time), so summaries chain. Messages
+    without an id get one. Compaction failures are recorded in the events and
+    never lose a message.
+    """
+    nodes, values, run = _prepare(messages, thread_id, model, config, storage, state)
+    return _finish(run_pass(nodes, values, run))
+
+
+async def acompact_messages(
+    messages: Sequence[BaseMessage],
+    *,
+    model: Any,
+    config: Optional[CompactionConfig] = None,
+    storage: Any = None,
+    thread_id: Any,
+    state: Optional[dict] = None,
+) -> CompactionResult:
+    """Return ``compact_messages``'s result, calling the models with ``await``."""
+    nodes, values, run = _prepare(messages, thread_id, model, config, storage, state)
+    return _finish(await arun_pass(nodes, values, run))

@@ -1,0 +1,149 @@
+"""``CompactionMiddleware``: compaction for ``langchain.agents.create_agent`` and ``deepagents.create_deep_agent``.
+
+A thin adapter over the engine (``engine.run_pass``): ``before_model`` runs
+one whole pass (layers 1-2; when still over the trigger, offload and flush
+side by side, then the summary) and returns its update; ``wrap_model_call``
+counts what the agent sends besides the messages (its system prompt and tool
+schemas) and gives overflow recovery (``overflow``): a request the model
+refuses as too long is compacted and retried once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Optional
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.config import get_config
+from langgraph.types import Command
+from typing_extensions import NotRequired
+
+from .calibration import fixed_tokens
+from .config import CompactionConfig
+from .engine import arun_pass, run_pass
+from .nodes import CompactionNodes
+from .overflow import _adrive, _drive, _recovery
+from .state import merge_compaction
+from .tools import make_compaction_tools
+
+
+class CompactionAgentState(AgentState):
+    """The agent's state plus ``compaction``.
+
+    Private to the agent (``PrivateStateAttr``): it is not part of the
+    agent's input or output, and deepagents neither hands it to a subagent
+    nor merges a subagent's back (each keeps its own summaries and counts).
+    Read it with ``agent.get_state(config).values["compaction"]``.
+    """
+
+    compaction: NotRequired[Annotated[dict, PrivateStateAttr, merge_compaction]]
+
+
+def _tool_schema(tool: Any) -> Any:
+    return tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
+
+
+class CompactionMiddleware(AgentMiddleware):
+    """Keep a ``create_agent`` / ``create_deep_agent`` conversation inside its model's window.
+
+    ``model`` summarizes and ``flush_model`` (default: ``model``) extracts
+    memories; ``storage`` is a directory, a LangGraph ``BaseStore``, or None
+    for the store the agent is compiled with. ``tools`` adds the memory tools
+    and ``compact`` (``make_compaction_tools``) to the agent.
+    ``overflow_recovery`` compacts and retries once when the model refuses a
+    request as too long. ``name`` is the middleware's name: deepagents
+    replaces its own summarization with a middleware named
+    ``"SummarizationMiddleware"`` (see the README).
+    """
+
+    state_schema = CompactionAgentState
+
+    def __init__(
+        self,
+        *,
+        model: Any,
+        config: Optional[CompactionConfig] = None,
+        storage: Any = None,
+        flush_model: Any = None,
+        tools: bool = True,
+        overflow_recovery: bool = True,
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__()
+        self.nodes = CompactionNodes(before="model", model=model, config=config, storage=storage, flush_model=flush_model)
+        self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if tools else []
+        self.overflow_recovery = overflow_recovery
+        self._name = name or type(self).__name__
+        self._fixed_key: Any = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    # -- before every model call
+    def before_model(self, state: Any, runtime: Any) -> Optional[dict]:
+        return run_pass(self.nodes, state, self.nodes._run(get_config())).update or None
+
+    async def abefore_model(self, state: Any, runtime: Any) -> Optional[dict]:
+        return (await arun_pass(self.nodes, state, self.nodes._run(get_config()))).update or None
+
+    # -- around the model call
+    def _count_request(self, request: ModelRequest) -> None:
+        """Count the system prompt and tool schemas this request carries (used from the next pass on).
+
+        The first request of a process is not counted yet; if it is refused as
+        too long, the recovery below counts it.
+        """
+        system = request.system_message.content if request.system_message is not None else None
+        key = (tuple(id(t) for t in request.tools), str(system))
+        if key == self._fixed_key:
+            return
+        schemas = [_tool_schema(t) for t in request.tools]
+        self.nodes.fixed_tokens = fixed_tokens(request.model.bind(tools=schemas) if schemas else None, system)
+        self._fixed_key = key
+
+    def _retry_request(self, request: ModelRequest, state: Any) -> ModelRequest:
+        return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
+
+    @staticmethod
+    def _response(output: dict, response: ModelResponse) -> Any:
+        if "compaction" not in output:  # the first call went through
+            return response
+        # create_agent applies the reply first, then this command: the compacted history, then the reply again
+        update = {"messages": output["messages"], "compaction": output["compaction"]}
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        self._count_request(request)
+        if not self.overflow_recovery:
+            return handler(request)
+        run = self.nodes._run(get_config())
+        responses: list[ModelResponse] = []
+
+        def call(state: Any) -> dict:
+            responses.append(handler(self._retry_request(request, state)))
+            return {"messages": responses[-1].result}
+
+        output = _drive(self.nodes, _recovery(self.nodes, request.state, run), run, call)
+        return self._response(output, responses[-1])
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        self._count_request(request)
+        if not self.overflow_recovery:
+            return await handler(request)
+        run = self.nodes._run(get_config())
+        responses: list[ModelResponse] = []
+
+        async def call(state: Any) -> dict:
+            responses.append(await handler(self._retry_request(request, state)))
+            return {"messages": responses[-1].result}
+
+        output = await _adrive(self.nodes, _recovery(self.nodes, request.state, run), run, call)
+        return self._response(output, responses[-1])

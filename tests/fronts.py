@@ -1,0 +1,166 @@
+"""A scripted tool-calling chat model and the checks every front's long-session test makes.
+
+``ToolCallingModel`` is a real ``BaseChatModel`` (``bind_tools`` included),
+so ``create_agent``, ``create_deep_agent`` and ``create_react_agent`` drive
+it as they would a provider's model. For each user request it makes one
+round of two parallel tool calls, each answered with 4,000 characters, then
+answers. It records every input it is sent; ``Session`` checks each one
+against the promises (provider ordering rules, the latest request verbatim,
+the window) and, at the end, that no message it saw was lost.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, messages_to_dict
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+
+from langgraph_compaction import CompactionConfig, is_summary, load_transcript, view_violations
+from langgraph_compaction.invariants import lost_messages
+from langgraph_compaction.storage import record_id
+from langgraph_compaction.tokens import estimate_text_tokens, estimate_tokens
+
+WINDOW = 30_000
+CONFIG = CompactionConfig(context_window=WINDOW)
+RESULT_CHARS = 4_000
+REQUESTS = 22
+_PRUNED = " chars pruned)..."
+
+
+def _result(kind: str, subject: str) -> str:
+    """Return exactly RESULT_CHARS characters of tool output about ``subject``."""
+    line = f"{kind} {subject}: case ok, value computed and checked against the reference table\n"
+    text = f"$ {kind} {subject}\n" + line * (RESULT_CHARS // len(line) + 1)
+    return text[:RESULT_CHARS]
+
+
+@tool
+def run_tests(module: str) -> str:
+    """Run the test suite of a module."""
+    return _result("pytest", module)
+
+
+@tool
+def fetch_docs(topic: str) -> str:
+    """Fetch the documentation of a topic."""
+    return _result("docs", topic)
+
+
+TOOLS = [run_tests, fetch_docs]
+
+
+def request(n: int) -> HumanMessage:
+    """Return user request ``n`` (with a fixed id, so a test can find it verbatim)."""
+    return HumanMessage(f"Task {n}: please check module{n} and its documentation", id=f"request-{n}")
+
+
+class ToolCallingModel(BaseChatModel):
+    """Two parallel tool calls per request, then an answer; every input is recorded.
+
+    ``delegate`` names a tool that takes ``description`` and
+    ``subagent_type`` (deepagents' ``task``): every ``delegate_every``-th
+    request is handed to the ``general-purpose`` subagent first.
+    ``refuse_once_over`` makes the model refuse, once, a request larger than
+    that many estimated tokens, as a provider does with a too-long request.
+    """
+
+    inputs: list = Field(default_factory=list)
+    tool_schemas: list = Field(default_factory=list)
+    steps: dict = Field(default_factory=dict)
+    delegate: Optional[str] = None
+    delegate_every: int = 4
+    refuse_once_over: Optional[int] = None
+    refused: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-tool-calling"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        schemas = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in tools]
+        self.tool_schemas = schemas
+        return self.bind(tools=schemas, **{k: v for k, v in kwargs.items() if v is not None})
+
+    def request_tokens(self, messages: list[BaseMessage]) -> int:
+        """Return the estimated size of a request: its messages and the tool schemas sent with them."""
+        return estimate_tokens(messages) + estimate_text_tokens(json.dumps(self.tool_schemas))
+
+    def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        if self.refuse_once_over is not None and not self.refused:
+            size = self.request_tokens(messages)
+            if size > self.refuse_once_over:
+                self.refused += 1
+                raise ContextOverflowError(
+                    f"maximum context length is {self.refuse_once_over} tokens. However, your messages resulted in {size} tokens"
+                )
+        self.inputs.append(list(messages))
+        latest = [m for m in messages if isinstance(m, HumanMessage) and not is_summary(m)][-1]
+        text = latest.content
+        number = int(text.split(":")[0].split()[-1])
+        subject = f"{'sub' if text.startswith('Subtask') else ''}task{number}"
+        step = self.steps.get(text, 0)  # kept outside the view: compaction may evict this turn's rounds
+        self.steps[text] = step + 1
+        delegating = self.delegate is not None and text.startswith("Task") and number % self.delegate_every == 1
+        plan = (["delegate"] if delegating else []) + ["tools", "answer"]
+        action = plan[min(step, len(plan) - 1)]
+        if action == "delegate":
+            args = {"description": f"Subtask of Task {number}: check module{number} again", "subagent_type": "general-purpose"}
+            return AIMessage("Delegating.", tool_calls=[{"name": self.delegate, "args": args, "id": f"{subject}-delegate"}])
+        if action == "tools":
+            calls = [
+                {"name": "run_tests", "args": {"module": subject}, "id": f"{subject}-tests"},
+                {"name": "fetch_docs", "args": {"topic": subject}, "id": f"{subject}-docs"},
+            ]
+            return AIMessage(f"Checking {subject}.", tool_calls=calls)
+        return AIMessage(f"{text.split(':')[0]} is done: tests pass and the docs agree.")
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._reply(list(messages)))])
+
+
+class Session:
+    """Checks the inputs a ``ToolCallingModel`` received, request by request."""
+
+    def __init__(self, model: ToolCallingModel) -> None:
+        self.model = model
+        self.problems: list[str] = []
+        self.checked = 0
+        self.first_seen: dict[str, dict] = {}
+        self.peak = 0
+
+    def check(self, latest: HumanMessage, agent_inputs: Optional[list] = None) -> None:
+        """Check every input since the last check; ``latest`` is the request they answer."""
+        for i, messages in enumerate(self.model.inputs[self.checked :], self.checked):
+            conversation = [m for m in messages if not (isinstance(m, SystemMessage) and m.id is None)]
+            if agent_inputs is None or messages in agent_inputs:
+                self.problems += [f"input {i}: {p}" for p in view_violations(messages, latest)]
+            size = self.model.request_tokens(messages)
+            self.peak = max(self.peak, size)
+            if size > WINDOW:
+                self.problems.append(f"input {i}: {size:,} tokens, over the {WINDOW:,}-token window")
+            for record in messages_to_dict(conversation):
+                self.first_seen.setdefault(record["data"]["id"], record)
+        self.checked = len(self.model.inputs)
+
+    def summaries_seen(self) -> int:
+        return len({m.id for messages in self.model.inputs for m in messages if is_summary(m)})
+
+    def lost(self, state_messages: list[BaseMessage], storage: Any, thread_id: str) -> list[str]:
+        """Return the messages the model saw that are in neither the state nor the thread's transcript.
+
+        A message the model first saw already shortened by layer 2 (an
+        overflow recovery compacts before the model sees the new results)
+        must have its original, under the same id, in the transcript.
+        """
+        transcript = messages_to_dict(load_transcript(storage, thread_id))
+        shortened = {i for i, r in self.first_seen.items() if _PRUNED in str(r["data"]["content"])}
+        problems = lost_messages([r for i, r in self.first_seen.items() if i not in shortened], state_messages, transcript)
+        originals = {record_id(r) for r in transcript}
+        return problems + [f"message {i!r}: its original is not in the transcript" for i in sorted(shortened - originals)]

@@ -1,0 +1,84 @@
+"""CompactionMiddleware inside a real ``langchain.agents.create_agent``, driven for 22 requests."""
+
+from __future__ import annotations
+
+from langchain.agents import create_agent
+from langgraph.checkpoint.memory import InMemorySaver
+
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
+from langgraph_compaction import CompactionConfig, CompactionMiddleware, is_summary, load_transcript
+from langgraph_compaction.testing import ScriptedModel
+
+SYSTEM_PROMPT = "You are a careful engineer. Check each module with the tools, then report."
+
+
+def _agent(model, tmp_path, **options):
+    middleware = CompactionMiddleware(model=ScriptedModel(), config=options.pop("config", CONFIG), storage=tmp_path, **options)
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM_PROMPT, middleware=[middleware], checkpointer=InMemorySaver())
+    return agent, middleware
+
+
+def _long_session(agent, model, thread: str, requests: int = REQUESTS) -> Session:
+    session = Session(model)
+    config = {"configurable": {"thread_id": thread}}
+    for n in range(requests):
+        agent.invoke({"messages": [request(n)]}, config)
+        session.check(request(n))
+    return session
+
+
+def test_a_long_create_agent_session_stays_valid_inside_the_window_and_loses_nothing(tmp_path):
+    model = ToolCallingModel()
+    agent, middleware = _agent(model, tmp_path)
+    session = _long_session(agent, model, "t1")
+
+    state = agent.get_state({"configurable": {"thread_id": "t1"}}).values
+    assert len(model.inputs) == 2 * REQUESTS  # one tool round and the answer: no call lost or repeated
+    assert session.problems == []
+    assert session.peak <= WINDOW
+    assert session.summaries_seen() >= 2
+    assert state["compaction"]["counts"]["summarize"] == session.summaries_seen()
+    assert session.lost(state["messages"], tmp_path, "t1") == []
+    # the middleware's tools reach the model next to the agent's own
+    assert {s["function"]["name"] for s in model.tool_schemas} >= {"run_tests", "fetch_docs", "memory_search", "recall", "compact"}
+    # the system prompt and the tool schemas are counted in every request
+    assert middleware.nodes.fixed_tokens > 500
+
+
+async def test_the_async_path_runs_the_same_pass(tmp_path):
+    model = ToolCallingModel()
+    agent, _ = _agent(model, tmp_path)
+    session = Session(model)
+    config = {"configurable": {"thread_id": "t2"}}
+    for n in range(REQUESTS):
+        await agent.ainvoke({"messages": [request(n)]}, config)
+        session.check(request(n))
+
+    state = (await agent.aget_state(config)).values
+    assert session.problems == []
+    assert session.peak <= WINDOW
+    assert session.summaries_seen() >= 2
+    assert session.lost(state["messages"], tmp_path, "t2") == []
+    assert len(load_transcript(tmp_path, "t2")) > len(state["messages"])
+
+
+def test_a_model_that_refuses_once_is_compacted_and_retried(tmp_path):
+    # the configured window is generous, so only the model's refusal can start a compaction
+    model = ToolCallingModel(refuse_once_over=12_000)
+    agent, _ = _agent(model, tmp_path, config=CompactionConfig(context_window=200_000))
+    config = {"configurable": {"thread_id": "t3"}}
+    session = Session(model)
+    for n in range(8):
+        agent.invoke({"messages": [request(n)]}, config)
+        session.check(request(n))
+
+    state = agent.get_state(config).values
+    assert model.refused == 1
+    assert state["compaction"]["counts"].get("overflow") == 1
+    assert is_summary(state["messages"][0])
+    assert session.problems == []
+    # the retried request (the first with a summary) fit the refused size; the reply follows the compacted history
+    retried = next(m for m in model.inputs if any(is_summary(x) for x in m))
+    assert model.request_tokens(retried) < 12_000
+    assert state["messages"][-1].content == "Task 7 is done: tests pass and the docs agree."
+    assert session.lost(state["messages"], tmp_path, "t3") == []
