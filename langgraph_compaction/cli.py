@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .demo import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
+# the commands import what they need when they run: --help stays fast
+from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
 
 USAGE_ERROR = 2
 _EXTRA = "pip install 'langgraph-compaction[demo]'"
@@ -72,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run_demo_command(args: argparse.Namespace) -> int:
     """Run ``demo``: the session, then the totals, the paths and the plot."""
-    from .demo import DemoOptions, run_demo, save_plot, totals_table
+    from .demo import DemoOptions, layer_totals, run_demo, save_plot, totals_table
 
     console = _console()
     plot = None if args.no_plot else (args.plot or str(Path(args.storage) / "demo.png"))
@@ -91,15 +92,24 @@ def run_demo_command(args: argparse.Namespace) -> int:
             raise UsageError(f"the OpenAI API refused the session ({exc}); check OPENAI_API_KEY, OPENAI_BASE_URL and --model") from exc
         raise
     console.print(totals_table(report))
+    console.print(f"compactions by layer: {layer_totals(report) or 'none'}")
     console.print(f"{len(report.calls)} model calls in {report.seconds:.1f} s")
     for label, key in (("checkpoints", "checkpoints"), ("transcript", "transcript"), ("ledger", "ledger"), ("MEMORY.md", "memory")):
         path = Path(report.paths[key])
         note = f"  (consolidation: {report.consolidation})" if key == "memory" else ""
-        console.print(f"{label + ':':<13}{path}{note}")
+        console.print(f"{label + ':':<13}{_shown(path)}{note}")
     if plot:
         console.print(f"{'plot:':<13}{save_plot(report, plot)}")
     console.print(f"look again with: langgraph-compaction inspect --thread {report.thread} --storage {args.storage}")
     return 0
+
+
+def _shown(path: Path) -> Path:
+    """Return ``path`` relative to the working directory when it lies below it (shorter, and what the user typed)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
 
 
 def _thread_ids(db: Path) -> list[str]:
@@ -145,6 +155,7 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from .conversation import is_summary
+    from .demo import compaction_counts
     from .state import read_compaction
     from .storage import FileStorage
     from .tokens import estimate_tokens
@@ -158,8 +169,9 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 
     console.print(f"[bold]thread {args.thread}[/bold] · {checkpoints} checkpoints in {storage / CHECKPOINTS_FILE}")
     console.print(f"state: {len(messages)} messages, about {estimate_tokens(messages):,} tokens")
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(compaction["counts"].items())) or "none yet"
-    console.print(f"compactions: {counts}")
+    edited = compaction.get("edited_messages")
+    counts = compaction_counts(compaction["counts"], edited if isinstance(edited, dict) else {}) or "none yet"
+    console.print(f"compactions by layer: {counts}")
     if compaction["last_error"]:
         console.print(f"last error: {compaction['last_error']}")
 

@@ -40,15 +40,11 @@ from langgraph.constants import TAG_NOSTREAM
 from .config import CompactionConfig, PruneConfig
 from .conversation import is_summary, latest_user_index
 from .consolidation import consolidate_memory
+from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
 from .memory import MEMORY_FILE, ledger_relpath, local_now
 from .storage import DEFAULT_USER, FileStorage
 from .tokens import TokenCounter
 
-DEFAULT_TURNS = 40
-DEFAULT_WINDOW = 48_000
-DEFAULT_STORAGE = ".compaction"
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-CHECKPOINTS_FILE = "checkpoints.sqlite"
 #: Tool rounds an online agent may take per request before it must answer.
 MAX_TOOL_ROUNDS = 6
 
@@ -286,11 +282,15 @@ class DemoReport:
     calls: list[CallRecord] = field(default_factory=list)
     without: list[int] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    edited: dict[str, int] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
     compaction_calls: int = 0
     consolidation: str = ""
     paths: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    checkpoints: int = 0
+    checkpoint_bytes: int = 0
+    transcript_bytes: int = 0
 
     @property
     def with_tokens(self) -> list[int]:
@@ -516,15 +516,20 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
                 progress.update(task, advance=1, status=f"{len(report.calls)} model calls · context {last:,} tokens")
         report.seconds = time.monotonic() - started
         state = graph.get_state({"configurable": {"thread_id": thread}}).values
+        report.checkpoints, report.checkpoint_bytes = checkpoint_size(conn, thread)
     finally:
         conn.close()
 
     history = uncompacted_history(storage.read_transcript(thread), state.get("messages") or [])
     report.without = uncompacted_contexts(history, [c.last_id for c in report.calls], counter)
-    report.counts = dict((state.get("compaction") or {}).get("counts") or {})
+    compaction = state.get("compaction") or {}
+    report.counts = dict(compaction.get("counts") or {})
+    report.edited = dict(compaction.get("edited_messages") or {})
     report.compaction_calls = usage.calls
     report.consolidation = consolidate_memory(storage, consolidator, timezone=config.timezone, force=True).status
     day = local_now(config.timezone).date().isoformat()
+    transcript = Path(storage.transcript_location(thread))
+    report.transcript_bytes = transcript.stat().st_size if transcript.is_file() else 0
     report.paths = {
         "checkpoints": str(root / CHECKPOINTS_FILE),
         "transcript": storage.transcript_location(thread),
@@ -532,6 +537,24 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
         "memory": storage.memory_location(DEFAULT_USER, MEMORY_FILE),
     }
     return report
+
+
+def checkpoint_size(conn: sqlite3.Connection, thread: str) -> tuple[int, int]:
+    """Return (checkpoints, bytes) a thread holds in a SqliteSaver database: checkpoint blobs, metadata and pending writes."""
+    count, stored = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints WHERE thread_id = ?", (thread,)
+    ).fetchone()
+    writes = conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?", (thread,)).fetchone()[0]
+    return count, stored + writes
+
+
+def compaction_counts(counts: dict[str, int], edited: dict[str, int]) -> str:
+    """Return ``"prune: 12 compactions, 38 messages · ..."``: per layer, how often it acted and the messages it touched."""
+    return " · ".join(
+        f"{layer}: {times:,} compaction{'' if times == 1 else 's'}"
+        + (f", {edited[layer]:,} message{'' if edited[layer] == 1 else 's'}" if layer in edited else "")
+        for layer, times in sorted(counts.items())
+    )
 
 
 def totals_table(report: DemoReport) -> Any:
@@ -545,8 +568,6 @@ def totals_table(report: DemoReport) -> Any:
     calls = len(report.calls)
     table.add_row("agent model calls", f"{calls:,}", f"{calls:,}")
     table.add_row("compaction model calls", f"{report.compaction_calls:,}", "0")
-    for layer, (times, edited) in layer_totals(report).items():
-        table.add_row(f"compactions by {layer}", f"{times:,} ({edited:,} messages)", "-")
     table.add_row("peak context tokens", f"{max(report.with_tokens, default=0):,}", f"{max(report.without, default=0):,}")
     table.add_row("agent input tokens, cumulative", f"{sum(report.with_tokens):,}", f"{report.cumulative_without:,}")
     table.add_row("compaction model input tokens", f"{report.compaction_input_tokens:,}", "0")
@@ -562,11 +583,17 @@ def totals_table(report: DemoReport) -> Any:
     reported = [c.reported for c in report.calls if c.reported is not None]
     if reported:
         table.add_row("agent input tokens (API usage)", f"{sum(reported):,}", "-")
+    table.add_row("transcript (every message once)", _size(report.transcript_bytes), "-")
+    table.add_row(f"checkpoints ({report.checkpoints:,} in SQLite)", _size(report.checkpoint_bytes), "-")
     return table
 
 
-def layer_totals(report: DemoReport) -> dict[str, tuple[int, int]]:
-    """Return, per layer that acted, (times it acted, messages it shortened or summarized)."""
+def _size(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,} bytes"
+
+
+def layer_totals(report: DemoReport) -> str:
+    """Return, per layer that acted, how often it acted and the messages it shortened or summarized (``compaction_counts``)."""
     totals: dict[str, tuple[int, int]] = {}
     for event in report.events:
         if event.get("error") or event.get("tokens_before") is None or event.get("stage") not in ("gate", "summarize"):
@@ -574,11 +601,13 @@ def layer_totals(report: DemoReport) -> dict[str, tuple[int, int]]:
         for layer in str(event.get("layer")).split("+"):
             times, messages = totals.get(layer, (0, 0))
             totals[layer] = (times + 1, messages + (event.get("evicted") or 0))
-    # the gate reports one edit count for all its layers; the state's counts are per layer
-    return {
-        layer: (times, messages if layer in ("summarize", "extractive") else report.counts.get(layer, 0))
-        for layer, (times, messages) in totals.items()
+    # the gate reports one edit count for all its layers; the state counts the messages each layer touched
+    # (under "counts" in states written before "edited_messages" existed)
+    edited = {
+        layer: messages if layer in ("summarize", "extractive") else report.edited.get(layer, report.counts.get(layer, 0))
+        for layer, (_, messages) in totals.items()
     }
+    return compaction_counts({layer: times for layer, (times, _) in totals.items()}, edited)
 
 
 def save_plot(report: DemoReport, path: str) -> str:

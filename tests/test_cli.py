@@ -74,7 +74,14 @@ def test_default_demo_writes_the_files_it_names(default_demo):
     assert (storage / "MEMORY.md").read_text().count("\n- The user asked: Task ") >= 10
     assert (storage / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with sqlite3.connect(storage / "checkpoints.sqlite") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'session-1'").fetchone()[0] > 200
+        checkpoints = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'session-1'").fetchone()[0]
+    assert checkpoints > 200
+    # the totals show what the session left on disk: the checkpoints next to the transcript
+    transcript_mb = (storage / "sessions" / "session-1.jsonl").stat().st_size / 1e6
+    assert re.search(rf"transcript \(every message once\) +│ +{transcript_mb:.1f} MB", out)
+    assert re.search(rf"checkpoints \({checkpoints:,} in SQLite\) +│ +[\d,.]+ MB", out)
+    # one unit per figure: how often a layer acted, and the messages it touched
+    assert re.search(r"compactions by layer: extractive: \d+ compactions, \d+ messages · prune: \d+ compactions, \d+ messages", out)
 
 
 def test_inspect_shows_the_thread_summary_transcript_and_memory(default_demo, capsys, monkeypatch):
@@ -83,7 +90,7 @@ def test_inspect_shows_the_thread_summary_transcript_and_memory(default_demo, ca
     assert main(["inspect", "--thread", "session-1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("thread session-1 · ")
-    assert re.search(r"compactions: extractive \d+, prune \d+", out)
+    assert re.search(r"compactions by layer: extractive: \d+ compactions(, \d+ messages)? · prune: \d+ compactions", out)
     assert "current summary\n" in out and "## SESSION INTENT" in out
     records = len((root / ".compaction" / "sessions" / "session-1.jsonl").read_text().splitlines())
     assert f"· {records:,} messages ·" in out
