@@ -1,0 +1,54 @@
+"""make_pre_model_hook inside a real ``langgraph.prebuilt.create_react_agent``, driven for 22 requests."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
+from langgraph_compaction import make_pre_model_hook
+from langgraph_compaction.testing import ScriptedModel
+
+with warnings.catch_warnings():  # create_react_agent is deprecated in favour of create_agent, and still used
+    warnings.simplefilter("ignore")
+    from langgraph.prebuilt import create_react_agent
+
+
+def _agent(model, tmp_path):
+    hook = make_pre_model_hook(model=ScriptedModel(), config=CONFIG, storage=tmp_path, agent_model=model.bind_tools(TOOLS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(
+            model, TOOLS, pre_model_hook=hook, state_schema=hook.state_schema, checkpointer=InMemorySaver()
+        )
+    return agent, hook
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_long_react_agent_session_stays_valid_inside_the_window_and_loses_nothing(tmp_path, mode):
+    model = ToolCallingModel()
+    agent, hook = _agent(model, tmp_path)
+    session = Session(model)
+    config = {"configurable": {"thread_id": mode}}
+    for n in range(REQUESTS):
+        if mode == "sync":
+            agent.invoke({"messages": [request(n)]}, config)
+        else:
+            await agent.ainvoke({"messages": [request(n)]}, config)
+        session.check(request(n))
+
+    state = agent.get_state(config).values
+    assert len(model.inputs) == 2 * REQUESTS
+    assert session.problems == []
+    assert session.peak <= WINDOW
+    assert session.summaries_seen() >= 2
+    assert state["compaction"]["counts"]["summarize"] == session.summaries_seen()
+    assert session.lost(state["messages"], tmp_path, mode) == []
+    assert hook.nodes.fixed_tokens > 100  # the bound tool schemas are counted
+
+
+def test_the_hook_names_the_state_it_needs():
+    hook = make_pre_model_hook(model=ScriptedModel())
+    assert {"messages", "compaction", "remaining_steps"} <= set(hook.state_schema.__annotations__)
