@@ -1,0 +1,112 @@
+"""compact_messages / acompact_messages: an ``@entrypoint`` agent that keeps its own history, for 22 requests."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.func import entrypoint, task
+
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
+from langgraph_compaction import acompact_messages, compact_messages, is_summary
+from langgraph_compaction.testing import ScriptedModel
+
+BY_NAME = {t.name: t for t in TOOLS}
+
+
+@task
+def call_tool(call: dict):
+    return BY_NAME[call["name"]].invoke({**call, "type": "tool_call"})
+
+
+def _sync_agent(model, storage, kept: dict):
+    llm, summarizer = model.bind_tools(TOOLS), ScriptedModel()
+
+    @entrypoint(checkpointer=InMemorySaver())
+    def agent(new: HumanMessage, *, previous=None, config):
+        history = [*(previous or {}).get("messages", []), new]
+        compaction = (previous or {}).get("compaction")
+        while True:
+            result = compact_messages(
+                history, model=summarizer, config=CONFIG, storage=storage,
+                thread_id=config["configurable"]["thread_id"], state=compaction,
+            )
+            history, compaction = result.messages, result.state
+            reply = llm.invoke(history)
+            history.append(reply)
+            if not reply.tool_calls:
+                kept.update(messages=history, compaction=compaction)
+                return entrypoint.final(value=reply, save=dict(kept))
+            history += [future.result() for future in [call_tool(c) for c in reply.tool_calls]]
+
+    return agent
+
+
+def _async_agent(model, storage, kept: dict):
+    llm, summarizer = model.bind_tools(TOOLS), ScriptedModel()
+
+    @entrypoint(checkpointer=InMemorySaver())
+    async def agent(new: HumanMessage, *, previous=None, config):
+        history = [*(previous or {}).get("messages", []), new]
+        compaction = (previous or {}).get("compaction")
+        while True:
+            result = await acompact_messages(
+                history, model=summarizer, config=CONFIG, storage=storage,
+                thread_id=config["configurable"]["thread_id"], state=compaction,
+            )
+            history, compaction = result.messages, result.state
+            reply = await llm.ainvoke(history)
+            history.append(reply)
+            if not reply.tool_calls:
+                kept.update(messages=history, compaction=compaction)
+                return entrypoint.final(value=reply, save=dict(kept))
+            history += [await future for future in [call_tool(c) for c in reply.tool_calls]]
+
+    return agent
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_an_entrypoint_agent_stays_valid_inside_the_window_and_loses_nothing(tmp_path, mode):
+    model = ToolCallingModel()
+    saved: dict = {}  # what the agent saves for its next call (``previous``)
+    agent = (_sync_agent if mode == "sync" else _async_agent)(model, tmp_path, saved)
+    session = Session(model)
+    config = {"configurable": {"thread_id": mode}}
+    for n in range(REQUESTS):
+        if mode == "sync":
+            agent.invoke(request(n), config)
+        else:
+            await agent.ainvoke(request(n), config)
+        session.check(request(n))
+
+    assert len(model.inputs) == 2 * REQUESTS
+    assert session.problems == []
+    assert session.peak <= WINDOW
+    assert session.summaries_seen() >= 2
+    # the state passed back each call chains the summaries: one count per summary the model saw
+    assert saved["compaction"]["counts"]["summarize"] == session.summaries_seen()
+    assert session.lost(saved["messages"], tmp_path, mode) == []
+
+
+def test_a_short_history_comes_back_unchanged_with_ids_and_a_state_to_pass_back(tmp_path):
+    history = [HumanMessage("hello"), AIMessage("hi")]
+    result = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t")
+    assert [m.content for m in result.messages] == ["hello", "hi"]
+    assert all(m.id for m in result.messages)
+    assert result.events == []
+    assert result.state["summary_id"] is None and result.state["counts"] == {}
+
+
+def test_a_manual_request_in_the_state_summarizes_now(tmp_path):
+    history = [m for n in range(6) for m in (request(n), AIMessage(f"Answer {n}: " + "detail " * 1_000))]
+    result = compact_messages(
+        history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state={"manual": {"focus": "answers"}}
+    )
+    assert is_summary(result.messages[0]) and result.messages[-1].id == history[-1].id
+    assert result.state["counts"] == {"summarize": 1}
+    assert [e["stage"] for e in result.events][-1] == "summarize"
+
+
+def test_a_missing_thread_id_is_a_clear_error():
+    with pytest.raises(ValueError, match="thread_id is required"):
+        compact_messages([HumanMessage("hi")], model=ScriptedModel(), thread_id="")
