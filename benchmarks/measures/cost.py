@@ -1,0 +1,272 @@
+"""Measure: billed cost under prompt caching, beside summary fidelity ("cost at equal fidelity").
+
+Raw input tokens are not what a user pays: providers bill a request's cached
+prefix at a fraction of the price. Every model request of a replay is
+recorded in order (the agent's calls, the summarizer's and the flush
+model's), each as its list of messages. A request's cached prefix is the
+longest run of leading messages identical to the start of one of the last
+``CACHE_DEPTH`` requests (message granularity stands in for the providers'
+128-token blocks). Tokens per message: o200k over the message's JSON, plus 4.
+Billed, OpenAI gpt-5 pricing: uncached × 1 + cached × 0.1; Anthropic:
+uncached × 1.25 (a cache write) + cached × 0.1.
+
+The 18 real trajectories are replayed at the replay measure's budget (60k
+window, trigger 40k tokens or 50 messages, keep 8k), the summarizer being
+the agent's model (a scripted one). The same replay checks artifact, request
+and constraint recall after every compaction, as the fidelity measure does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from langchain_core.messages import BaseMessage
+
+from benchmarks.anchors import SYSTEMS, ScriptedAgent, drive, o200k_tokens, scripted_summarizer, system_graph, trajectory_turns
+from benchmarks.measures.fidelity import KINDS, check_context
+from benchmarks.measures.replay import THRESHOLDS
+from benchmarks.report import check, table, targets_table
+from langgraph_compaction.config import FidelityConfig
+from langgraph_compaction.testing import ScriptedModel
+
+NAME = "billed_cost"
+#: How many earlier requests a provider's cache is assumed to still hold.
+CACHE_DEPTH = 4
+#: Price multipliers of (uncached, cached) input tokens.
+PRICING = {"openai": (1.0, 0.1), "anthropic": (1.25, 0.1)}
+PLOT = "billed_cost.png"
+
+
+def message_key(message: BaseMessage) -> str:
+    """Return the message as the provider sees it: role, content, tool calls, tool call id and name, as JSON."""
+    record: dict[str, Any] = {"role": message.type, "content": message.content}
+    calls = getattr(message, "tool_calls", None)
+    if calls:
+        record["tool_calls"] = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id")} for c in calls]
+    if getattr(message, "tool_call_id", None):
+        record["tool_call_id"] = message.tool_call_id
+    if message.name:
+        record["name"] = message.name
+    return json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@dataclass
+class Request:
+    """One model request as billed: who sent it, its tokens, and how many of them the cache served."""
+
+    kind: str  # "agent" or "side" (summarizer, flush)
+    tokens: int
+    cached: int
+    extends_previous: bool
+
+
+@dataclass
+class CacheLedger:
+    """Every model request of one replay, in order, with its cached prefix.
+
+    ``add`` takes a request's messages; the cache is the last ``CACHE_DEPTH``
+    requests. Token counts are memoised per distinct message.
+    """
+
+    requests: list[Request] = field(default_factory=list)
+    _recent: list[list[str]] = field(default_factory=list)
+    _tokens: dict[str, int] = field(default_factory=dict)
+    _last_agent: Optional[list[str]] = None
+
+    def _count(self, key: str) -> int:
+        tokens = self._tokens.get(key)
+        if tokens is None:
+            tokens = self._tokens[key] = o200k_tokens(key) + 4
+        return tokens
+
+    def add(self, kind: str, messages: Sequence[BaseMessage]) -> Request:
+        keys = [message_key(m) for m in messages]
+        sizes = [self._count(k) for k in keys]
+        shared = max((_common_prefix(keys, earlier) for earlier in self._recent), default=0)
+        extends = kind != "agent" or self._last_agent is None or _common_prefix(keys, self._last_agent) == len(self._last_agent)
+        request = Request(kind, sum(sizes), sum(sizes[:shared]), extends)
+        self.requests.append(request)
+        self._recent = [*self._recent, keys][-CACHE_DEPTH:]
+        if kind == "agent":
+            self._last_agent = keys
+        return request
+
+    def figures(self) -> dict:
+        """Return input, cached, breaks and billed cost (both pricings), for the agent's calls and the side calls."""
+        out: dict[str, Any] = {}
+        for kind in ("agent", "side"):
+            chosen = [r for r in self.requests if r.kind == kind]
+            out[f"{kind}_calls"] = len(chosen)
+            out[f"{kind}_input"] = sum(r.tokens for r in chosen)
+            out[f"{kind}_cached"] = sum(r.cached for r in chosen)
+        out["breaks"] = sum(1 for r in self.requests if r.kind == "agent" and not r.extends_previous)
+        for name, (full, cached) in PRICING.items():
+            out[f"billed_{name}"] = round(sum((r.tokens - r.cached) * full + r.cached * cached for r in self.requests))
+        full, cached = PRICING["openai"]
+        out["billed_per_call"] = [round((r.tokens - r.cached) * full + r.cached * cached) for r in self.requests if r.kind == "agent"]
+        return out
+
+
+def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class RecordingModel(ScriptedModel):
+    """The scripted summarizer that also hands every request's messages to ``ledger`` as a side request."""
+
+    ledger: Any = None
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any):
+        self.ledger.add("side", messages)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def replay(system: str, path, storage) -> dict:
+    """Return one system's billed-cost and fidelity figures for one trajectory."""
+    turns = trajectory_turns(path)
+    flat = [m for pending, reply in turns for m in (*pending, reply)]
+    sent_by_call, sent = [], 0
+    for pending, _ in turns:
+        sent_by_call.append(sent + len(pending))
+        sent += len(pending) + 1
+    ledger = CacheLedger()
+    budget = FidelityConfig().request_tokens
+    checks: list[dict] = []
+    state = {"calls": 0, "compacted": 0}
+
+    def observe(view: list[BaseMessage]) -> None:
+        ledger.add("agent", view)
+        present = {m.id for m in view}
+        compacted = [m for m in flat[: sent_by_call[state["calls"]]] if m.id not in present]
+        state["calls"] += 1
+        if len(compacted) > state["compacted"]:
+            checks.append(check_context(compacted, view, budget))
+        state["compacted"] = len(compacted)
+
+    base = scripted_summarizer()
+    summarizer = RecordingModel(**{k: getattr(base, k) for k in ("latency", "summary_words", "reply")}, ledger=ledger)
+    agent = ScriptedAgent(measure=False, observe=observe)
+    graph = system_graph(system, agent, summarizer, THRESHOLDS, storage=storage).compile()
+    drive(graph, agent, turns)
+    figures = ledger.figures()
+    for kind in KINDS:
+        figures[kind] = sum(c[kind] for c in checks)
+        figures[f"{kind}_found"] = sum(c[f"{kind}_found"] for c in checks)
+    figures["compactions"] = len(checks)
+    return figures
+
+
+def _sum(per: dict, system: str) -> dict:
+    rows = [per[t][system] for t in per]
+    totals = {k: sum(r[k] for r in rows) for k in rows[0] if k != "billed_per_call"}
+    totals["hit_ratio"] = round(totals["agent_cached"] / max(1, totals["agent_input"]), 4)
+    totals["side_cached_ratio"] = round(totals["side_cached"] / totals["side_input"], 4) if totals["side_input"] else None
+    for kind in KINDS:
+        totals[f"{kind}_recall"] = round(totals[f"{kind}_found"] / totals[kind], 4) if totals[kind] else None
+    return totals
+
+
+def run(ctx) -> dict:
+    per: dict[str, dict[str, dict]] = {}
+    for path in ctx.trajectories:
+        storage = ctx.scratch_dir / f"cost-{path.stem}"
+        per[path.stem] = {system: replay(system, path, storage) for system in SYSTEMS}
+    totals = {system: _sum(per, system) for system in SYSTEMS}
+    none = totals["none"]
+    for t in totals.values():
+        for name in PRICING:
+            t[f"vs_none_{name}"] = round(t[f"billed_{name}"] / max(1, none[f"billed_{name}"]), 4)
+    ours = totals["ours"]
+    summaries = max(1, ours["compactions"])
+    targets = [
+        check("billed (OpenAI): ours / langmem", ours["billed_openai"] / totals["langmem"]["billed_openai"], 0.75),
+        check("billed (OpenAI): ours / LangChain", ours["billed_openai"] / totals["langchain"]["billed_openai"], 0.75),
+        check("ours: agent input not served from the cache", 1 - ours["hit_ratio"], 0.05, unit=""),
+        check("ours: prefix breaks per summary", ours["breaks"] / summaries, 1.0, unit=""),
+        check("ours: summarizer + flush input not served from the cache", 1 - (ours["side_cached_ratio"] or 0), 0.2, unit=""),
+    ]
+    _plot(per, ctx.results_dir / PLOT)
+    return {
+        "thresholds": vars(THRESHOLDS),
+        "cache_depth": CACHE_DEPTH,
+        "totals": totals,
+        "per_trajectory": {t: {s: {k: v for k, v in f.items() if k != "billed_per_call"} for s, f in runs.items()} for t, runs in per.items()},
+        "plot": PLOT,
+        "targets": targets,
+    }
+
+
+def _plot(per: dict, path) -> None:
+    """Draw the billed cost of each agent call (OpenAI pricing) of the largest trajectory, and the totals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    largest = max(per, key=lambda t: per[t]["none"]["agent_input"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for system in SYSTEMS:
+        series = per[largest][system]["billed_per_call"]
+        left.plot(range(1, len(series) + 1), [c / 1e3 for c in series], label=system, linewidth=0.8)
+    left.set(xlabel="model call", ylabel="billed tokens of the call (thousands, OpenAI)", title=f"Billed cost per call: {largest}")
+    left.legend()
+    totals = [sum(per[t][s]["billed_openai"] for t in per) / 1e6 for s in SYSTEMS]
+    right.bar(SYSTEMS, totals)
+    right.set(ylabel="billed, millions of token-equivalents", title=f"All {len(per)} trajectories, OpenAI pricing")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _recall(t: dict, kind: str) -> str:
+    return "–" if t[f"{kind}_recall"] is None else f"{100 * t[f'{kind}_recall']:.1f} %"
+
+
+def report(figures: dict) -> str:
+    totals = figures["totals"]
+    rows = [
+        (
+            system,
+            f"{t['agent_input'] / 1e6:.2f}M",
+            f"{t['agent_cached'] / 1e6:.2f}M",
+            f"{t['hit_ratio']:.3f}",
+            t["breaks"],
+            f"{t['side_input'] / 1e6:.2f}M ({100 * (t['side_cached_ratio'] or 0):.0f} % cached)",
+            f"{t['billed_openai'] / 1e6:.2f}M",
+            f"{t['vs_none_openai']:.3f}×",
+            f"{t['billed_anthropic'] / 1e6:.2f}M",
+            f"{t['vs_none_anthropic']:.3f}×",
+            *(_recall(t, k) for k in KINDS),
+        )
+        for system, t in totals.items()
+    ]
+    per = figures["per_trajectory"]
+    per_rows = [(name, *(f"{per[name][s]['billed_openai'] / 1e3:,.0f}k" for s in totals)) for name in per]
+    th = figures["thresholds"]
+    return f"""## Billed cost under prompt caching, at equal fidelity
+
+{len(per)} real trajectories replayed model call by model call (window {th['context_window']:,}, trigger
+{th['trigger_tokens']:,} tokens or {th['trigger_messages']} messages, keep {th['keep_tokens']:,}; the summarizer is the agent's
+model, scripted). Every request (agent, summarizer, flush) is billed with its cached prefix: the longest run of
+leading messages identical to the start of one of the last {figures['cache_depth']} requests. Tokens: o200k over each message's
+JSON + 4. OpenAI (gpt-5): uncached × 1 + cached × 0.1; Anthropic: uncached × 1.25 + cached × 0.1. Hit ratio and breaks
+(an agent request that does not extend the previous one) are over the agent's calls; "no compaction" runs past the
+window (reference only). Recall is checked after every compaction, as in the fidelity measure.
+
+{targets_table(figures['targets'])}
+
+{table(["system", "agent input", "cached", "hit ratio", "breaks", "summarizer + flush input", "billed (OpenAI)", "vs none", "billed (Anthropic)", "vs none", "artifact recall", "request recall", "constraint recall"], rows)}
+
+![billed cost per call]({figures['plot']})
+
+Billed (OpenAI) per trajectory:
+
+{table(["trajectory", *totals], per_rows)}
+"""
