@@ -35,22 +35,20 @@ from langchain_core.messages import BaseMessage
 
 from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
+from .artifacts import bound_trail, expand_group, merge_entries, split_entry, tool_artifacts
 from .redact import redact_secrets
-from .summary import (
-    CHANGE_VERBS,
-    SECTIONS,
-    merge_entries,
-    section,
-    split_entry,
-    summary_preamble,
-    tool_artifacts,
-)
+from .summary import SECTIONS, section, summary_preamble
 from .tokens import estimate_text_tokens
 
 PINS_HEADER = "Pinned constraints (the user's own words; in force until unpinned):"
 GOAL_LABEL = "Goal:"
 REQUESTS_HEADER = "The user's most recent requests, verbatim, oldest first"
 TRAIL_HEADER = "Trail from the tool calls, newest first"
+#: How the agent finds what the bounded trail does not list one by one.
+TRAIL_FIND = (
+    "changed files all listed, read files grouped by folder; "
+    "session_search('<path or folder>') finds the calls that used one, recall(message_ids) returns them in full"
+)
 #: How each deterministic block opens; a summarizer that copies one from the previous summary is not repeated.
 _BLOCK_OPENERS = (PINS_HEADER.split(" (")[0], REQUESTS_HEADER, TRAIL_HEADER)
 _REQUEST_BLOCK = re.compile(r"<request>\n(.*?)\n</request>", re.DOTALL)
@@ -276,7 +274,7 @@ def intent_section(
 
 
 def _trail(body: str) -> tuple[list[str], int]:
-    """Return the trail entries and the left-out count written in an ARTIFACTS body."""
+    """Return the trail entries and the left-out count written in an ARTIFACTS body; a folder's line gives its paths."""
     entries: list[str] = []
     inside = False
     for line in body.splitlines():
@@ -284,34 +282,10 @@ def _trail(body: str) -> tuple[list[str], int]:
         if stripped.startswith(TRAIL_HEADER):
             inside = True
         elif inside and stripped.startswith("- "):
-            entries.append(stripped[2:])
+            entries += expand_group(stripped[2:]) or [stripped[2:]]
         else:
             inside = False
     return entries, _count(_OLDER, body)
-
-
-def bound_trail(entries: Sequence[str], limit: int) -> tuple[list[str], int]:
-    """Return at most ``limit`` entries and how many were left out (order kept).
-
-    Kept first: changed paths, then the newest commands (a tenth of the
-    bound: what was run last and whether it passed), then the other paths and
-    URLs, then older commands; newest first within each.
-    """
-    if len(entries) <= limit:
-        return list(entries), 0
-    commands = [i for i, e in enumerate(entries) if split_entry(e)[0].startswith("$ ")]
-    recent = set(commands[: max(1, limit // 10)])
-    older = set(commands) - recent
-
-    def rank(i: int) -> tuple[int, int]:
-        if i in recent:
-            return 1, i
-        if i in older:
-            return 3, i
-        return (0 if set(split_entry(entries[i])[1]) & set(CHANGE_VERBS) else 2), i
-
-    keep = set(sorted(range(len(entries)), key=rank)[:limit])
-    return [e for i, e in enumerate(entries) if i in keep], len(entries) - limit
 
 
 def artifacts_section(own: str, messages: Sequence[BaseMessage], limit: int) -> str:
@@ -323,8 +297,9 @@ def artifacts_section(own: str, messages: Sequence[BaseMessage], limit: int) -> 
     omitted = carried_omitted + dropped
     parts = [own] if own else []
     if kept or omitted:
-        left_out = f" ({omitted} older entries not shown; see the transcript)" if omitted else ""
-        parts.append(f"{TRAIL_HEADER}{left_out}:" + "".join(f"\n- {e}" for e in kept))
+        notes = [f"{omitted} older commands not shown"] if omitted else []
+        notes += [TRAIL_FIND] if omitted or len(kept) < len(trail) else []
+        parts.append(f"{TRAIL_HEADER}{' (' + '; '.join(notes) + ')' if notes else ''}:" + "".join(f"\n- {e}" for e in kept))
     return "\n\n".join(parts) or "None"
 
 

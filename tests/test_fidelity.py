@@ -135,7 +135,7 @@ def test_the_latest_three_compacted_requests_are_verbatim_in_session_intent(name
         assert f"<request>\n{request}\n</request>" in intent
 
 
-def test_a_200_path_history_is_bounded_with_a_count_of_what_was_left_out():
+def test_a_200_path_history_keeps_every_path_findable_and_every_changed_file_named():
     reads = [("Read", {"file_path": f"src/pkg/module_{i:03d}.py"}, "ok") for i in range(200)]
     edits = [("Edit", {"file_path": f"src/pkg/module_{i:03d}.py", "old_string": "a", "new_string": "b"}, "ok") for i in (3, 50)]
     messages = [HumanMessage("Rename the logger everywhere.", id="u1")]
@@ -145,22 +145,27 @@ def test_a_200_path_history_is_bounded_with_a_count_of_what_was_left_out():
     text = extractive_summary(messages)
     artifacts = section(text, "ARTIFACTS")
     entries = [line for line in artifacts.splitlines() if line.startswith("- ")]
-    assert len(entries) == FidelityConfig().max_artifacts == 100
-    assert "Trail from the tool calls, newest first (100 older entries not shown; see the transcript):" in artifacts
-    assert entries[0] == "- src/pkg/module_050.py (edited, read)"  # newest first
-    assert "- src/pkg/module_003.py (read, edited)" in entries  # a change outlasts newer reads
-    assert "- src/pkg/module_199.py (read)" in entries and "- src/pkg/module_101.py (read)" not in entries
+    assert len(entries) <= FidelityConfig().max_artifacts
+    assert "Trail from the tool calls, newest first (changed files all listed, read files grouped by folder; " in artifacts
+    assert "session_search('<path or folder>')" in artifacts and "recall(message_ids)" in artifacts
+    assert entries[:2] == ["- src/pkg/module_050.py (edited, read)", "- src/pkg/module_003.py (read, edited)"]
+    folder = next(e for e in entries if e.startswith("- src/pkg/ ("))
+    assert folder.startswith("- src/pkg/ (198 files: module_199.py, module_198.py, ")  # newest first
+    assert all(f"module_{i:03d}.py" in folder for i in range(200) if i not in (3, 50))
 
-    # chained: the next summary carries the trail and adds up what was left out
+    # chained: the next summary carries every path on, and the new command and its file come first
     later = [build_summary_message(text), HumanMessage("Now run the tests.", id="u2")]
     later += _calls(("Bash", {"command": "pytest -q tests/test_logging.py"}, "3 passed\nexit code 0"))
     again = section(extractive_summary(later), "ARTIFACTS")
-    assert "(102 older entries not shown; see the transcript)" in again  # the last command is kept over old reads
-    assert again.splitlines()[1:4] == [
+    lines = again.splitlines()
+    assert lines[1:4] == [
         "- $ pytest -q tests/test_logging.py (exit 0)",
-        "- tests/test_logging.py (ran)",
         "- src/pkg/module_050.py (edited, read)",
+        "- src/pkg/module_003.py (read, edited)",
     ]
+    assert "- tests/test_logging.py (ran)" in lines
+    assert next(e for e in lines if e.startswith("- src/pkg/ (")) == folder
+    assert "older commands not shown" not in again
 
 
 # --- the artifact trail ----------------------------------------------------------------------
