@@ -11,9 +11,15 @@ def check(name: str, measured: float, limit: float, *, unit: str = "×") -> dict
 
 
 def verdict(target: dict) -> str:
-    """Return ``PASS``/``MISS`` with the measured figure against its limit, for a table cell or a log line."""
+    """Return ``PASS``/``MISS`` with the measured figure against its limit, for a table cell or a log line.
+
+    A quick run's figure is ``QUICK``: measured on small inputs, so the full run's limit is shown, not applied.
+    """
+    figure = f"{target['measured']:.3g}{target['unit']}"
+    if target.get("quick"):
+        return f"QUICK {figure} (full-run target ≤ {target['limit']:g}{target['unit']}, not checked at quick scale)"
     word = "PASS" if target["passed"] else "MISS"
-    return f"{word} {target['measured']:.3g}{target['unit']} (target ≤ {target['limit']:g}{target['unit']})"
+    return f"{word} {figure} (target ≤ {target['limit']:g}{target['unit']})"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
