@@ -177,8 +177,9 @@ def patch_touches(text: str) -> list[Touch]:
         else:
             found.append(Touch(match.group(2), verbs[match.group(1)]))
     for old, new in _DIFF_HEADER.findall(text):
-        both = old.startswith("a/") and new.startswith("b/")
-        old, new = (old[2:], new[2:]) if both else (old, new)
+        # git's a/ and b/ prefixes, on both sides or beside /dev/null (a new or a deleted file)
+        git = (old.startswith("a/") or old == "/dev/null") and (new.startswith("b/") or new == "/dev/null")
+        old, new = (old[2:] if git and old != "/dev/null" else old), (new[2:] if git and new != "/dev/null" else new)
         if old == "/dev/null":
             found.append(Touch(new, "wrote"))
         elif new == "/dev/null":
