@@ -66,7 +66,8 @@ class ToolCallingModel(BaseChatModel):
 
     ``delegate`` names a tool that takes ``description`` and
     ``subagent_type`` (deepagents' ``task``): every ``delegate_every``-th
-    request is handed to the ``general-purpose`` subagent first.
+    request is handed to the ``general-purpose`` subagent first, which makes
+    ``subtask_rounds`` rounds of tool calls before it answers.
     ``refuse_once_over`` makes the model refuse, once, a request larger than
     that many estimated tokens, as a provider does with a too-long request.
     """
@@ -76,6 +77,7 @@ class ToolCallingModel(BaseChatModel):
     steps: dict = Field(default_factory=dict)
     delegate: Optional[str] = None
     delegate_every: int = 4
+    subtask_rounds: int = 1
     refuse_once_over: Optional[int] = None
     refused: int = 0
 
@@ -108,15 +110,16 @@ class ToolCallingModel(BaseChatModel):
         step = self.steps.get(text, 0)  # kept outside the view: compaction may evict this turn's rounds
         self.steps[text] = step + 1
         delegating = self.delegate is not None and text.startswith("Task") and number % self.delegate_every == 1
-        plan = (["delegate"] if delegating else []) + ["tools", "answer"]
+        rounds = self.subtask_rounds if text.startswith("Subtask") else 1
+        plan = (["delegate"] if delegating else []) + ["tools"] * rounds + ["answer"]
         action = plan[min(step, len(plan) - 1)]
         if action == "delegate":
             args = {"description": f"Subtask of Task {number}: check module{number} again", "subagent_type": "general-purpose"}
             return AIMessage("Delegating.", tool_calls=[{"name": self.delegate, "args": args, "id": f"{subject}-delegate"}])
         if action == "tools":
             calls = [
-                {"name": "run_tests", "args": {"module": subject}, "id": f"{subject}-tests"},
-                {"name": "fetch_docs", "args": {"topic": subject}, "id": f"{subject}-docs"},
+                {"name": "run_tests", "args": {"module": f"{subject}-{step}"}, "id": f"{subject}-tests-{step}"},
+                {"name": "fetch_docs", "args": {"topic": f"{subject}-{step}"}, "id": f"{subject}-docs-{step}"},
             ]
             return AIMessage(f"Checking {subject}.", tool_calls=calls)
         return AIMessage(f"{text.split(':')[0]} is done: tests pass and the docs agree.")
@@ -125,42 +128,73 @@ class ToolCallingModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=self._reply(list(messages)))])
 
 
+def summaries_counted(compaction: dict) -> int:
+    """Return the compactions that wrote a summary (by the model, or extractive when it fell short)."""
+    return compaction["counts"].get("summarize", 0) + compaction["counts"].get("extractive", 0)
+
+
+def _latest_request(messages: list[BaseMessage]) -> HumanMessage:
+    return [m for m in messages if isinstance(m, HumanMessage) and not is_summary(m)][-1]
+
+
 class Session:
-    """Checks the inputs a ``ToolCallingModel`` received, request by request."""
+    """Checks the inputs a ``ToolCallingModel`` received, request by request.
+
+    An input whose latest request is a subtask is a subagent's: it must hold
+    that subtask verbatim (as the subagent's first call saw it), and its
+    state ends with the subagent, so what it must not lose is what
+    compaction evicted from its view.
+    """
 
     def __init__(self, model: ToolCallingModel) -> None:
         self.model = model
         self.problems: list[str] = []
         self.checked = 0
-        self.first_seen: dict[str, dict] = {}
+        self.first_seen: dict[str, dict] = {}  # the agent's messages, as the model first saw each
+        self.subtasks: dict[str, list[list[BaseMessage]]] = {}  # each subtask's inputs
+        self.summaries: set[str] = set()  # ids of the summaries the agent (not a subagent) was sent
         self.peak = 0
 
-    def check(self, latest: HumanMessage, agent_inputs: Optional[list] = None) -> None:
+    def check(self, latest: HumanMessage) -> None:
         """Check every input since the last check; ``latest`` is the request they answer."""
         for i, messages in enumerate(self.model.inputs[self.checked :], self.checked):
-            conversation = [m for m in messages if not (isinstance(m, SystemMessage) and m.id is None)]
-            if agent_inputs is None or messages in agent_inputs:
-                self.problems += [f"input {i}: {p}" for p in view_violations(messages, latest)]
+            request = _latest_request(messages)
+            expected, first_seen = latest, self.first_seen
+            if request.content.startswith("Subtask"):
+                runs = self.subtasks.setdefault(request.content, [])
+                runs.append(messages)
+                expected, first_seen = _latest_request(runs[0]), {}
+            else:
+                self.summaries |= {m.id for m in messages if is_summary(m)}
+            self.problems += [f"input {i}: {p}" for p in view_violations(messages, expected)]
             size = self.model.request_tokens(messages)
             self.peak = max(self.peak, size)
             if size > WINDOW:
                 self.problems.append(f"input {i}: {size:,} tokens, over the {WINDOW:,}-token window")
+            conversation = [m for m in messages if not (isinstance(m, SystemMessage) and m.id is None)]
             for record in messages_to_dict(conversation):
-                self.first_seen.setdefault(record["data"]["id"], record)
+                first_seen.setdefault(record["data"]["id"], record)
         self.checked = len(self.model.inputs)
 
     def summaries_seen(self) -> int:
-        return len({m.id for messages in self.model.inputs for m in messages if is_summary(m)})
+        """Return how many distinct summaries the agent was sent (a subagent's not counted)."""
+        return len(self.summaries)
 
     def lost(self, state_messages: list[BaseMessage], storage: Any, thread_id: str) -> list[str]:
         """Return the messages the model saw that are in neither the state nor the thread's transcript.
 
         A message the model first saw already shortened by layer 2 (an
         overflow recovery compacts before the model sees the new results)
-        must have its original, under the same id, in the transcript.
+        must have its original, under the same id, in the transcript. A
+        subagent's messages that left its view must be in the transcript.
         """
         transcript = messages_to_dict(load_transcript(storage, thread_id))
+        originals = {record_id(r) for r in transcript}
         shortened = {i for i, r in self.first_seen.items() if _PRUNED in str(r["data"]["content"])}
         problems = lost_messages([r for i, r in self.first_seen.items() if i not in shortened], state_messages, transcript)
-        originals = {record_id(r) for r in transcript}
-        return problems + [f"message {i!r}: its original is not in the transcript" for i in sorted(shortened - originals)]
+        problems += [f"message {i!r}: its original is not in the transcript" for i in sorted(shortened - originals)]
+        for runs in self.subtasks.values():
+            last = {m.id for m in runs[-1]}
+            evicted = {m.id for messages in runs[:-1] for m in messages if m.id is not None and m.id not in last}
+            problems += [f"subagent message {i!r} left the view and is not in the transcript" for i in evicted if i not in originals]
+        return problems

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import acompact_messages, compact_messages, is_summary
 from langgraph_compaction.testing import ScriptedModel
 
@@ -84,7 +84,7 @@ async def test_an_entrypoint_agent_stays_valid_inside_the_window_and_loses_nothi
     assert session.peak <= WINDOW
     assert session.summaries_seen() >= 2
     # the state passed back each call chains the summaries: one count per summary the model saw
-    assert saved["compaction"]["counts"]["summarize"] == session.summaries_seen()
+    assert summaries_counted(saved["compaction"]) == session.summaries_seen()
     assert session.lost(saved["messages"], tmp_path, mode) == []
 
 

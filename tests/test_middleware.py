@@ -5,7 +5,7 @@ from __future__ import annotations
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionConfig, CompactionMiddleware, is_summary, load_transcript
 from langgraph_compaction.testing import ScriptedModel
 
@@ -37,7 +37,7 @@ def test_a_long_create_agent_session_stays_valid_inside_the_window_and_loses_not
     assert session.problems == []
     assert session.peak <= WINDOW
     assert session.summaries_seen() >= 2
-    assert state["compaction"]["counts"]["summarize"] == session.summaries_seen()
+    assert summaries_counted(state["compaction"]) == session.summaries_seen()
     assert session.lost(state["messages"], tmp_path, "t1") == []
     # the middleware's tools reach the model next to the agent's own
     assert {s["function"]["name"] for s in model.tool_schemas} >= {"run_tests", "fetch_docs", "memory_search", "recall", "compact"}
