@@ -10,6 +10,7 @@ refuses as too long is compacted and retried once.
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any, Callable, Optional
 
 from langchain.agents.middleware.types import (
@@ -20,6 +21,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
+from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
 from langgraph.types import Command
@@ -78,36 +80,58 @@ class CompactionMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.nodes = CompactionNodes(before="model", model=model, config=config, storage=storage, flush_model=flush_model)
+        # each agent level gets steps of its own over the same settings and the same opened storage
+        self._settings = dict(before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model)
         self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if tools else []
         self.overflow_recovery = overflow_recovery
         self._name = name or type(self).__name__
-        self._fixed_key: Any = None
+        self._levels: dict[tuple, tuple[CompactionNodes, list]] = {}
+        self._levels_lock = threading.Lock()
 
     @property
     def name(self) -> str:
         return self._name
 
+    def _level(self, config: RunnableConfig) -> tuple[CompactionNodes, list]:
+        """Return the steps and the counted-request cache of the agent this call belongs to.
+
+        deepagents runs the same middleware instance in the agent and in its
+        subagents (same thread, different system prompt and tools): each gets
+        its own, so neither recounts the other's history or prompt. An agent
+        is told apart by its name and how deep it runs.
+        """
+        namespace = (config.get("configurable") or {}).get("checkpoint_ns") or ""
+        key = ((config.get("metadata") or {}).get("lc_agent_name"), namespace.count("|"))
+        with self._levels_lock:
+            if key not in self._levels:
+                self._levels[key] = (CompactionNodes(**self._settings) if self._levels else self.nodes, [None])
+            return self._levels[key]
+
     # -- before every model call
     def before_model(self, state: Any, runtime: Any) -> Optional[dict]:
-        return run_pass(self.nodes, state, self.nodes._run(get_config())).update or None
+        config = get_config()
+        nodes, _ = self._level(config)
+        return run_pass(nodes, state, nodes._run(config)).update or None
 
     async def abefore_model(self, state: Any, runtime: Any) -> Optional[dict]:
-        return (await arun_pass(self.nodes, state, self.nodes._run(get_config()))).update or None
+        config = get_config()
+        nodes, _ = self._level(config)
+        return (await arun_pass(nodes, state, nodes._run(config))).update or None
 
     # -- around the model call
-    def _count_request(self, request: ModelRequest) -> None:
+    def _count_request(self, request: ModelRequest, nodes: CompactionNodes, counted: list) -> None:
         """Count the system prompt and tool schemas this request carries (used from the next pass on).
 
-        The first request of a process is not counted yet; if it is refused as
-        too long, the recovery below counts it.
+        The first request of an agent in a process is not counted yet; if it
+        is refused as too long, the recovery below counts it.
         """
         system = request.system_message.content if request.system_message is not None else None
         key = (tuple(id(t) for t in request.tools), str(system))
-        if key == self._fixed_key:
+        if key == counted[0]:
             return
         schemas = [_tool_schema(t) for t in request.tools]
-        self.nodes.fixed_tokens = fixed_tokens(request.model.bind(tools=schemas) if schemas else None, system)
-        self._fixed_key = key
+        nodes.fixed_tokens = fixed_tokens(request.model.bind(tools=schemas) if schemas else None, system)
+        counted[0] = key
 
     def _retry_request(self, request: ModelRequest, state: Any) -> ModelRequest:
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
@@ -121,29 +145,33 @@ class CompactionMiddleware(AgentMiddleware):
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
-        self._count_request(request)
+        config = get_config()
+        nodes, counted = self._level(config)
+        self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return handler(request)
-        run = self.nodes._run(get_config())
+        run = nodes._run(config)
         responses: list[ModelResponse] = []
 
         def call(state: Any) -> dict:
             responses.append(handler(self._retry_request(request, state)))
             return {"messages": responses[-1].result}
 
-        output = _drive(self.nodes, _recovery(self.nodes, request.state, run), run, call)
+        output = _drive(nodes, _recovery(nodes, request.state, run), run, call)
         return self._response(output, responses[-1])
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        self._count_request(request)
+        config = get_config()
+        nodes, counted = self._level(config)
+        self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return await handler(request)
-        run = self.nodes._run(get_config())
+        run = nodes._run(config)
         responses: list[ModelResponse] = []
 
         async def call(state: Any) -> dict:
             responses.append(await handler(self._retry_request(request, state)))
             return {"messages": responses[-1].result}
 
-        output = await _adrive(self.nodes, _recovery(self.nodes, request.state, run), run, call)
+        output = await _adrive(nodes, _recovery(nodes, request.state, run), run, call)
         return self._response(output, responses[-1])
