@@ -492,6 +492,7 @@ class CompactionNodes:
                 "cutoff_id": messages[cut.cutoff].id if cut.cutoff < len(messages) else None,
                 "tokens_before": plan.tokens_before,
                 "tokens_after_layers": plan.tokens_after_layers,
+                "target_tokens": budget.target_tokens,  # calibrated to estimator units, as summarize counts
                 "focus": (manual or {}).get("focus"),
             }
         elif manual:
@@ -606,37 +607,52 @@ class CompactionNodes:
             event = _emit({"stage": "summarize", "error": "offload did not complete; nothing was removed"})
             return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
 
+        path = view.get("offload_path") if offload_on else None
+        note = compaction_note(evicted, sum(self.counter.counts(evicted)), path)
+
+        def compose(body: str) -> tuple:
+            """Return (text, pins, summary message, compacted messages, their tokens) for one summary body."""
+            body, pins = complete_summary(
+                body, evicted, pins=view["pins"], settings=self.config.fidelity, redactor=self.config.redactor or redact_secrets
+            )
+            summary = build_summary_message(finish_summary(body, note), path)
+            result = compacted_view(messages, evict_ids, summary)
+            return body, pins, summary, result, self.counter.total(result)
+
         breaker = _breaker(view)
         breaker_events: list[dict] = []
+        composed = None
         if self.model is None or breaker["open_until"] > time.time():
             # no summarizer, or it failed too often lately: the deterministic summary is the summary
             text, problem, kind = extractive_summary(evicted), None, "extractive"
         else:
             text, problem = yield from self._summary_text(evicted, pending.get("focus"))
             kind = "summarize"
+            if not problem:
+                # a well-formed but endless answer fails too: the context must end under the target (invariant 3)
+                composed = compose(text)
+                target = pending.get("target_tokens") or run.budget.target_tokens
+                if composed[4] > target:
+                    fallback = compose(extractive_summary(evicted))
+                    if fallback[4] < composed[4]:
+                        problem = f"the summary would leave {composed[4]:,} tokens, over the target of {target:,}"
+                        composed, kind = fallback, "extractive"
             breaker = _breaker_after(breaker, problem, self.config.breaker_failures, self.config.breaker_cooldown)
             if breaker["open_until"]:
                 breaker_events.append(
                     _emit({"stage": "summarize", "breaker": "open", **breaker, "error": f"{problem}; using extractive summaries"})
                 )
             done = {**done, "breaker": breaker}
-        if problem:
+        if problem and composed is None:  # the model gave no usable answer at all
             urgent = pending.get("reason") == "overflow" or breaker["open_until"]
             if not urgent and pending.get("tokens_after_layers", 0) < run.budget.hard_limit:
                 event = _emit({"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"})
                 return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
             text, kind = extractive_summary(evicted), "extractive"
-        text, pins = complete_summary(
-            text, evicted, pins=view["pins"], settings=self.config.fidelity, redactor=self.config.redactor or redact_secrets
-        )
-
-        path = view.get("offload_path") if offload_on else None
-        evicted_tokens = sum(self.counter.counts(evicted))
-        summary = build_summary_message(finish_summary(text, compaction_note(evicted, evicted_tokens, path)), path)
-        result = compacted_view(messages, evict_ids, summary)
-        before, after = self.counter.total(messages), self.counter.total(result)
+        text, pins, summary, result, after = composed or compose(text)
+        before = self.counter.total(messages)
         why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
-        if after >= before and pending.get("reason") != "manual":  # no progress: keep the history, wait for new messages
+        if after >= before:  # no progress, whatever the reason (a manual request too): keep the history
             note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
             event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
             event = _emit({**event, **({"over_budget": why} if why else {})})

@@ -162,8 +162,8 @@ def plan_compaction(
     ``counts`` are the per-message token counts of ``messages``;
     ``recount(message)`` counts an edited message. Layers run in the design's
     order (truncate arguments, prune or micro-compact results) and each sees
-    the previous one's edits. Layer 3 is asked for when the tokens reached the
-    trigger and the layers did not bring them down to ``target_tokens``, when
+    the previous one's edits. Layer 3 is asked for when the tokens are still at
+    or over the trigger after the layers, when
     there are ``trigger_messages`` messages holding at least
     ``messages_min_tokens``, or when the agent asked (``manual``). When the
     summary would still leave more than ``target_tokens``, layers 1-2 run again
@@ -214,7 +214,7 @@ def plan_compaction(
         reason = "overflow"
     elif manual:
         reason = "manual"
-    elif before >= budget.trigger_tokens and after > budget.target_tokens:
+    elif after >= budget.trigger_tokens:  # the seed's rule: layer 3 only when layers 1-2 did not suffice
         reason = "tokens"
     elif budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens:
         reason = "messages"

@@ -184,9 +184,10 @@ def test_add_compaction_adds_the_compaction_key_to_a_plain_messages_state():
     from langgraph.graph import MessagesState
 
     builder = StateGraph(MessagesState)
-    builder.add_node("agent", lambda s: {"messages": [AIMessage("hi")]})
+    # long answers: a manual compaction must shrink the context too, or it keeps the history
+    builder.add_node("agent", lambda s: {"messages": [AIMessage("hi, " + "the export rounds amounts half-even. " * 200)]})
     builder.add_edge(START, "agent")
-    add_compaction(builder, before="agent", model=ScriptedModel())
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=CompactionConfig(keep_messages=1))
     graph = builder.compile(checkpointer=InMemorySaver())
     for text in ("first request", "second request"):
         graph.invoke({"messages": [HumanMessage(text)]}, THREAD)

@@ -151,3 +151,72 @@ def test_a_success_closes_the_breaker_again():
     compaction = graph.get_state(THREAD).values["compaction"]
     assert compaction["breaker"] == {"failures": 0, "open_until": 0.0, "reason": None}
     assert compaction["counts"]["summarize"] >= 1
+
+
+def _endless_summary(prompt):
+    # all four sections, then ~40k words: well formed, and far larger than what it replaces
+    return "## SESSION INTENT\nChat.\n\n## SUMMARY\n" + "and then we talked some more " * 8_000 + "\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
+
+
+def _windowed_chat_graph(summarizer, config, window):
+    """A chat agent that refuses, like a provider, any request over ``window`` tokens."""
+    from langchain_core.exceptions import ContextOverflowError
+
+    from langgraph_compaction.tokens import estimate_tokens
+
+    def agent(state):
+        if estimate_tokens(state["messages"]) > window:
+            raise ContextOverflowError(f"prompt is too long: over the {window} token window")
+        return {"messages": [AIMessage("Understood; here is a longer answer about it. " * 12)]}
+
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    add_compaction(builder, before="agent", model=summarizer, config=config)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_an_endless_but_well_formed_summary_is_a_failed_summary_and_the_extractive_one_is_used():
+    summarizer = ScriptedModel(summary=_endless_summary)
+    config = CompactionConfig(context_window=6_000, trigger_tokens=3_000, keep_tokens=800)
+    graph = _windowed_chat_graph(summarizer, config, 6_000)
+    for t in range(70):  # the thread died at turn 16 when the long summary was taken for a success
+        graph.invoke({"messages": [HumanMessage(f"Turn {t}: tell me more about the rounding rules.")]}, THREAD)
+    compaction = graph.get_state(THREAD).values["compaction"]
+    assert compaction["counts"]["extractive"] >= 3 and "summarize" not in compaction["counts"]
+    assert any("over the target" in (e.get("error") or "") for e in compaction["events"])
+    assert compaction["breaker"]["failures"] == config.breaker_failures and compaction["breaker"]["open_until"] > 0
+    summary = next(m for m in graph.get_state(THREAD).values["messages"] if m.name == "__compaction_summary__")
+    assert EXTRACTIVE_MARK in summary.content and "talked some more" not in summary.content
+
+
+def test_a_manual_compaction_never_grows_the_context():
+    # the compact tool's request goes through the same "must shrink" check as every other reason
+    summarizer = ScriptedModel(summary_words=3_000)
+    graph = _windowed_chat_graph(summarizer, CompactionConfig(context_window=200_000), 200_000)
+    for t in range(3):
+        graph.invoke({"messages": [HumanMessage(f"Turn {t}: hi.")]}, THREAD)
+    before = graph.get_state(THREAD).values["messages"]
+    graph.update_state(THREAD, {"compaction": {"manual": {"focus": None}}})
+    graph.invoke({"messages": [HumanMessage("Turn 3: hi.")]}, THREAD)
+    state = graph.get_state(THREAD).values
+    assert [m.id for m in state["messages"][: len(before)]] == [m.id for m in before]  # nothing replaced
+    assert not any(m.name == "__compaction_summary__" for m in state["messages"])
+    assert state["compaction"]["manual"] is None
+    assert any("would not shrink" in (e.get("note") or "") for e in state["compaction"]["events"])
+
+
+def test_layer_3_waits_when_pruning_alone_brings_the_context_under_the_trigger():
+    # the quickstart's case: pruning takes ~12.8k tokens to ~3.6k under a 10k trigger; a summary would only lose detail
+    from langgraph_compaction.config import PruneConfig
+
+    config = CompactionConfig(
+        context_window=60_000, trigger_tokens=10_000, keep_tokens=2_000, prune=PruneConfig(protect_tokens=2_000, minimum_tokens=1_000)
+    )
+    finished = [AIMessage("All steps done.", id="done"), HumanMessage("Now update the docs.", id="h1")]
+    plan = _plan(_tool_history(6, 8_000) + finished, config)
+    assert plan.tokens_before >= 10_000 > plan.tokens_after_layers
+    assert plan.edits and plan.reason is None and not plan.summarize
+    # still over the trigger after the layers: layer 3 runs
+    assert _plan(_tool_history(40, 8_000), config).reason == "tokens"
