@@ -68,6 +68,7 @@ class ToolCallingModel(BaseChatModel):
     ``subagent_type`` (deepagents' ``task``): every ``delegate_every``-th
     request is handed to the ``general-purpose`` subagent first, which makes
     ``subtask_rounds`` rounds of tool calls before it answers.
+    At request ``compact_at`` it first calls the ``compact`` tool.
     ``refuse_once_over`` makes the model refuse, once, a request larger than
     that many estimated tokens, as a provider does with a too-long request.
     """
@@ -78,6 +79,7 @@ class ToolCallingModel(BaseChatModel):
     delegate: Optional[str] = None
     delegate_every: int = 4
     subtask_rounds: int = 1
+    compact_at: Optional[int] = None
     refuse_once_over: Optional[int] = None
     refused: int = 0
 
@@ -111,11 +113,15 @@ class ToolCallingModel(BaseChatModel):
         self.steps[text] = step + 1
         delegating = self.delegate is not None and text.startswith("Task") and number % self.delegate_every == 1
         rounds = self.subtask_rounds if text.startswith("Subtask") else 1
-        plan = (["delegate"] if delegating else []) + ["tools"] * rounds + ["answer"]
+        compacting = number == self.compact_at and text.startswith("Task")
+        plan = (["delegate"] if delegating else []) + (["compact"] if compacting else []) + ["tools"] * rounds + ["answer"]
         action = plan[min(step, len(plan) - 1)]
         if action == "delegate":
             args = {"description": f"Subtask of Task {number}: check module{number} again", "subagent_type": "general-purpose"}
             return AIMessage("Delegating.", tool_calls=[{"name": self.delegate, "args": args, "id": f"{subject}-delegate"}])
+        if action == "compact":
+            args = {"focus": f"the checks of module{number}"}
+            return AIMessage("Compacting first.", tool_calls=[{"name": "compact", "args": args, "id": f"{subject}-compact"}])
         if action == "tools":
             calls = [
                 {"name": "run_tests", "args": {"module": f"{subject}-{step}"}, "id": f"{subject}-tests-{step}"},

@@ -12,8 +12,9 @@ from langgraph_compaction.testing import ScriptedModel
 SYSTEM_PROMPT = "You are a careful engineer. Check each module with the tools, then report."
 
 
-def _agent(model, tmp_path, **options):
-    middleware = CompactionMiddleware(model=ScriptedModel(), config=options.pop("config", CONFIG), storage=tmp_path, **options)
+def _agent(model, tmp_path, summarizer=None, **options):
+    summarizer = summarizer or ScriptedModel()
+    middleware = CompactionMiddleware(model=summarizer, config=options.pop("config", CONFIG), storage=tmp_path, **options)
     agent = create_agent(model, TOOLS, system_prompt=SYSTEM_PROMPT, middleware=[middleware], checkpointer=InMemorySaver())
     return agent, middleware
 
@@ -82,3 +83,23 @@ def test_a_model_that_refuses_once_is_compacted_and_retried(tmp_path):
     assert model.request_tokens(retried) < 12_000
     assert state["messages"][-1].content == "Task 7 is done: tests pass and the docs agree."
     assert session.lost(state["messages"], tmp_path, "t3") == []
+
+
+def test_the_compact_tool_summarizes_before_the_next_model_call(tmp_path):
+    model, summarizer = ToolCallingModel(compact_at=5), ScriptedModel()
+    agent, _ = _agent(model, tmp_path, summarizer, config=CompactionConfig(context_window=200_000))  # no trigger fires
+    config = {"configurable": {"thread_id": "t4"}}
+    session = Session(model)
+    for n in range(6):
+        agent.invoke({"messages": [request(n)]}, config)
+        session.check(request(n))
+
+    state = agent.get_state(config).values
+    answer = next(m for m in state["messages"] if m.type == "tool" and m.name == "compact")
+    assert answer.content.startswith("Compaction requested")
+    after = model.inputs[-2]  # the call right after the compact tool answered
+    assert is_summary(after[1])
+    assert [p for p in summarizer.calls if "Context Extraction Assistant" in p and "the checks of module5" in p]  # the focus
+    assert summaries_counted(state["compaction"]) == 1 and state["compaction"]["manual"] is None
+    assert session.problems == []
+    assert session.lost(state["messages"], tmp_path, "t4") == []
