@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionConfig, CompactionMiddleware, is_summary, load_transcript
@@ -63,14 +65,18 @@ async def test_the_async_path_runs_the_same_pass(tmp_path):
     assert len(load_transcript(tmp_path, "t2")) > len(state["messages"])
 
 
-def test_a_model_that_refuses_once_is_compacted_and_retried(tmp_path):
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_model_that_refuses_once_is_compacted_and_retried(tmp_path, mode):
     # the configured window is generous, so only the model's refusal can start a compaction
     model = ToolCallingModel(refuse_once_over=12_000)
     agent, _ = _agent(model, tmp_path, config=CompactionConfig(context_window=200_000))
     config = {"configurable": {"thread_id": "t3"}}
     session = Session(model)
     for n in range(8):
-        agent.invoke({"messages": [request(n)]}, config)
+        if mode == "sync":
+            agent.invoke({"messages": [request(n)]}, config)
+        else:
+            await agent.ainvoke({"messages": [request(n)]}, config)
         session.check(request(n))
 
     state = agent.get_state(config).values
@@ -103,3 +109,19 @@ def test_the_compact_tool_summarizes_before_the_next_model_call(tmp_path):
     assert summaries_counted(state["compaction"]) == 1 and state["compaction"]["manual"] is None
     assert session.problems == []
     assert session.lost(state["messages"], tmp_path, "t4") == []
+
+
+def test_without_storage_the_agents_store_is_used_and_events_stream_from_every_stage(tmp_path):
+    model, store = ToolCallingModel(), InMemoryStore()
+    middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG)
+    agent = create_agent(model, TOOLS, middleware=[middleware], checkpointer=InMemorySaver(), store=store)
+    config = {"configurable": {"thread_id": "t5"}}
+    events = []
+    for n in range(10):
+        events += [e for e in agent.stream({"messages": [request(n)]}, config, stream_mode="custom") if e.get("type") == "compaction"]
+
+    state = agent.get_state(config).values
+    stages = {e["stage"] for e in events}
+    assert {"offload", "flush", "summarize"} <= stages  # offload and flush run in worker threads, and still stream
+    transcript = load_transcript(store, "t5")
+    assert len(transcript) > len(state["messages"]) and transcript[0].id == "request-0"
