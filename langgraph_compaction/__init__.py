@@ -24,7 +24,7 @@ from .consolidation import (
 from .conversation import SUMMARY_MESSAGE_NAME, is_summary
 from .fidelity import complete_summary, pin_constraint, stated_rules, unpin_constraint
 from .functional import CompactionResult, acompact_messages, compact_messages
-from .graph import add_compaction
+from .graph import add_compaction, subgraph_node
 from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
 from .overflow import (
     ContextTooLongError,
@@ -102,6 +102,7 @@ __all__ = [
     "safe_label",
     "seed_estimate_tokens",
     "stated_rules",
+    "subgraph_node",
     "summary_message_id",
     "unpin_constraint",
     "view_violations",
@@ -112,7 +113,11 @@ __all__ = [
 def __getattr__(name: str):
     # the middleware needs ``langchain`` (create_agent's package), which the graph front does not
     if name == "CompactionMiddleware":
-        from .middleware import CompactionMiddleware
-
+        try:
+            from .middleware import CompactionMiddleware
+        except ModuleNotFoundError as exc:
+            if exc.name != "langchain" and not str(exc.name).startswith("langchain."):
+                raise
+            raise ImportError("CompactionMiddleware needs LangChain's agents: pip install 'langchain>=1.5'") from exc
         return CompactionMiddleware
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
@@ -125,3 +128,14 @@ def test_without_storage_the_agents_store_is_used_and_events_stream_from_every_s
     assert {"offload", "flush", "summarize"} <= stages  # offload and flush run in worker threads, and still stream
     transcript = load_transcript(store, "t5")
     assert len(transcript) > len(state["messages"]) and transcript[0].id == "request-0"
+
+
+def test_without_langchain_the_package_imports_and_the_middleware_says_what_to_install():
+    script = (
+        "import sys; sys.modules['langchain'] = None\n"  # as if langchain were not installed
+        "import langgraph_compaction as lc\n"
+        "assert lc.compact_messages and lc.add_compaction\n"
+        "try:\n    lc.CompactionMiddleware\nexcept ImportError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'langchain>=1.5'" in out
