@@ -32,12 +32,12 @@ class CompactionResult:
     events: list[dict]
 
 
-def _prepare(messages: Sequence[BaseMessage], thread_id: Any, model: Any, config: Any, storage: Any, state: Any):
+def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **settings: Any):
     if thread_id is None or str(thread_id) == "":
         raise ValueError("thread_id is required: it names the transcript and keys the summaries; pass e.g. thread_id='user-42'")
     if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
-    nodes = CompactionNodes(before="model", model=model, config=config, storage=storage)
+    nodes = CompactionNodes(before="model", **settings)
     # ids as add_messages gives them: the transcript and the summaries refer to messages by id
     values = {"messages": add_messages([], list(messages)), "compaction": read_compaction(state)}
     return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}})
@@ -55,17 +55,24 @@ def compact_messages(
     storage: Any = None,
     thread_id: Any,
     state: Optional[dict] = None,
+    agent_model: Any = None,
+    system_prompt: Any = None,
 ) -> CompactionResult:
     """Return the messages after one compaction pass, the ``compaction`` state to pass back, and the events.
 
     ``model`` summarizes and extracts memories; ``storage`` (a directory, a
     ``BaseStore``, or None for the store of the surrounding LangGraph run)
     receives the transcript and the memory ledger. ``state`` is the previous
-    result's ``.state`` (None the first time), so summaries chain. Messages
-    without an id get one. Compaction failures are recorded in the events and
-    never lose a message.
+    result's ``.state`` (None the first time), so summaries chain.
+    ``agent_model`` (the model the messages are sent to, tools bound) and
+    ``system_prompt`` (put in front of them at the call) are counted too.
+    Messages without an id get one. Compaction failures are recorded in the
+    events and never lose a message.
     """
-    nodes, values, run = _prepare(messages, thread_id, model, config, storage, state)
+    nodes, values, run = _prepare(
+        messages, thread_id, state, model=model, config=config, storage=storage,
+        agent_model=agent_model, system_prompt=system_prompt,
+    )
     return _finish(run_pass(nodes, values, run))
 
 
@@ -77,7 +84,12 @@ async def acompact_messages(
     storage: Any = None,
     thread_id: Any,
     state: Optional[dict] = None,
+    agent_model: Any = None,
+    system_prompt: Any = None,
 ) -> CompactionResult:
     """Return ``compact_messages``'s result, calling the models with ``await``."""
-    nodes, values, run = _prepare(messages, thread_id, model, config, storage, state)
+    nodes, values, run = _prepare(
+        messages, thread_id, state, model=model, config=config, storage=storage,
+        agent_model=agent_model, system_prompt=system_prompt,
+    )
     return _finish(await arun_pass(nodes, values, run))

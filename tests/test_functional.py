@@ -29,7 +29,7 @@ def _sync_agent(model, storage, kept: dict):
         while True:
             result = compact_messages(
                 history, model=summarizer, config=CONFIG, storage=storage,
-                thread_id=config["configurable"]["thread_id"], state=compaction,
+                thread_id=config["configurable"]["thread_id"], state=compaction, agent_model=llm,
             )
             history, compaction = result.messages, result.state
             reply = llm.invoke(history)
@@ -105,6 +105,17 @@ def test_a_manual_request_in_the_state_summarizes_now(tmp_path):
     assert is_summary(result.messages[0]) and result.messages[-1].id == history[-1].id
     assert result.state["counts"] == {"summarize": 1}
     assert [e["stage"] for e in result.events][-1] == "summarize"
+
+
+def test_the_tool_schemas_the_agent_sends_are_counted(tmp_path):
+    # about 9,000 tokens of history: under the 10,000-token trigger alone, over it with 2,000 tokens of tool schemas
+    history = [m for n in range(8) for m in (request(n), AIMessage(f"Answer {n}: " + "detail " * 800))]
+    manual = [{"name": f"tool_{i}", "description": "Look up a record. " * 60, "parameters": {"type": "object", "properties": {}}} for i in range(8)]
+    agent_model = ToolCallingModel().bind_tools([{"type": "function", "function": schema} for schema in manual])
+    alone = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="a")
+    counted = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="b", agent_model=agent_model)
+    assert not any(is_summary(m) for m in alone.messages)
+    assert is_summary(counted.messages[0])
 
 
 def test_a_missing_thread_id_is_a_clear_error():
