@@ -199,12 +199,17 @@ class LangmemState(MessagesState):
 
 
 def ours_graph(agent: Any, summarizer: Any, config: CompactionConfig, storage: Any = None) -> StateGraph:
-    """Return ``START -> compaction gate (-> flush | offload -> summarize) -> agent -> END``."""
+    """Return ``START -> compaction gate (-> flush | offload -> summarize) -> agent -> END``.
+
+    The summarizer stands for the agent's own model (``agent_model``), as
+    when a user compacts with the model the agent runs on: its requests then
+    start with the agent's messages, which a provider's cache serves.
+    """
     builder = StateGraph(CompactionState)
     builder.add_node(AGENT, agent)
     builder.add_edge(START, AGENT)
     builder.add_edge(AGENT, END)
-    add_compaction(builder, before=AGENT, model=summarizer, config=config, storage=storage)
+    add_compaction(builder, before=AGENT, model=summarizer, config=config, storage=storage, agent_model=summarizer)
     return builder
 
 

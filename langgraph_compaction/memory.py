@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 from langchain_core.messages import BaseMessage
 
 from .conversation import is_summary
-from .prompts import MEMORY_PROMPT, NO_REPLY
+from .prompts import MEMORY_INSTRUCTION, MEMORY_PROMPT, NO_REPLY
 from .summary import render_messages
 from .tokens import estimate_text_tokens
 
@@ -121,6 +121,16 @@ def flush_prompt(
 _CJK = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 _CJK_SPLIT = re.compile(f"({_CJK}+)")
 _CJK_RUN = re.compile(f"{_CJK}+")
+
+
+def flush_instruction(memory_md: str, ledger: str, day: str) -> str:
+    """Return the memory-extraction instruction sent after the agent's own messages (MEMORY.md and the ledger read-only)."""
+    return MEMORY_INSTRUCTION.format(
+        ledger_path=ledger_relpath(day),
+        today=day,
+        memory_md=memory_md.strip() or "(empty)",
+        ledger=ledger.strip() or "(empty)",
+    )
 
 
 def search_terms(text: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 from .config import Budget, CompactionConfig
 from .conversation import is_summary, is_system, latest_user_index, tool_rounds, unsafe_cut_points
@@ -189,6 +189,8 @@ def plan_compaction(
     layer_counts: dict[str, int] = {}
     start = 0 if overflow else min(settled, len(messages))
 
+    layer_of: dict[int, str] = {}
+
     def apply(name: str, changed: dict[int, BaseMessage]) -> None:
         nonlocal working, sizes
         if changed:
@@ -199,6 +201,7 @@ def plan_compaction(
             working[i] = m
             sizes[i] = recount(m)
             edits[i] = m
+            layer_of[i] = name
 
     def run_layers(cfg: CompactionConfig, first: int) -> None:
         apply("truncate", truncate_arguments(working, sum(sizes), cfg.truncate_args, start=first))
@@ -206,30 +209,65 @@ def plan_compaction(
         apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools, start=first))
 
     run_layers(config, start)
-    after = sum(sizes)
-
     conversation = len(working) - systems if systems is not None else sum(1 for m in working if not is_system(m))
-    reason: Optional[str] = None
-    if overflow:
-        reason = "overflow"
-    elif manual:
-        reason = "manual"
-    elif after >= budget.trigger_tokens:  # the seed's rule: layer 3 only when layers 1-2 did not suffice
-        reason = "tokens"
-    elif budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens:
-        reason = "messages"
-    held: Optional[str] = None
-    if (
-        reason in ("tokens", "messages")
-        and new_tokens is not None
-        and new_tokens < budget.min_new_tokens
-        and after < budget.hard_limit
-    ):
-        reason, held = None, "cooldown"
+
+    def decide(after: int) -> tuple[Optional[str], Optional[str]]:
+        """Return (reason to summarize, why a due summary is held) for ``after`` tokens once layers 1-2 ran."""
+        reason: Optional[str] = None
+        if overflow:
+            reason = "overflow"
+        elif manual:
+            reason = "manual"
+        elif after >= budget.trigger_tokens:  # the seed's rule: layer 3 only when layers 1-2 did not suffice
+            reason = "tokens"
+        elif budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens:
+            reason = "messages"
+        if (
+            reason in ("tokens", "messages")
+            and new_tokens is not None
+            and new_tokens < budget.min_new_tokens
+            and after < budget.hard_limit
+        ):
+            return None, "cooldown"
+        return reason, None
+
+    def worth_it(reason: Optional[str]) -> Optional[str]:
+        """Return ``reason``, or None for a message-count summary that would not repay its cache break.
+
+        With no token floor for the message-count trigger (``messages_min_tokens`` 0) the count alone decides,
+        as the user asked.
+        """
+        if reason != "messages" or not budget.messages_min_tokens:
+            return reason
+        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages)
+        if cut is None:
+            return reason
+        kept = _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE
+        # the summary re-bills what stays (``kept``) once and saves the rest on every call until the token trigger
+        return reason if edit_repays(sum(sizes) - kept, kept, calls_ahead(working, sizes, budget)) else None
+
+    reason, held = decide(sum(sizes))
+    reason = worth_it(reason)
+    if edits and reason is None and held is None:
+        # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job
+        if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=calls_ahead(working, sizes, budget, conversation)):
+            working, sizes, edits, layer_counts = messages, counts, {}, {}
+            reason, held = decide(before)
+            reason = worth_it(reason)
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
     if cut is not None and not overflow and _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE > budget.target_tokens:
         run_layers(whole_history(config), 0)
         cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages)
+    if edits and cut is not None and not overflow:
+        kept = cache_aware_edits(edits, counts, sizes, evict=cut.evict, calls_ahead=0)
+        if len(kept) < len(edits):  # evicted messages leave with the summary: editing them first buys nothing
+            working, sizes = list(working), list(sizes)
+            for i in set(edits) - set(kept):
+                working[i], sizes[i] = messages[i], counts[i]
+            edits = kept
+            layer_counts = {}
+            for i in kept:
+                layer_counts[layer_of[i]] = layer_counts.get(layer_of[i], 0) + 1
     return CompactionPlan(
         tokens_before=before,
         tokens_after_layers=sum(sizes),
@@ -240,6 +278,65 @@ def plan_compaction(
         held=held,
         settled=settled_from(working, start, config.truncate_args, config.prune, config.micro),
     )
+
+
+#: What a cached input token costs, as a share of an uncached one (OpenAI gpt-5 caching, Anthropic cache reads).
+CACHED_PRICE = 0.1
+
+
+def edit_repays(saved: int, suffix: int, calls_ahead: float) -> bool:
+    """Return True when an edit saving ``saved`` tokens ahead of ``suffix`` tokens pays for its cache break.
+
+    The edit changes an old message, so the next call bills everything from
+    there on in full once: ``(1 - CACHED_PRICE) × suffix`` more than reading
+    it from the cache. Each later call then sends ``saved`` fewer cached
+    tokens: ``CACHED_PRICE × saved`` less. It repays after
+    ``9 × suffix / saved`` calls; it is worth making when that many calls are
+    ahead.
+    """
+    return saved > 0 and (1 - CACHED_PRICE) * suffix <= CACHED_PRICE * saved * calls_ahead
+
+
+def calls_ahead(
+    messages: Sequence[BaseMessage], counts: Sequence[int], budget: Budget, conversation: Optional[int] = None
+) -> float:
+    """Return about how many model calls remain before a trigger fires, at the newest turn's growth.
+
+    The newest turn is the last assistant message and what came after it.
+    The token trigger counts; the message-count trigger too when
+    ``conversation`` (the non-system messages) is given.
+    """
+    turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), 0)
+    ahead = max(0, budget.trigger_tokens - sum(counts)) / max(1, sum(counts[turn:]))
+    if budget.trigger_messages and conversation is not None:
+        ahead = min(ahead, max(0, budget.trigger_messages - conversation) / max(1, len(messages) - turn))
+    return ahead
+
+
+def cache_aware_edits(
+    edits: dict[int, BaseMessage],
+    original: Sequence[int],
+    edited: Sequence[int],
+    *,
+    evict: Optional[Sequence[int]],
+    calls_ahead: float,
+) -> dict[int, BaseMessage]:
+    """Return the layer 1-2 edits worth their prompt-cache break; the others wait.
+
+    - With a summary (``evict``: the indices it removes) the cache breaks
+      anyway: the edits of messages that stay are free and kept; edits of
+      evicted messages are dropped (the summarizer reads the originals from
+      the cache, and they leave the state).
+    - Without one they are kept only when they repay within ``calls_ahead``
+      calls (``edit_repays``), the suffix counted from the first edited message.
+    ``original`` and ``edited`` are the token counts without and with the edits.
+    """
+    if evict is not None:
+        gone = set(evict)
+        return {i: m for i, m in edits.items() if i not in gone}
+    first = min(edits)
+    saved = sum(original[i] - edited[i] for i in edits)
+    return edits if edit_repays(saved, sum(edited[first:]), calls_ahead) else {}
 
 
 def compacted_view(messages: Sequence[BaseMessage], evict_ids: set, summary: BaseMessage) -> list[BaseMessage]:

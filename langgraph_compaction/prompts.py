@@ -1,20 +1,27 @@
-"""The two prompts of the design: summary extraction and memory extraction."""
+"""The two prompts of the design: summary extraction and memory extraction.
 
-SUMMARY_PROMPT = """<role>
+Each comes in two forms. The ``*_PROMPT`` form holds the conversation
+rendered as text, for a summarizer that is not the agent's model. The
+``*_INSTRUCTION`` form is sent as one message after the agent's own messages,
+unchanged, so that a provider's prompt cache serves them (``{where}`` below
+becomes "above"); the text is otherwise the same.
+"""
+
+_SUMMARY = """<role>
 Context Extraction Assistant
 </role>
 
 <primary_objective>
-Your sole objective in this task is to extract the highest quality/most relevant context from the conversation history below.
+Your sole objective in this task is to extract the highest quality/most relevant context from the conversation history {where}.
 </primary_objective>
 
 <objective_information>
 You're nearing the total number of input tokens you can accept, so you must extract the highest quality/most relevant pieces of information from your conversation history.
-This context will then overwrite the conversation history presented below. Because of this, ensure the context you extract is only the most important information to your overall goal.
+This context will then overwrite the conversation history presented {where}. Because of this, ensure the context you extract is only the most important information to your overall goal.
 </objective_information>
 
 <instructions>
-The conversation history below will be replaced with the context you extract in this step.
+The conversation history {where} will be replaced with the context you extract in this step.
 You want to ensure that you don't repeat any actions you've already completed, so the context you extract from the conversation history should be focused on the most important information to your overall goal.
 If the history starts with an earlier summary, merge it with the newer messages into one summary; keep what still matters from it.
 Never copy secrets (API keys, tokens, passwords, private keys) into the summary; write [REDACTED] instead.
@@ -34,11 +41,13 @@ Files or resources created, modified, or accessed (with specific paths and chang
 Specific tasks remaining to achieve the session intent.
 </instructions>
 {focus}
-Carefully read through the entire conversation history below and extract the most important context. Respond ONLY with the extracted context.
+Carefully read through the entire conversation history {where} and extract the most important context. Respond ONLY with the extracted context."""
 
-<messages>
-{messages}
-</messages>"""
+SUMMARY_PROMPT = _SUMMARY.replace("{where}", "below") + "\n\n<messages>\n{messages}\n</messages>"
+#: Sent after the agent's messages; answer with text only, even with the agent's tools bound.
+SUMMARY_INSTRUCTION = _SUMMARY.replace("{where}", "above").replace(
+    "Respond ONLY with the extracted context.", "Do not call any tool. Respond ONLY with the extracted context."
+)
 
 FOCUS_INSTRUCTION = """
 <focus>
@@ -46,7 +55,7 @@ The agent asked for this compaction with a focus. Preserve everything about it i
 </focus>
 """
 
-MEMORY_PROMPT = """You are a memory extraction assistant. Analyze the conversation below and extract important facts, decisions, preferences, and contextual information that should be remembered for future conversations.
+_MEMORY = """You are a memory extraction assistant. Analyze the conversation {where} and extract important facts, decisions, preferences, and contextual information that should be remembered for future conversations.
 
 Output ONLY the extracted memories as a markdown bullet list. Each item should be a concise, self-contained fact. Include dates, names, and specifics when available.
 
@@ -66,17 +75,20 @@ IMPORTANT — write target and append-only rules:
 - Never record secrets (API keys, tokens, passwords, private keys).
 
 Today's date: {today}
-
+{scope}
 <memory_md readonly="true">
 {memory_md}
 </memory_md>
 
 <todays_ledger readonly="true">
 {ledger}
-</todays_ledger>
+</todays_ledger>"""
 
-<conversation>
-{messages}
-</conversation>"""
+MEMORY_PROMPT = _MEMORY.replace("{where}", "below").replace("{scope}", "") + "\n\n<conversation>\n{messages}\n</conversation>"
+#: Sent after the agent's messages (shared with the summary request, so both read them from the cache).
+MEMORY_INSTRUCTION = _MEMORY.replace("{where}", "above").replace(
+    "{scope}",
+    "Extract only from the messages after the last conversation summary (what the summary holds was extracted before). Do not call any tool.\n",
+)
 
 NO_REPLY = "NO_REPLY"

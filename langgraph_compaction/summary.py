@@ -25,7 +25,7 @@ from .conversation import (
     tool_rounds,
 )
 from .layers import prune_preview
-from .prompts import FOCUS_INSTRUCTION, NO_REPLY, SUMMARY_PROMPT
+from .prompts import FOCUS_INSTRUCTION, NO_REPLY, SUMMARY_INSTRUCTION, SUMMARY_PROMPT
 
 SECTIONS = ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
 EXTRACTIVE_MARK = "(Extractive summary: these sections were copied from the messages, not written by a model.)"
@@ -106,6 +106,11 @@ def summary_prompt(rendered: str, focus: Optional[str] = None) -> str:
     return SUMMARY_PROMPT.format(
         messages=rendered, focus=FOCUS_INSTRUCTION.format(focus=focus) if focus else ""
     )
+
+
+def summary_instruction(focus: Optional[str] = None) -> str:
+    """Return the Context Extraction Assistant instruction sent after the agent's own messages (and an optional focus)."""
+    return SUMMARY_INSTRUCTION.format(focus=FOCUS_INSTRUCTION.format(focus=focus) if focus else "")
 
 
 def summary_problem(text: object) -> Optional[str]:

@@ -1,0 +1,71 @@
+"""Cache-aware compaction: edits that repay their prompt-cache break, and summarizer requests the cache serves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.messages import HumanMessage, ToolMessage
+
+from benchmarks.anchors import ScriptedAgent, drive, system_graph, trajectory_turns
+from benchmarks.measures.cost import CacheLedger, RecordingModel, replay
+from benchmarks.measures.replay import THRESHOLDS
+from langgraph_compaction.plan import cache_aware_edits, edit_repays
+
+TRAJECTORY = Path(__file__).parent / "data" / "trajectories" / "oh_claude35_swebv_django-11087.jsonl"
+
+
+def test_an_edit_repays_after_nine_times_its_suffix_over_its_saving():
+    # saving 1,000 tokens ahead of 10,000: 9,000 re-billed once, 100 saved per later call
+    assert not edit_repays(1_000, 10_000, 89)
+    assert edit_repays(1_000, 10_000, 90)
+    assert not edit_repays(0, 0, 1_000)
+
+
+def test_with_a_summary_only_the_edits_of_messages_that_stay_are_made():
+    edits = {1: HumanMessage("a"), 5: HumanMessage("b"), 9: HumanMessage("c")}
+    kept = cache_aware_edits(edits, [10] * 12, [5] * 12, evict=(0, 1, 2, 3, 4, 5), calls_ahead=0)
+    assert list(kept) == [9]
+
+
+def test_without_a_summary_an_edit_that_does_not_repay_waits():
+    edits = {2: ToolMessage("x", tool_call_id="c", id="t")}
+    original, edited = [1_000, 1_000, 5_000, 20_000], [1_000, 1_000, 500, 20_000]
+    assert cache_aware_edits(edits, original, edited, evict=None, calls_ahead=10) == {}
+    assert cache_aware_edits(edits, original, edited, evict=None, calls_ahead=41) == edits
+
+
+def test_summarizer_and_flush_requests_start_with_the_agents_own_messages(tmp_path):
+    requests: list[tuple[str, list]] = []
+
+    class Ledger(CacheLedger):
+        def add(self, kind, messages):
+            requests.append((kind, list(messages)))
+            return super().add(kind, messages)
+
+    ledger = Ledger()
+    summarizer = RecordingModel(ledger=ledger, reply="OK.")
+    agent = ScriptedAgent(measure=False, observe=lambda view: ledger.add("agent", view))
+    graph = system_graph("ours", agent, summarizer, THRESHOLDS, storage=tmp_path).compile()
+    drive(graph, agent, trajectory_turns(TRAJECTORY))
+    side = [(i, m) for i, (kind, m) in enumerate(requests) if kind == "side"]
+    assert side, "the trajectory compacts at this budget"
+    for i, messages in side:
+        last_agent = next(m for kind, m in reversed(requests[:i]) if kind == "agent")
+        prefix, instruction = messages[:-1], messages[-1]
+        assert prefix, "the agent's messages come first, not a rendered transcript"
+        # unchanged: the same objects' content, role and tool calls, in the same order as the agent sent them
+        assert [(m.type, m.content, getattr(m, "tool_calls", None)) for m in prefix] == [
+            (m.type, m.content, getattr(m, "tool_calls", None)) for m in last_agent[: len(prefix)]
+        ]
+        assert isinstance(instruction, HumanMessage)
+        assert "Context Extraction Assistant" in instruction.content or "memory extraction assistant" in instruction.content
+    figures = ledger.figures()
+    assert figures["side_cached"] >= 0.8 * figures["side_input"]
+
+
+def test_on_a_real_trajectory_every_break_comes_with_a_summary_and_recall_stays_whole(tmp_path):
+    figures = replay("ours", TRAJECTORY, tmp_path)
+    assert figures["compactions"] >= 1
+    assert figures["breaks"] <= figures["compactions"]
+    assert figures["artifacts_found"] == figures["artifacts"]
+    assert figures["requests_found"] == figures["requests"]
