@@ -57,8 +57,8 @@ class CompactionMiddleware(AgentMiddleware):
 
     ``model`` summarizes and ``flush_model`` (default: ``model``) extracts
     memories; ``storage`` is a directory, a LangGraph ``BaseStore``, or None
-    for the store the agent is compiled with. ``tools`` adds the memory tools
-    and ``compact`` (``make_compaction_tools``) to the agent.
+    for the store the agent is compiled with. ``add_tools`` gives the agent
+    the memory tools and ``compact`` (``make_compaction_tools``).
     ``overflow_recovery`` compacts and retries once when the model refuses a
     request as too long. ``name`` is the middleware's name: deepagents
     replaces its own summarization with a middleware named
@@ -74,7 +74,7 @@ class CompactionMiddleware(AgentMiddleware):
         config: Optional[CompactionConfig] = None,
         storage: Any = None,
         flush_model: Any = None,
-        tools: bool = True,
+        add_tools: bool = True,
         overflow_recovery: bool = True,
         name: Optional[str] = None,
     ) -> None:
@@ -82,7 +82,7 @@ class CompactionMiddleware(AgentMiddleware):
         self.nodes = CompactionNodes(before="model", model=model, config=config, storage=storage, flush_model=flush_model)
         # each agent level gets steps of its own over the same settings and the same opened storage
         self._settings = dict(before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model)
-        self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if tools else []
+        self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if add_tools else []
         self.overflow_recovery = overflow_recovery
         self._name = name or type(self).__name__
         self._levels: dict[tuple, tuple[CompactionNodes, list]] = {}
