@@ -9,7 +9,7 @@ model's context window into the concrete token budget the nodes use.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -131,6 +131,13 @@ class CompactionConfig(_Settings):
     )
     redact_transcripts: bool = Field(
         False, description="Also redact offloaded transcripts (they are then no longer byte-exact)."
+    )
+    mode: Literal["rewrite", "view"] = Field(
+        "rewrite",
+        description=(
+            "'rewrite': the summary replaces the evicted messages in the state. 'view': the state keeps every "
+            "message and the model is sent the compacted view (summary and cutoff kept in `compaction`)."
+        ),
     )
 
     # Not in the design's table: the guards against compacting again and again without progress.

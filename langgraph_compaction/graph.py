@@ -1,21 +1,39 @@
-"""``add_compaction``: put the compaction nodes in front of a node of the user's own graph."""
+"""``add_compaction``: put the compaction nodes in front of a node of the user's own graph.
+
+Edges, waiting edges and branches that led to the model node lead to the gate
+instead, so the usual path is gate -> (flush | offload) -> summarize -> model,
+four visible nodes. Whatever else can start the model node — a
+``Command(goto=...)`` from a tools node, a ``Send``, a resume — meets the same
+gate inside the model node: the node is wrapped, and when the state it
+receives is not the one the gate last let through, the whole compaction pass
+runs there first (``engine.run_pass``), its update written in front of the
+node's output. The node keeps its name, so streaming metadata,
+``interrupt_before``/``after``, ``update_state(as_node=...)`` and Studio see
+the user's graph.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import replace
-from typing import Any, Hashable, Optional, get_type_hints
+from typing import Any, Hashable, Optional, Sequence, get_type_hints
 
 from typing_extensions import TypedDict
 
-from langchain_core.runnables import RunnableLambda
+from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from langgraph.graph import StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable
 from langgraph.types import Send
 
 from .config import CompactionConfig
-from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
-from .overflow import with_overflow_recovery
+from .engine import arun_pass, run_pass
+from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, _get
+from .overflow import _adrive, _drive, _recovery, _replaced, in_front
+from .state import read_compaction
 from .state import CompactionChannel
 
 
@@ -27,6 +45,169 @@ def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
     plain function.
     """
     return RunnableCallable(func, afunc, name=name, trace=False)
+
+
+#: How many (thread, graph) pairs remember what their gate let through.
+PASSED_THREADS = 1024
+_PUSH = "__pregel_push"  # the trigger of a task started by ``Send`` (its input is the payload, not the state)
+
+
+def _signature(messages: Sequence[BaseMessage]) -> tuple:
+    return len(messages), messages[-1].id if messages else None
+
+
+def _graph_key(config: RunnableConfig) -> tuple:
+    """Return (thread, graph namespace): a task's namespace ends with its own ``node:task`` segment."""
+    configurable = config.get("configurable") or {}
+    ns = str(configurable.get("checkpoint_ns") or "")
+    return str(configurable.get("thread_id") or ""), ns.rpartition("|")[0]
+
+
+class _Passed:
+    """The messages each graph's gate last let through to the model node, by (thread, graph namespace).
+
+    The model node compares what it receives with it: the same messages mean
+    the gate (or the summary) just ran for them; anything else (a
+    ``Command(goto=...)`` that skipped the gate, a resume) means the node
+    compacts first. Kept in memory: a process that did not see the gate
+    simply runs the pass, which decides the same way the gate would.
+    """
+
+    def __init__(self) -> None:
+        self._seen: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def mark(self, config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
+        key = _graph_key(config)
+        with self._lock:
+            self._seen.pop(key, None)
+            self._seen[key] = _signature(messages)
+            if len(self._seen) > PASSED_THREADS:
+                self._seen.popitem(last=False)
+
+    def check(self, config: RunnableConfig, messages: Sequence[BaseMessage]) -> bool:
+        with self._lock:
+            return self._seen.get(_graph_key(config)) == _signature(messages)
+
+
+def _after(state: Any, update: Any) -> list[BaseMessage]:
+    """Return the state's messages after a compaction node's update (edits keep ids; a rewrite replaces all)."""
+    writes = list((update or {}).get("messages") or []) if isinstance(update, dict) else []
+    at = max((i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None)
+    return writes[at + 1 :] if at is not None else list(_get(state, "messages") or [])
+
+
+def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
+    """Return the gate and summarize nodes, each recording the messages it lets through to the model node."""
+
+    def let_through(state: Any, config: RunnableConfig, update: Any, stage: str) -> Any:
+        pending = ((update or {}).get("compaction") or {}).get("pending", _get(_get(state, "compaction") or {}, "pending"))
+        if stage == SUMMARIZE or not pending:
+            passed.mark(config, _after(state, update))
+        return update
+
+    def gate(state: Any, config: RunnableConfig) -> Any:
+        return let_through(state, config, nodes.gate(state, config), GATE)
+
+    async def agate(state: Any, config: RunnableConfig) -> Any:
+        return let_through(state, config, await nodes.agate(state, config), GATE)
+
+    def summarize(state: Any, config: RunnableConfig) -> Any:
+        return let_through(state, config, nodes.summarize(state, config), SUMMARIZE)
+
+    async def asummarize(state: Any, config: RunnableConfig) -> Any:
+        return let_through(state, config, await nodes.asummarize(state, config), SUMMARIZE)
+
+    return _node(gate, agate, GATE), _node(summarize, asummarize, SUMMARIZE)
+
+
+def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, recover: bool) -> RunnableCallable:
+    """Return the model node wrapped: the gate's pass when the gate was skipped, the view, overflow recovery.
+
+    A ``Send`` payload is not the graph's state: it is compacted for this call
+    only, and nothing of that pass is written back.
+    """
+    inner = node if isinstance(node, Runnable) else RunnableLambda(node)
+
+    def model_input(state: Any) -> Any:
+        return _replaced(state, messages=nodes.messages_of(state)) if nodes.config.mode == "view" else state
+
+    def pushed(config: RunnableConfig) -> bool:
+        return _PUSH in ((config.get("metadata") or {}).get("langgraph_triggers") or ())
+
+    def invoke(state: Any, config: RunnableConfig) -> Any:
+        run = nodes._run(config)
+        done = None
+        if pushed(config) or not passed.check(config, list(_get(state, "messages") or [])):
+            done = run_pass(nodes, state, run)
+            state = done.state
+        call = lambda s: inner.invoke(model_input(s), config)  # noqa: E731
+        output = _drive(nodes, _recovery(nodes, state, run), run, call) if recover else call(state)
+        return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
+
+    async def ainvoke(state: Any, config: RunnableConfig) -> Any:
+        run = nodes._run(config)
+        done = None
+        if pushed(config) or not passed.check(config, list(_get(state, "messages") or [])):
+            done = await arun_pass(nodes, state, run)
+            state = done.state
+
+        async def call(s: Any) -> Any:
+            return await inner.ainvoke(model_input(s), config)
+
+        output = await _adrive(nodes, _recovery(nodes, state, run), run, call) if recover else await call(state)
+        return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
+
+    # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
+    return RunnableCallable(invoke, ainvoke, name=name, trace=False)
+
+
+def _subgraph_update(before: Any, after: dict) -> dict:
+    """Return the parent's update from a compacting subgraph's input state and its output state.
+
+    Messages: only what is new or changed when every message the parent sent
+    is still there in order, else the whole compacted history behind a
+    remove-all (a summary replaced the start). ``compaction``: counts and
+    events as deltas, since the parent's reducer adds them up; other keys as
+    they are now.
+    """
+    sent = list(_get(before, "messages") or [])
+    out = dict(after)
+    messages = list(after.get("messages") or [])
+    index = {m.id: i for i, m in enumerate(messages)}
+    positions = [index.get(m.id) for m in sent]
+    if None not in positions and positions == sorted(positions):
+        old = {m.id: m for m in sent}
+        out["messages"] = [m for m in messages if m.id not in old or old[m.id] != m]
+    else:
+        out["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
+    if isinstance(after.get("compaction"), dict):
+        start, end = read_compaction(_get(before, "compaction")), read_compaction(after["compaction"])
+        counts = {k: v - start["counts"].get(k, 0) for k, v in end["counts"].items() if v != start["counts"].get(k, 0)}
+        events = [e for e in end["events"] if e not in start["events"]]
+        out["compaction"] = {**end, "counts": counts, "events": events}
+    return out
+
+
+def subgraph_node(graph: Any, *, name: Optional[str] = None) -> RunnableCallable:
+    """Return a node that runs a compiled compacting agent as a subgraph of a parent with the same ``messages``.
+
+    Added directly as a node, a subgraph's output only adds to the parent's
+    messages (removals made inside it never reach the parent, langgraph#5755),
+    and its whole ``compaction`` value is added again to the parent's. This
+    node runs the subgraph with the parent's state and config (checkpoints,
+    interrupts, streaming and the store work as for a direct subgraph) and
+    writes back what changed: a compaction inside it compacts the parent too,
+    and every counter counts once.
+    """
+
+    def invoke(state: Any, config: RunnableConfig) -> dict:
+        return _subgraph_update(state, graph.invoke(state, config))
+
+    async def ainvoke(state: Any, config: RunnableConfig) -> dict:
+        return _subgraph_update(state, await graph.ainvoke(state, config))
+
+    return RunnableCallable(invoke, ainvoke, name=name or getattr(graph, "name", None) or "agent", trace=False)
 
 
 def _redirect(target: Any, before: str) -> Any:
@@ -97,9 +278,10 @@ def add_compaction(
         agent_model=agent_model,
         system_prompt=system_prompt,
     )
-    if overflow_recovery:
-        spec = builder.nodes[before]
-        builder.nodes[before] = replace(spec, runnable=with_overflow_recovery(spec.runnable, nodes, name=before))
+    passed = _Passed()
+    spec = builder.nodes[before]
+    builder.nodes[before] = replace(spec, runnable=_model_front(spec.runnable, nodes, passed, before, overflow_recovery))
+    gate, summarize = _compaction_nodes(nodes, passed)
 
     builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
     builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}
@@ -118,12 +300,12 @@ def add_compaction(
                     )
                 )
 
-    builder.add_node(GATE, _node(nodes.gate, nodes.agate, GATE), input_schema=input_schema)
+    builder.add_node(GATE, gate, input_schema=input_schema)
     builder.add_node(FLUSH, _node(nodes.flush, nodes.aflush, FLUSH), input_schema=input_schema)
     builder.add_node(OFFLOAD, _node(nodes.offload, nodes.aoffload, OFFLOAD), input_schema=input_schema)
     builder.add_node(
         SUMMARIZE,
-        _node(nodes.summarize, nodes.asummarize, SUMMARIZE),
+        summarize,
         defer=True,
         input_schema=input_schema,
     )

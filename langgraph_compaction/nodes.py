@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generator, Optional, Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage, messages_to_dict
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, messages_to_dict
 from langchain_core.runnables import RunnableConfig
 
 from langgraph.config import get_stream_writer
@@ -36,7 +36,6 @@ from .memory import (
     flush_input,
     flush_marker,
     flush_problem,
-    flush_instruction,
     flush_prompt,
     has_flush_marker,
     ledger_entry,
@@ -55,15 +54,12 @@ from .summary import (
     finish_summary,
     render_messages,
     summary_problem,
-    summary_instruction,
     summary_prompt,
 )
 from .tokens import TokenCounter, estimate_text_tokens
+from .view import model_view, view_record
 
 logger = logging.getLogger("langgraph_compaction")
-
-#: Tokens left free in the summarizer's window besides a reused prefix: the instruction and the answer.
-PREFIX_ALLOWANCE = 4_000
 
 GATE = "compaction_gate"
 FLUSH = "compaction_flush"
@@ -121,6 +117,27 @@ def _emit(event: dict) -> dict:
     except Exception:  # noqa: BLE001 - no stream outside a graph run
         pass
     return {k: v for k, v in event.items() if k != "evicted_ids"}
+
+
+#: The stages a UI shows while "compacting...": each streams a start and an end event (the gate, on every model
+#: call, streams ``phase="started"`` only when it asks for a summary).
+LIFECYCLE_STAGES = ("flush", "offload", "summarize")
+
+
+def _stage_started(stage: str) -> Optional[float]:
+    """Stream the start of a side stage; return its start time (None for the gate)."""
+    if stage not in LIFECYCLE_STAGES:
+        return None
+    _emit({"stage": stage, "phase": "start"})
+    return time.monotonic()
+
+
+def _stage_ended(stage: str, started: Optional[float], update: Any) -> Any:
+    """Stream the end of a side stage (how long it took, its error if any); return its update unchanged."""
+    if started is not None:
+        error = ((update or {}).get("compaction") or {}).get("last_error") if isinstance(update, dict) else None
+        _emit({"stage": stage, "phase": "end", "ms": round((time.monotonic() - started) * 1000, 1), "ok": not error})
+    return update
 
 
 def _describe(exc: BaseException) -> str:
@@ -213,27 +230,6 @@ def _breaker_after(breaker: dict, problem: Optional[str], limit: int, cooldown: 
     return {"failures": failures, "open_until": time.time() + cooldown if failures >= limit else 0.0, "reason": problem}
 
 
-def _is_agent_model(model: Any, agent_model: Any) -> bool:
-    """Return True when ``model`` is the agent's model: ``agent_model`` itself or the model it binds tools to."""
-    while agent_model is not None and model is not None:
-        if agent_model is model:
-            return True
-        agent_model = getattr(agent_model, "bound", None)
-    return False
-
-
-#: The offload event's note when a value could only be kept as a marked repr.
-_UNENCODABLE = "some values could not be encoded: the transcript keeps a marked repr of each (listed)"
-
-
-def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
-    """Return True for layers 1-2's own shortened copy of a message, which offload never writes as a new version."""
-    if isinstance(message, ToolMessage):
-        text = content_text(message.content)
-        return bool(_PRUNED.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
-    return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
-
-
 class CompactionNodes:
     """The four nodes (gate, flush, offload, summarize) and the gate's router, bound to one setup.
 
@@ -268,15 +264,6 @@ class CompactionNodes:
         self._memo_lock = threading.Lock()
         # what every request carries besides ``messages``: the node's system prompt and bound tool schemas
         self.fixed_tokens = fixed_tokens(agent_model, system_prompt)
-        # A summarizer or flush model that is the agent's model is sent the agent's own request (system prompt,
-        # tools, messages up to the cut, unchanged) plus an instruction: the provider's prompt cache serves that
-        # prefix, where a re-rendered transcript is billed in full. Another model gets the rendered transcript.
-        self._agent_model = agent_model
-        self._head = [SystemMessage(system_prompt)] if isinstance(system_prompt, str) and system_prompt else (
-            [system_prompt] if isinstance(system_prompt, SystemMessage) else []
-        )
-        self._summary_shares_cache = _is_agent_model(model, agent_model)
-        self._flush_shares_cache = _is_agent_model(self.flush_model, agent_model)
 
     # -- where a run happens
     def _run(self, config: RunnableConfig) -> _Run:
@@ -302,39 +289,21 @@ class CompactionNodes:
         return type(self.config).model_validate({**dict(self.config), **overrides}).resolve(self._window_model)
 
     # -- effect drivers
-    def _call_sync(self, model: Any, prompt: str | list[BaseMessage]) -> str:
-        """Call a compaction model with a prompt (one human message) or a whole request (a message list)."""
+    def _call_sync(self, model: Any, prompt: str) -> str:
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
-        request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
         if self.config.summary_timeout is None:
-            return content_text(runnable.invoke(request).content)
+            return content_text(runnable.invoke([HumanMessage(prompt)]).content)
         pool = ThreadPoolExecutor(max_workers=1)
         try:
-            future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
+            future = pool.submit(contextvars.copy_context().run, runnable.invoke, [HumanMessage(prompt)])
             return content_text(future.result(timeout=self.config.summary_timeout).content)
         finally:
             pool.shutdown(wait=False)
 
-    async def _call_async(self, model: Any, prompt: str | list[BaseMessage]) -> str:
+    async def _call_async(self, model: Any, prompt: str) -> str:
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
-        request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
-        reply = await asyncio.wait_for(runnable.ainvoke(request), self.config.summary_timeout)
+        reply = await asyncio.wait_for(runnable.ainvoke([HumanMessage(prompt)]), self.config.summary_timeout)
         return content_text(reply.content)
-
-    def _cached_prefix(self, messages: Sequence[BaseMessage], pending: dict) -> Optional[list[BaseMessage]]:
-        """Return the agent's own request up to the cut (system prompt first), or None when it cannot be reused.
-
-        It cannot after an overflow (the agent's request was refused as too
-        long) or when it may not fit the summarizer's window.
-        """
-        if pending.get("reason") == "overflow":
-            return None
-        cutoff_id = pending.get("cutoff_id")
-        end = next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages)) if cutoff_id else len(messages)
-        prefix = [*self._head, *messages[:end]]
-        if self.counter.total(prefix) + self.fixed_tokens + PREFIX_ALLOWANCE > self._summarizer_window():
-            return None
-        return prefix
 
     def _effect(self, effect: Effect, run: _Run) -> Any:
         kind, target, args = effect
@@ -370,10 +339,12 @@ class CompactionNodes:
 
     def _guarded(self, stage: str, state: Any, make_steps, run: _Run) -> Any:
         """Run a node's steps synchronously; any failure leaves the messages alone and is recorded."""
+        started = _stage_started(stage)
         try:
-            return self._drive(make_steps(state, run), run)
+            update = self._drive(make_steps(state, run), run)
         except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
-            return _failed(stage, exc)
+            update = _failed(stage, exc)
+        return _stage_ended(stage, started, update)
 
     # -- node entry points (sync and async)
     def gate(self, state: Any, config: RunnableConfig) -> dict:
@@ -407,13 +378,23 @@ class CompactionNodes:
         return await self._aguarded("summarize", state, self._summarize_steps, self._run(config))
 
     async def _aguarded(self, stage: str, state: Any, make_steps, run: _Run) -> Any:
+        started = _stage_started(stage)
         try:
-            return await self._adrive(make_steps(state, run), run)
+            update = await self._adrive(make_steps(state, run), run)
         except asyncio.CancelledError:  # the caller's to handle; the log still says where it stopped
             _emit({"stage": stage, "error": "cancelled; this step wrote no state update"})
             raise
         except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
-            return _failed(stage, exc)
+            update = _failed(stage, exc)
+        return _stage_ended(stage, started, update)
+
+    def messages_of(self, state: Any, compaction: Optional[dict] = None) -> list[BaseMessage]:
+        """Return the messages compaction works on and the model is sent: the state's, or in view mode their view."""
+        messages = list(_get(state, "messages") or [])
+        if self.config.mode != "view":
+            return messages
+        compaction = compaction if compaction is not None else read_compaction(_get(state, "compaction"))
+        return model_view(messages, compaction.get("view"))
 
     def route(self, state: Any) -> list[str] | str:
         """Return where the gate leads: the side branches when compaction is pending, else the model node."""
@@ -498,8 +479,8 @@ class CompactionNodes:
         return {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}
 
     def _gate_steps(self, state: Any, run: _Run, overflow: bool = False) -> Steps:
-        messages = _get(state, "messages") or []
         view = read_compaction(_get(state, "compaction"))
+        messages = self.messages_of(state, view)
         manual = view.get("manual")
         memo = self.memo(run.thread_id, messages)
         budget, calibration = self.calibrated(messages, view, run.budget, memo.counts)
@@ -537,8 +518,13 @@ class CompactionNodes:
                 )
         if not plan.edits or offloaded:
             memo.settled = plan.settled
+        if not view.get("wired"):  # tells the compact tool that a gate runs in front of this agent's model
+            compaction["wired"] = True
         if plan.summarize:
             cut = plan.cut
+            # streamed, not kept: a UI shows "compacting..." until the summarize stage ends
+            _emit({"stage": "compaction", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
+                   "tokens_after_layers": plan.tokens_after_layers, "evict": len(cut.evict)})
             compaction["pending"] = {
                 "reason": plan.reason,
                 "evict_ids": [messages[i].id for i in cut.evict],
@@ -561,8 +547,8 @@ class CompactionNodes:
     def _offload_steps(self, state: Any, run: _Run) -> Steps:
         if run.storage is None:
             return {"compaction": {"events": [_emit({"stage": "offload", "note": "no storage configured"})]}}
-        messages = list(_get(state, "messages") or [])
         view = read_compaction(_get(state, "compaction"))
+        messages = self.messages_of(state, view)
         try:
             result = yield from self._offload_update(messages, view, run)
         except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
@@ -573,8 +559,8 @@ class CompactionNodes:
         return {"compaction": result}
 
     def _flush_steps(self, state: Any, run: _Run) -> Steps:
-        messages = list(_get(state, "messages") or [])
         view = read_compaction(_get(state, "compaction"))
+        messages = self.messages_of(state, view)
         pending = view.get("pending") or {}
         evict = set(pending.get("evict_ids") or [])
         todo = flush_input([m for m in messages if m.id in evict], view["flushed_ids"])
@@ -588,13 +574,7 @@ class CompactionNodes:
             ledger = (yield ("storage", "read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
             entry = None
             if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
-                prefix = self._cached_prefix(messages, pending) if self._flush_shares_cache else None
-                if prefix is not None:  # the summary request shares this prefix: both read it from the cache
-                    request: Any = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day))]
-                    answer = yield ("model", self._agent_model, (request,))
-                else:
-                    request = flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars)
-                    answer = yield ("model", self.flush_model, (request,))
+                answer = yield ("model", self.flush_model, (flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars),))
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)
                 entry = ledger_entry(answer, ledger, now, redact=self.config.redactor, marker=marker)
@@ -612,43 +592,23 @@ class CompactionNodes:
             }
         }
 
-    def _summarizer_window(self) -> int:
-        return (
+    def _summarizer_budget(self) -> int:
+        window = (
             self.config.summarizer_context_window
             or model_context_window(self.model)
             or self.budget.context_window
             or self.config.fallback_trigger_tokens
         )
-
-    def _summarizer_budget(self) -> int:
-        window = self._summarizer_window()
         return max(1_000, window - min(self.config.reserved, window // 2) - 1_500)
 
-    def _summary_text(
-        self,
-        evicted: Sequence[BaseMessage],
-        focus: Optional[str],
-        budget: Optional[int] = None,
-        prefix: Optional[list[BaseMessage]] = None,
-    ) -> Steps:
+    def _summary_text(self, evicted: Sequence[BaseMessage], focus: Optional[str], budget: Optional[int] = None) -> Steps:
         """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem).
 
-        With ``prefix`` (the agent's own request up to the cut, see
-        ``_cached_prefix``) one call sends it followed by the instruction.
         When the summarizer refuses a part as too long (its window is smaller
         than configured), the prefix is split again into parts half as large.
         """
         from .overflow import is_context_overflow, overflow_figures  # overflow.py builds on this module
 
-        if prefix is not None:
-            try:
-                answer = yield ("model", self._agent_model, ([*prefix, HumanMessage(summary_instruction(focus))],))
-            except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
-                if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
-                    return (yield from self._summary_text(evicted, focus))
-                return None, f"the summarizer failed: {_describe(exc)}"
-            problem = summary_problem(answer)
-            return (None, problem) if problem else (answer, None)
         budget = budget or self._summarizer_budget()
         text: Optional[str] = None
         shown = self.config.summarizer_result_chars
@@ -671,8 +631,8 @@ class CompactionNodes:
         return text, None
 
     def _summarize_steps(self, state: Any, run: _Run) -> Steps:
-        messages = list(_get(state, "messages") or [])
         view = read_compaction(_get(state, "compaction"))
+        messages = self.messages_of(state, view)
         pending = view.get("pending")
         if not pending:
             return {}
@@ -705,8 +665,7 @@ class CompactionNodes:
             # no summarizer, or it failed too often lately: the deterministic summary is the summary
             text, problem, kind = extractive_summary(evicted), None, "extractive"
         else:
-            prefix = self._cached_prefix(messages, pending) if self._summary_shares_cache else None
-            text, problem = yield from self._summary_text(evicted, pending.get("focus"), prefix=prefix)
+            text, problem = yield from self._summary_text(evicted, pending.get("focus"))
             kind = "summarize"
             if not problem:
                 # a well-formed but endless answer fails too: the context must end under the target (invariant 3)
@@ -752,8 +711,10 @@ class CompactionNodes:
                 **({"error": problem} if problem else {}),
             }
         )
+        if self.config.mode == "view":  # the state keeps every message; the record rebuilds the model's view
+            done["view"] = view_record(messages, evict_ids, pending.get("cutoff_id"), summary)
         return {
-            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result],
+            **({} if self.config.mode == "view" else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result]}),
             "compaction": {
                 **done,
                 "summary_id": summary.id,

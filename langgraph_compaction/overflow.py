@@ -183,22 +183,34 @@ def _delta(updates: list[dict]) -> dict:
     return out
 
 
-def _merged(output: Any, messages: list, compaction: dict) -> Any:
-    """Return the retried node's output with the compacted history written in front of its messages."""
-    rewrite = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
-    if isinstance(output, Command):
-        update = output.update if isinstance(output.update, dict) else {}
-        return dataclasses.replace(output, update=_merged(update, messages, compaction))
+def in_front(update: dict, output: Any) -> Any:
+    """Return a model node's output with a compaction ``update`` applied before it.
+
+    The output may be a dict, a ``Command`` or a list of them (what
+    ``create_agent``'s model node returns): the update's messages come first,
+    so a rewrite lands before the reply, and ``compaction`` deltas add up.
+    """
+    if isinstance(output, Command) or (isinstance(output, (list, tuple)) and any(isinstance(o, Command) for o in output)):
+        # a node may return a list of updates and commands; LangGraph applies them in order
+        return [update, *(output if isinstance(output, (list, tuple)) else [output])]
     if output is None:
         output = {}
     if not isinstance(output, dict):
         raise TypeError(
-            f"overflow recovery needs the model node to return a dict or Command, not {type(output).__name__}; "
-            "return {'messages': [...]} or pass overflow_recovery=False to add_compaction"
+            f"compaction needs the model node to return a dict, a Command or a list of them, not {type(output).__name__}; "
+            "return {'messages': [...]}"
         )
     new = output.get("messages") or []
     new = [new] if isinstance(new, BaseMessage) else list(new)
-    return {**output, "messages": rewrite + new, "compaction": compaction}
+    merged = {**output, **update, "messages": list(update.get("messages") or []) + new}
+    if "compaction" in output and "compaction" in update:
+        merged["compaction"] = _delta([update, output])
+    return merged
+
+
+def _merged(output: Any, messages: list, compaction: dict) -> Any:
+    """Return the retried node's output with the compacted history written in front of its messages."""
+    return in_front({"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages], "compaction": compaction}, output)
 
 
 Recovery = Generator[tuple, Any, Any]
@@ -218,7 +230,7 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
         if not is_context_overflow(exc):
             raise
         refusal = exc
-    messages = list(_get(state, "messages") or [])
+    messages = nodes.messages_of(state)
     view = read_compaction(_get(state, "compaction"))
     counts = nodes.counter.counts(messages)
     window, requested = overflow_figures(refusal)
@@ -241,7 +253,7 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
             updates.append(update)
             working = _apply(working, update)
 
-    compacted = list(_get(working, "messages") or [])
+    compacted = nodes.messages_of(working)
     sizes = nodes.counter.counts(compacted)
     after = calibrated_tokens(sum(sizes), calibration, nodes.fixed_tokens)
     unchanged = [(m.id, m.content) for m in compacted] == [(m.id, m.content) for m in messages]
@@ -266,7 +278,8 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
             f"the model refused the request as too long again after compaction to ~{after:,} tokens "
             f"(window {window:,}): {_describe(exc)}"
         ) from exc
-    return _merged(output, compacted, _delta(updates))
+    # the whole history after compaction: the compacted messages, or in view mode every message (the view is derived)
+    return _merged(output, list(_get(working, "messages") or []), _delta(updates))
 
 
 def _drive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
@@ -342,7 +355,7 @@ def invoke_with_recovery(
     run = nodes._run(config)
 
     def call(s: Any) -> dict:
-        return {"messages": [model.invoke(_request(system_prompt, list(_get(s, "messages") or [])), config)]}
+        return {"messages": [model.invoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
     return _drive(nodes, _recovery(nodes, state, run), run, call)
 
@@ -355,6 +368,6 @@ async def ainvoke_with_recovery(
     run = nodes._run(config)
 
     async def call(s: Any) -> dict:
-        return {"messages": [await model.ainvoke(_request(system_prompt, list(_get(s, "messages") or [])), config)]}
+        return {"messages": [await model.ainvoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
     return await _adrive(nodes, _recovery(nodes, state, run), run, call)

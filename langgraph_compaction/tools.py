@@ -49,6 +49,11 @@ MAX_RESULTS = 50
 MAX_LINES = 400
 PAGE_CHARS = 10_000
 SNIPPET_CHARS = 300
+NOT_WIRED = (
+    "Error: compact is not available here: no compaction runs in front of this agent's model (the graph was "
+    "built without add_compaction, CompactionMiddleware or make_pre_model_hook), so nothing would be compacted. "
+    "Carry on without it."
+)
 NO_STORAGE = (
     "Error: no compaction storage is configured for this agent (pass storage= to make_compaction_tools "
     "or run the graph with a store)."
@@ -208,6 +213,12 @@ def compact_answer(messages: Sequence[BaseMessage], focus: Optional[str], config
 # --- the tool shell --------------------------------------------------------------
 
 
+def compaction_wired(state: Any) -> bool:
+    """Return True when a compaction gate has run on this state (it marks ``compaction["wired"]``)."""
+    value = state.get("compaction") if isinstance(state, dict) else getattr(state, "compaction", None)
+    return isinstance(value, dict) and value.get("wired") is True
+
+
 def _where(runtime: Any, storage: Optional[CompactionStorage]) -> _Where:
     config = getattr(runtime, "config", None) or {}
     store = getattr(runtime, "store", None)
@@ -272,9 +283,13 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
 
         focus: what the summary must preserve in detail (optional).
         """
+        call_id = runtime.tool_call_id or ""
+        if not compaction_wired(getattr(runtime, "state", None)):
+            # without a gate the request would be written nowhere useful: say so, to the model and the log
+            logger.warning("the compact tool was called, but no compaction runs in front of this agent's model")
+            return Command(update={"messages": [ToolMessage(NOT_WIRED, tool_call_id=call_id, name="compact", status="error")]})
         messages = _where(runtime, opened).messages
         text = compact_answer(messages, focus, config)
-        call_id = runtime.tool_call_id or ""
         if text is None:
             note = "Nothing to compact: the conversation is already as short as compaction can make it."
             return Command(update={"messages": [ToolMessage(note, tool_call_id=call_id, name="compact")]})

@@ -52,13 +52,17 @@ def _tools_graph(tools, store=None):
     return builder.compile(store=store)
 
 
-def _call(graph, name, args, messages=(), config=THREAD):
-    """Return the ToolMessage a ToolNode answers one call with."""
+def _answer(graph, name, args, messages=(), config=THREAD, **values):
+    """Return the ToolMessage a ToolNode answers one call with (``values``: more of the input state)."""
     call = AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call-{name}"}], id=f"ai-{name}")
-    state = graph.invoke({"messages": [*messages, call]}, config)
+    state = graph.invoke({"messages": [*messages, call], **values}, config)
     answer = state["messages"][-1]
     assert isinstance(answer, ToolMessage) and answer.tool_call_id == f"call-{name}"
-    return answer.content
+    return answer
+
+
+def _call(graph, name, args, messages=(), config=THREAD, **values):
+    return _answer(graph, name, args, messages, config, **values).content
 
 
 async def _acall(graph, name, args, config=THREAD):
@@ -210,8 +214,22 @@ def test_compact_tool_with_the_agent_config_says_how_much_goes(tmp_path):
     config = CompactionConfig(context_window=1_000_000, keep_tokens=50)
     tools = _tools_graph(make_compaction_tools(tmp_path, config=config))
     history = [HumanMessage("first request " * 50, id="h1"), AIMessage("done " * 50, id="a1"), HumanMessage("second", id="h2")]
-    answer = _call(tools, "compact", {}, history)
+    answer = _call(tools, "compact", {}, history, compaction={"wired": True})  # as a gate marks it
     assert "(about 2 messages, ~" in answer and "focusing" not in answer
+
+
+def test_compact_fails_loudly_when_no_compaction_runs_in_front_of_the_model(tmp_path, caplog):
+    """The tools in a graph without add_compaction: the model is told, a warning is logged, nothing is requested."""
+    graph = _tools_graph(make_compaction_tools(tmp_path))
+    history = [HumanMessage("first request " * 50, id="h1"), AIMessage("done " * 50, id="a1"), HumanMessage("second", id="h2")]
+    call = AIMessage("", tool_calls=[{"name": "compact", "args": {"focus": "x"}, "id": "call-compact"}], id="ai-compact")
+    with caplog.at_level("WARNING", logger="langgraph_compaction"):
+        state = graph.invoke({"messages": [*history, call]}, THREAD)
+    answer = state["messages"][-1]
+    assert isinstance(answer, ToolMessage) and answer.status == "error"
+    assert answer.content.startswith("Error: compact is not available here")
+    assert "no compaction runs in front of this agent's model" in caplog.text
+    assert read_compaction(state.get("compaction"))["manual"] is None
 
 
 async def test_tools_run_async_with_the_graph_store_and_the_user_namespace():

@@ -1,0 +1,68 @@
+"""View-only mode: the state keeps every message, the model is sent the compacted view.
+
+``CompactionConfig(mode="view")`` keeps the whole conversation in the state
+(for UIs and audits) and records each compaction as a *view record* in the
+``compaction`` key instead of removing messages: the summary message, where
+the kept tail starts (``cutoff_id``), the request kept in front of it and the
+last message the compaction saw. ``model_view`` rebuilds what the model is
+sent from the full history and that record, so summaries chain exactly as in
+rewrite mode. Pure functions, JSON-native records.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional, Sequence
+
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+
+from .conversation import is_system
+from .plan import compacted_view
+
+logger = logging.getLogger("langgraph_compaction")
+
+
+def view_record(
+    messages: Sequence[BaseMessage], evict_ids: set, cutoff_id: Optional[str], summary: BaseMessage
+) -> dict:
+    """Return the JSON-native record of a compaction of ``messages`` (themselves a view or the whole history).
+
+    ``cutoff_id`` is the first message of the kept tail (None: nothing after
+    the cut); the messages before it that stay (system messages and the
+    latest request) are named, so the view can be rebuilt after new messages
+    arrive.
+    """
+    end = next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages)) if cutoff_id else len(messages)
+    kept_before = [m.id for m in messages[:end] if m.id not in evict_ids and not is_system(m)]
+    return {
+        "summary": message_to_dict(summary),
+        "cutoff_id": cutoff_id,
+        "last_id": messages[-1].id if messages else None,
+        "kept_ids": kept_before,
+    }
+
+
+def model_view(messages: Sequence[BaseMessage], record: Any) -> list[BaseMessage]:
+    """Return what the model is sent in view mode: system messages, the summary, then the kept tail.
+
+    Without a record (nothing compacted yet) the whole history. A record whose
+    anchor messages are gone (the history was edited or rewritten since) no
+    longer describes this history: the whole history is returned and the next
+    gate compacts it again.
+    """
+    messages = list(messages)
+    if not isinstance(record, dict) or not isinstance(record.get("summary"), dict):
+        return messages
+    ids = {m.id: i for i, m in enumerate(messages)}
+    cutoff_id, last_id = record.get("cutoff_id"), record.get("last_id")
+    if cutoff_id is not None:
+        end = ids.get(cutoff_id)
+    else:
+        end = ids[last_id] + 1 if last_id in ids else None
+    if end is None:
+        logger.warning("the compaction view names message %r, which is not in the state; sending the whole history", cutoff_id or last_id)
+        return messages
+    kept = set(record.get("kept_ids") or [])
+    evict_ids = {m.id for m in messages[:end] if not is_system(m) and m.id not in kept}
+    (summary,) = messages_from_dict([record["summary"]])
+    return compacted_view(messages, evict_ids, summary)
