@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generator, Optional, Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, messages_to_dict
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage, messages_to_dict
 from langchain_core.runnables import RunnableConfig
 
 from langgraph.config import get_stream_writer
@@ -36,6 +36,7 @@ from .memory import (
     flush_input,
     flush_marker,
     flush_problem,
+    flush_instruction,
     flush_prompt,
     has_flush_marker,
     ledger_entry,
@@ -54,12 +55,16 @@ from .summary import (
     finish_summary,
     render_messages,
     summary_problem,
+    summary_instruction,
     summary_prompt,
 )
 from .tokens import TokenCounter, estimate_text_tokens
 from .view import model_view, view_record
 
 logger = logging.getLogger("langgraph_compaction")
+
+#: Tokens left free in the summarizer's window besides a reused prefix: the instruction and the answer.
+PREFIX_ALLOWANCE = 4_000
 
 GATE = "compaction_gate"
 FLUSH = "compaction_flush"
@@ -230,6 +235,27 @@ def _breaker_after(breaker: dict, problem: Optional[str], limit: int, cooldown: 
     return {"failures": failures, "open_until": time.time() + cooldown if failures >= limit else 0.0, "reason": problem}
 
 
+def _is_agent_model(model: Any, agent_model: Any) -> bool:
+    """Return True when ``model`` is the agent's model: ``agent_model`` itself or the model it binds tools to."""
+    while agent_model is not None and model is not None:
+        if agent_model is model:
+            return True
+        agent_model = getattr(agent_model, "bound", None)
+    return False
+
+
+#: The offload event's note when a value could only be kept as a marked repr.
+_UNENCODABLE = "some values could not be encoded: the transcript keeps a marked repr of each (listed)"
+
+
+def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
+    """Return True for layers 1-2's own shortened copy of a message, which offload never writes as a new version."""
+    if isinstance(message, ToolMessage):
+        text = content_text(message.content)
+        return bool(_PRUNED.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
+    return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
+
+
 class CompactionNodes:
     """The four nodes (gate, flush, offload, summarize) and the gate's router, bound to one setup.
 
@@ -264,6 +290,15 @@ class CompactionNodes:
         self._memo_lock = threading.Lock()
         # what every request carries besides ``messages``: the node's system prompt and bound tool schemas
         self.fixed_tokens = fixed_tokens(agent_model, system_prompt)
+        # A summarizer or flush model that is the agent's model is sent the agent's own request (system prompt,
+        # tools, messages up to the cut, unchanged) plus an instruction: the provider's prompt cache serves that
+        # prefix, where a re-rendered transcript is billed in full. Another model gets the rendered transcript.
+        self._agent_model = agent_model
+        self._head = [SystemMessage(system_prompt)] if isinstance(system_prompt, str) and system_prompt else (
+            [system_prompt] if isinstance(system_prompt, SystemMessage) else []
+        )
+        self._summary_shares_cache = _is_agent_model(model, agent_model)
+        self._flush_shares_cache = _is_agent_model(self.flush_model, agent_model)
 
     # -- where a run happens
     def _run(self, config: RunnableConfig) -> _Run:
@@ -289,21 +324,39 @@ class CompactionNodes:
         return type(self.config).model_validate({**dict(self.config), **overrides}).resolve(self._window_model)
 
     # -- effect drivers
-    def _call_sync(self, model: Any, prompt: str) -> str:
+    def _call_sync(self, model: Any, prompt: str | list[BaseMessage]) -> str:
+        """Call a compaction model with a prompt (one human message) or a whole request (a message list)."""
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
+        request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
         if self.config.summary_timeout is None:
-            return content_text(runnable.invoke([HumanMessage(prompt)]).content)
+            return content_text(runnable.invoke(request).content)
         pool = ThreadPoolExecutor(max_workers=1)
         try:
-            future = pool.submit(contextvars.copy_context().run, runnable.invoke, [HumanMessage(prompt)])
+            future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
             return content_text(future.result(timeout=self.config.summary_timeout).content)
         finally:
             pool.shutdown(wait=False)
 
-    async def _call_async(self, model: Any, prompt: str) -> str:
+    async def _call_async(self, model: Any, prompt: str | list[BaseMessage]) -> str:
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
-        reply = await asyncio.wait_for(runnable.ainvoke([HumanMessage(prompt)]), self.config.summary_timeout)
+        request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
+        reply = await asyncio.wait_for(runnable.ainvoke(request), self.config.summary_timeout)
         return content_text(reply.content)
+
+    def _cached_prefix(self, messages: Sequence[BaseMessage], pending: dict) -> Optional[list[BaseMessage]]:
+        """Return the agent's own request up to the cut (system prompt first), or None when it cannot be reused.
+
+        It cannot after an overflow (the agent's request was refused as too
+        long) or when it may not fit the summarizer's window.
+        """
+        if pending.get("reason") == "overflow":
+            return None
+        cutoff_id = pending.get("cutoff_id")
+        end = next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages)) if cutoff_id else len(messages)
+        prefix = [*self._head, *messages[:end]]
+        if self.counter.total(prefix) + self.fixed_tokens + PREFIX_ALLOWANCE > self._summarizer_window():
+            return None
+        return prefix
 
     def _effect(self, effect: Effect, run: _Run) -> Any:
         kind, target, args = effect
@@ -574,7 +627,13 @@ class CompactionNodes:
             ledger = (yield ("storage", "read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
             entry = None
             if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
-                answer = yield ("model", self.flush_model, (flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars),))
+                prefix = self._cached_prefix(messages, pending) if self._flush_shares_cache else None
+                if prefix is not None:  # the summary request shares this prefix: both read it from the cache
+                    request: Any = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day))]
+                    answer = yield ("model", self._agent_model, (request,))
+                else:
+                    request = flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars)
+                    answer = yield ("model", self.flush_model, (request,))
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)
                 entry = ledger_entry(answer, ledger, now, redact=self.config.redactor, marker=marker)
@@ -592,23 +651,43 @@ class CompactionNodes:
             }
         }
 
-    def _summarizer_budget(self) -> int:
-        window = (
+    def _summarizer_window(self) -> int:
+        return (
             self.config.summarizer_context_window
             or model_context_window(self.model)
             or self.budget.context_window
             or self.config.fallback_trigger_tokens
         )
+
+    def _summarizer_budget(self) -> int:
+        window = self._summarizer_window()
         return max(1_000, window - min(self.config.reserved, window // 2) - 1_500)
 
-    def _summary_text(self, evicted: Sequence[BaseMessage], focus: Optional[str], budget: Optional[int] = None) -> Steps:
+    def _summary_text(
+        self,
+        evicted: Sequence[BaseMessage],
+        focus: Optional[str],
+        budget: Optional[int] = None,
+        prefix: Optional[list[BaseMessage]] = None,
+    ) -> Steps:
         """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem).
 
+        With ``prefix`` (the agent's own request up to the cut, see
+        ``_cached_prefix``) one call sends it followed by the instruction.
         When the summarizer refuses a part as too long (its window is smaller
         than configured), the prefix is split again into parts half as large.
         """
         from .overflow import is_context_overflow, overflow_figures  # overflow.py builds on this module
 
+        if prefix is not None:
+            try:
+                answer = yield ("model", self._agent_model, ([*prefix, HumanMessage(summary_instruction(focus))],))
+            except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
+                if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
+                    return (yield from self._summary_text(evicted, focus))
+                return None, f"the summarizer failed: {_describe(exc)}"
+            problem = summary_problem(answer)
+            return (None, problem) if problem else (answer, None)
         budget = budget or self._summarizer_budget()
         text: Optional[str] = None
         shown = self.config.summarizer_result_chars
@@ -665,7 +744,8 @@ class CompactionNodes:
             # no summarizer, or it failed too often lately: the deterministic summary is the summary
             text, problem, kind = extractive_summary(evicted), None, "extractive"
         else:
-            text, problem = yield from self._summary_text(evicted, pending.get("focus"))
+            prefix = self._cached_prefix(messages, pending) if self._summary_shares_cache else None
+            text, problem = yield from self._summary_text(evicted, pending.get("focus"), prefix=prefix)
             kind = "summarize"
             if not problem:
                 # a well-formed but endless answer fails too: the context must end under the target (invariant 3)
