@@ -111,7 +111,21 @@ def observe_usage(calibration: dict, messages: Sequence[BaseMessage], counts: Se
     reported = _input_tokens(messages[i]) if i is not None else None
     if reported is None or (messages[i].id and messages[i].id == current["last_id"]):
         return None
-    return observe(current, reported, sum(counts[:i]) + fixed, last_id=messages[i].id)
+    return observe(current, reported, sum(counts[:i]) + fixed, last_id=messages[i].id, **cache_details(messages[i]))
+
+
+def cache_details(message: BaseMessage) -> dict[str, int]:
+    """Return the prompt-cache figures a reply reports (``cache_read``, ``cache_creation``), those present only.
+
+    They come from ``usage_metadata["input_token_details"]`` (OpenAI reports
+    reads; Anthropic reads and writes) and say how much of the request the
+    provider's cache served, which is what a cache-aware compaction is for.
+    """
+    usage = getattr(message, "usage_metadata", None)
+    details = usage.get("input_token_details") if isinstance(usage, dict) else None
+    if not isinstance(details, dict):
+        return {}
+    return {k: v for k in ("cache_read", "cache_creation") if isinstance(v := details.get(k), int) and not isinstance(v, bool)}
 
 
 def calibrated_tokens(estimate: int, calibration: dict, fixed: int = 0) -> int:

@@ -132,3 +132,20 @@ def test_chatopenai_usage_calibrates_against_the_servers_o200k_count(openai_serv
     reported = values["messages"][-1].usage_metadata["input_tokens"]
     estimate = calibrated_tokens(nodes.counter.total(values["messages"][:-1]), calibration, nodes.fixed_tokens)
     assert abs(estimate - reported) <= 0.03 * reported
+
+
+def test_the_prompt_cache_figures_a_provider_reports_are_kept_with_the_calibration():
+    reply = AIMessage(
+        "done",
+        id="r1",
+        usage_metadata={
+            "input_tokens": 1_200,
+            "output_tokens": 5,
+            "total_tokens": 1_205,
+            "input_token_details": {"cache_read": 1_024, "cache_creation": 100},
+        },
+    )
+    observed = observe_usage({}, [HumanMessage("hi", id="h1"), reply], [1_000, 5], 0)
+    assert (observed["cache_read"], observed["cache_creation"]) == (1_024, 100)
+    plain = reply.model_copy(update={"id": "r2", "usage_metadata": {"input_tokens": 1_200, "output_tokens": 5, "total_tokens": 1_205}})
+    assert "cache_read" not in observe_usage({}, [HumanMessage("hi", id="h1"), plain], [1_000, 5], 0)
