@@ -413,18 +413,23 @@ def test_probe_evaluation_grades_each_systems_context_over_http(openai_server):
 def test_the_measure_reports_recall_per_trajectory_and_runs_the_probes_only_with_an_endpoint(tmp_path, monkeypatch, openai_server):
     ctx = Context(quick=True, trajectories=[DATA / "oh_claude35_swebv_django-11292.jsonl"], results_dir=tmp_path)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    figures = fidelity_measure.run(ctx)
+    figures = fidelity_measure.run(ctx, shapes=[fidelity_measure.SHAPES / "opencode_export.jsonl"])
     json.dumps(figures)
-    assert all(t["passed"] for t in figures["targets"])
+    assert len(figures["targets"]) == 15 and all(t["passed"] for t in figures["targets"])
     ours = figures["settings"]["24k window"]["totals"]["ours"]
-    assert ours["compactions"] >= 2 and ours["artifacts_recall"] == 1.0
+    assert ours["compactions"] >= 2 and ours["paths_recall"] == ours["changed_recall"] == 1.0
+    # the answer key of the OpenCode session: 160 calls, each path as the agent named it (filePath)
+    shape = figures["settings"]["24k window"]["shape_totals"]["ours"]
+    assert shape["compactions"] >= 5 and shape["changed_recall"] == 1.0 and shape["paths_recall"] >= 0.95
+    assert 0 < shape["summary_tokens_max"] <= figures["settings"]["24k window"]["summary_room"]
     report = fidelity_measure.report(figures)
     assert "LLM-judged probe evaluation: skipped (OPENAI_BASE_URL / OPENAI_API_KEY are not set)" in report
     assert "| oh_claude35_swebv_django-11292 | ours |" in report
+    assert "| opencode_export (40k window) | ours |" in report
 
     openai_server.responder = _judge_responder
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    probes = fidelity_measure.run(ctx)["probes"]
+    probes = fidelity_measure.run(ctx, shapes=[])["probes"]
     assert (probes["status"], probes["trajectories"], probes["probes"], probes["unusable"]) == ("ran", 1, 4, 0)
     assert "LLM-judged probe evaluation (gpt-4o-mini, 1 trajectories, 4 probes" in fidelity_measure.report({**figures, "probes": probes})

@@ -2,19 +2,27 @@
 
 Each real trajectory is replayed model call by model call through this
 package and through LangChain's ``SummarizationMiddleware`` with the same
-thresholds as the replay measure (60k window, trigger 40k tokens or 50
-messages, keep 8k tokens) and the same scripted summarizer. Whenever a model
-call's input has lost messages (a compaction), that input is checked against
-everything compacted so far:
+thresholds as the replay measure and the same scripted summarizer, at three
+windows (24k, 40k and 60k). The synthetic sessions of
+``tests/data/agent_shapes`` (Codex, OpenCode, Gemini CLI and MCP tool shapes,
+one of 2,000+ path mentions) are replayed through this package the same way.
+Whenever a model call's input has lost messages (a compaction), that input is
+checked against everything compacted so far:
 
-- artifact recall: the paths and URLs the compacted tool calls touched
-  (path-like arguments and paths on shell command lines, ``touched_paths``)
-  that appear in the input (summary or tail);
+- path recall: the paths and URLs the compacted tool calls touched, named in
+  the input (summary or tail), word for word or on a folder's line of the
+  trail (``src/ (2 files: a.ts, b.ts)``). For the agent shapes the paths come
+  from the answer key written with each session (``<name>.touched.json``);
+  for the real trajectories from ``artifacts.touches``;
+- changed-file recall: the paths those calls wrote, edited, patched, deleted
+  or moved, named word for word;
 - request recall: the last three compacted user requests present verbatim
   (within the 2,000-token request budget; a request over half the budget is a
   pasted document, which the summary cuts to its start, and is not counted);
 - constraint recall: the rules the user stated in the compacted messages
-  (``stated_rules``: "never ...", "must ...", "不要 ...") present verbatim.
+  (``stated_rules``: "never ...", "must ...", "不要 ...") present verbatim;
+- the summary's size in tokens, against the room a compaction leaves it (the
+  target after a compaction, 60 % of the trigger, less the kept tail).
 
 With ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` set (model: ``FIDELITY_JUDGE_MODEL``,
 default ``gpt-4o-mini``), an LLM also writes four probe questions (recall,
@@ -34,21 +42,29 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from benchmarks.anchors import ScriptedAgent, Thresholds, drive, scripted_summarizer, system_graph, trajectory_turns
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.config import FidelityConfig
-from langgraph_compaction.conversation import content_text, is_user_turn, text_of
+from langgraph_compaction.artifacts import CHANGE_VERBS, expand_group, touches
+from langgraph_compaction.config import CompactionConfig, FidelityConfig
+from langgraph_compaction.conversation import content_text, is_summary, is_user_turn, text_of, tool_calls_of
 from langgraph_compaction.fidelity import stated_rules
-from langgraph_compaction.summary import render_messages, touched_paths
+from langgraph_compaction.summary import render_messages
 from langgraph_compaction.tokens import estimate_text_tokens
 
 NAME = "summary_fidelity"
-#: The replay measure's budget, and a tight one that compacts the short runs again and again.
+#: A tight window that compacts the short runs again and again, a middle one, and the replay measure's budget.
 SETTINGS = {
-    "60k window": Thresholds(context_window=60_000, trigger_tokens=40_000, keep_tokens=8_000, trigger_messages=50),
     "24k window": Thresholds(context_window=24_000, trigger_tokens=12_000, keep_tokens=3_000, trigger_messages=25),
+    "40k window": Thresholds(context_window=40_000, trigger_tokens=24_000, keep_tokens=5_000, trigger_messages=40),
+    "60k window": Thresholds(context_window=60_000, trigger_tokens=40_000, keep_tokens=8_000, trigger_messages=50),
 }
 SYSTEMS = ("ours", "langchain")
+#: The synthetic sessions in other agents' tool shapes, each with the answer key of what its calls touched.
+SHAPES = Path(__file__).resolve().parents[2] / "tests" / "data" / "agent_shapes"
+#: Agent shapes replayed in a quick run (the long session takes minutes per window).
+QUICK_SHAPES = ("codex_rollout", "opencode_export")
 LAST_REQUESTS = 3
-KINDS = ("artifacts", "requests", "constraints")
+KINDS = ("paths", "changed", "requests", "constraints")
+#: Path recall the trail must reach after every compaction; changed files, requests and constraints: all of them.
+PATH_RECALL_TARGET = 0.95
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
 PLOT = "summary_fidelity.png"
 #: Characters of the compacted history shown to the probe writer (the newest part), about 30k tokens.
@@ -113,20 +129,51 @@ def expected_requests(compacted: Sequence[BaseMessage], budget_tokens: int) -> l
     return chosen
 
 
-def check_context(compacted: Sequence[BaseMessage], view: Sequence[BaseMessage], budget_tokens: int) -> dict:
-    """Return, for one compaction, how many artifacts, requests and constraints were expected and found."""
+#: What each tool call touched, by (message id, call id): (paths, changed paths). Real logs reuse call ids.
+CallPaths = dict[tuple[Optional[str], str], tuple[list[str], list[str]]]
+
+
+def call_paths(messages: Sequence[BaseMessage], answer_key: Optional[dict] = None) -> CallPaths:
+    """Return what each tool call touched: from the session's answer key when it has one, else from the calls."""
+    found: CallPaths = {}
+    for m in messages:
+        for call in tool_calls_of(m):
+            if answer_key is not None:
+                touched = answer_key[call["id"]]
+                found[(m.id, call["id"])] = (touched["changed"] + touched["read"], touched["changed"])
+            else:
+                got = touches(call.get("name") or "tool", call.get("args"))
+                found[(m.id, call.get("id") or "")] = ([t.target for t in got], [t.target for t in got if t.verb in CHANGE_VERBS])
+    return found
+
+
+def trail_paths(context: str) -> set[str]:
+    """Return the paths the folder lines of a context's trail name (``- src/ (2 files: a.ts, b.ts)``)."""
+    return {p for line in context.splitlines() if line.startswith("- ") for p in expand_group(line[2:])}
+
+
+def check_context(
+    compacted: Sequence[BaseMessage], view: Sequence[BaseMessage], budget_tokens: int, touched: CallPaths
+) -> dict:
+    """Return, for one compaction, how many paths, changed files, requests and constraints were expected and found."""
     context = render_messages(view)
+    grouped = trail_paths(context)
+    calls = [touched[(m.id, c.get("id") or "")] for m in compacted for c in tool_calls_of(m)]
+    changed = list(dict.fromkeys(p for _, changes in calls for p in changes))
     expected = {
-        "artifacts": touched_paths(compacted),
+        "paths": list(dict.fromkeys(p for paths, _ in calls for p in paths)),
+        "changed": changed,
         "requests": expected_requests(compacted, budget_tokens),
         "constraints": list(dict.fromkeys(text for text, _ in stated_rules(compacted))),
     }
     figures: dict[str, Any] = {}
     for kind, items in expected.items():
-        missing = [item for item in items if item not in context]
+        missing = [item for item in items if item not in context and (kind != "paths" or item not in grouped)]
         figures[kind] = len(items)
         figures[f"{kind}_found"] = len(items) - len(missing)
         figures[f"{kind}_missing"] = [m[:120] for m in missing[:3]]
+    summary = next((text_of(m) for m in view if is_summary(m)), "")
+    figures["summary_tokens"] = estimate_text_tokens(summary) if summary else 0
     return figures
 
 
@@ -134,6 +181,8 @@ def replay(system: str, path: Path, thresholds: Thresholds, storage: Path) -> Re
     """Return the fidelity checks of one system replaying one trajectory, one check per compaction."""
     turns = trajectory_turns(path)
     flat = [m for pending, reply in turns for m in (*pending, reply)]
+    key = path.with_suffix(".touched.json")
+    touched = call_paths(flat, json.loads(key.read_text(encoding="utf-8")) if key.exists() else None)
     sent_by_call = []
     sent = 0
     for pending, _ in turns:
@@ -148,7 +197,7 @@ def replay(system: str, path: Path, thresholds: Thresholds, storage: Path) -> Re
         compacted = [m for m in flat[: sent_by_call[calls[0]]] if m.id not in present]
         calls[0] += 1
         if len(compacted) > len(seen.compacted):
-            seen.checks.append(check_context(compacted, view, budget))
+            seen.checks.append(check_context(compacted, view, budget, touched))
         seen.compacted, seen.view = compacted, list(view)
 
     agent = ScriptedAgent(measure=False, observe=observe)
@@ -158,7 +207,12 @@ def replay(system: str, path: Path, thresholds: Thresholds, storage: Path) -> Re
 
 
 def _totals(checks: Sequence[dict]) -> dict:
-    totals: dict[str, Any] = {"compactions": len(checks)}
+    sizes = [c["summary_tokens"] for c in checks if c["summary_tokens"]]
+    totals: dict[str, Any] = {
+        "compactions": len(checks),
+        "summary_tokens_mean": round(sum(sizes) / len(sizes)) if sizes else None,
+        "summary_tokens_max": max(sizes, default=None),
+    }
     for kind in KINDS:
         expected = sum(c[kind] for c in checks)
         found = sum(c[f"{kind}_found"] for c in checks)
@@ -264,7 +318,36 @@ def probe_evaluation(replays: dict[str, dict[str, Replay]], quick: bool, llm: An
 # --- the measure ---------------------------------------------------------------------------------
 
 
-def run(ctx) -> dict:
+def shape_files(quick: bool) -> list[Path]:
+    """Return the agent-shape sessions to replay (two short ones in a quick run)."""
+    files = sorted(SHAPES.glob("*.jsonl"))
+    return [f for f in files if f.stem in QUICK_SHAPES] if quick else files
+
+
+def _room(thresholds: Thresholds) -> int:
+    """Return the tokens a summary has after a compaction: the target (60 % of the trigger) less the kept tail."""
+    budget = thresholds.config().resolve()
+    return budget.target_tokens - budget.keep_tokens
+
+
+def _window_targets(label: str, v: dict) -> list[dict]:
+    """Return one window's targets for this package, over the real trajectories and the agent shapes together."""
+    runs = [per["ours"] for per in (*v["per_trajectory"].values(), *v["per_shape"].values())]
+    missed = {kind: sum(t[kind] - t[f"{kind}_found"] for t in runs) for kind in KINDS}
+    lowest = min((t["paths_recall"] for t in runs if t["paths_recall"] is not None), default=1.0)
+    largest = max((t["summary_tokens_max"] or 0 for t in runs), default=0)
+    return [
+        check(f"{label}: changed files missing after a compaction", missed["changed"], 0, unit=""),
+        check(f"{label}: lowest path recall of a run, % short of 100", 100 * (1 - lowest), 100 * (1 - PATH_RECALL_TARGET), unit=" %"),
+        check(f"{label}: requests missing after a compaction", missed["requests"], 0, unit=""),
+        check(f"{label}: constraints missing after a compaction", missed["constraints"], 0, unit=""),
+        check(f"{label}: largest summary, tokens (room: target - kept tail)", largest, v["summary_room"], unit=""),
+    ]
+
+
+def run(ctx, shapes: Optional[Sequence[Path]] = None) -> dict:
+    """Replay the trajectories (both systems) and the agent shapes (this package) at each window; ``shapes`` overrides the shape files."""
+    shapes = shape_files(ctx.quick) if shapes is None else list(shapes)
     settings: dict[str, dict] = {}
     first: dict[str, dict[str, Replay]] = {}
     for label, thresholds in SETTINGS.items():
@@ -272,13 +355,19 @@ def run(ctx) -> dict:
         for path in ctx.trajectories:
             storage = ctx.scratch_dir / f"fidelity-{thresholds.context_window}-{path.stem}"
             replays[path.stem] = {system: replay(system, path, thresholds, storage) for system in SYSTEMS}
+        shaped = {
+            path.stem: replay("ours", path, thresholds, ctx.scratch_dir / f"fidelity-{thresholds.context_window}-{path.stem}")
+            for path in shapes
+        }
         first = first or replays
         settings[label] = {
             "thresholds": vars(thresholds),
+            "summary_room": _room(thresholds),
             "per_trajectory": {name: {s: _totals(runs[s].checks) for s in SYSTEMS} for name, runs in replays.items()},
+            "per_shape": {name: {"ours": _totals(seen.checks)} for name, seen in shaped.items()},
             "totals": {s: _totals([c for runs in replays.values() for c in runs[s].checks]) for s in SYSTEMS},
+            "shape_totals": {"ours": _totals([c for seen in shaped.values() for c in seen.checks])},
         }
-    missing = {kind: sum(v["totals"]["ours"][kind] - v["totals"]["ours"][f"{kind}_found"] for v in settings.values()) for kind in KINDS}
     _plot(settings, ctx.results_dir / PLOT)
     return {
         "plot": PLOT,
@@ -286,7 +375,7 @@ def run(ctx) -> dict:
         "request_tokens": FidelityConfig().request_tokens,
         "max_artifacts": FidelityConfig().max_artifacts,
         "probes": probe_evaluation(first, ctx.quick),
-        "targets": [check(f"ours: {kind} missing after a compaction", missing[kind], 0, unit="") for kind in KINDS],
+        "targets": [t for label, v in settings.items() for t in _window_targets(label, v)],
     }
 
 
@@ -334,39 +423,60 @@ def _budget(thresholds: dict) -> str:
     )
 
 
+def _size(totals: dict, room: int) -> str:
+    if not totals["summary_tokens_max"]:
+        return "–"
+    return f"{totals['summary_tokens_mean']:,} / {totals['summary_tokens_max']:,} of {room:,}"
+
+
+def _row(name: str, system: str, totals: dict, room: int) -> tuple:
+    return (name, system, totals["compactions"], *(_recall(totals, k) for k in KINDS), _size(totals, room))
+
+
+HEADERS = ["", "system", "compactions", "path recall", "changed-file recall", "request recall", "constraint recall", "summary tokens, mean / max of room"]
+
+
 def report(figures: dict) -> str:
     settings = figures["settings"]
-    total_rows = [
-        (label, system, v["totals"][system]["compactions"], *(_recall(v["totals"][system], k) for k in KINDS))
-        for label, v in settings.items()
-        for system in SYSTEMS
-    ]
+    total_rows = []
+    for label, v in settings.items():
+        room = v["summary_room"]
+        total_rows += [_row(f"{label}, real trajectories", s, v["totals"][s], room) for s in SYSTEMS]
+        total_rows.append(_row(f"{label}, agent shapes", "ours", v["shape_totals"]["ours"], room))
     label, main = next(iter(settings.items()))
     per = main["per_trajectory"]
-    rows = [
-        (name, system, per[name][system]["compactions"], *(_recall(per[name][system], k) for k in KINDS))
-        for name in per
-        for system in SYSTEMS
+    rows = [_row(name, system, per[name][system], main["summary_room"]) for name in per for system in SYSTEMS]
+    shape_rows = [
+        _row(f"{name} ({label})", "ours", v["per_shape"][name]["ours"], v["summary_room"])
+        for name in main["per_shape"]
+        for label, v in settings.items()
     ]
     missing = [
-        f"- {system}, {kind} ({label}): e.g. {', '.join(repr(m) for m in main['totals'][system][f'{kind}_missing'])}"
-        for system in SYSTEMS
+        f"- {system}, {kind} ({label}): e.g. {', '.join(repr(m) for m in v[group][system][f'{kind}_missing'])}"
+        for label, v in settings.items()
+        for group in ("totals", "shape_totals")
+        for system in v[group]
         for kind in KINDS
-        if main["totals"][system][f"{kind}_missing"]
+        if v[group][system][f"{kind}_missing"]
     ]
     budgets = "; ".join(f"{name}: {_budget(v['thresholds'])}" for name, v in settings.items())
-    return f"""## Summary fidelity: artifacts, requests and constraints after every compaction
+    return f"""## Summary fidelity: paths, changed files, requests and constraints after every compaction
 
 {len(per)} real trajectories replayed model call by model call through this package and LangChain's
-SummarizationMiddleware, with the same scripted summarizer ({budgets}). After each compaction the model's input
-(summary and tail) is checked against everything compacted so far: the paths and URLs the compacted tool calls
-touched, the last {LAST_REQUESTS} user requests (verbatim, within the {figures['request_tokens']:,}-token request budget) and the
-rules the user stated (verbatim). Recalls are summed over all compactions. This package's trail holds
-{figures['max_artifacts']} entries.
+SummarizationMiddleware, and {len(main['per_shape'])} synthetic sessions in other agents' tool shapes (Codex, OpenCode,
+Gemini CLI, MCP; tests/data/agent_shapes) through this package, with the same scripted summarizer ({budgets}).
+After each compaction the model's input (summary and tail) is checked against everything compacted so far:
+the paths and URLs the compacted tool calls touched (word for word, or on a folder's line of the trail), the
+files they changed (word for word), the last {LAST_REQUESTS} user requests (verbatim, within the
+{figures['request_tokens']:,}-token request budget) and the rules the user stated (verbatim). For the agent
+shapes the paths come from the answer key written with each session. Recalls are summed over all compactions.
+This package's trail names every changed file and holds {figures['max_artifacts']} lines; past that, read paths
+share a line per folder. The summary's size is set against its room: the target after a compaction (60 % of
+the trigger) less the kept tail.
 
 {targets_table(figures['targets'])}
 
-{table(["budget", "system", "compactions", "artifact recall", "request recall", "constraint recall"], total_rows)}
+{table(HEADERS, total_rows)}
 
 ![recall after compaction]({figures['plot']})
 
@@ -374,7 +484,11 @@ rules the user stated (verbatim). Recalls are summed over all compactions. This 
 
 Per trajectory ({label}):
 
-{table(["trajectory", "system", "compactions", "artifact recall", "request recall", "constraint recall"], rows)}
+{table(["trajectory", *HEADERS[1:]], rows)}
+
+Per agent shape, every window:
+
+{table(["session", *HEADERS[1:]], shape_rows)}
 
 {"Examples of what was missing:" + chr(10) + chr(10).join(missing) if missing else "Nothing was missing."}
 """
