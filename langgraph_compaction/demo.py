@@ -344,6 +344,8 @@ class EventLine:
     def __call__(self, turn: int, call: int, event: dict) -> Optional[str]:
         """Return the line to print for an event, or None while a compaction is still in progress."""
         stage = event.get("stage")
+        if event.get("phase"):  # a step's start and end marks: its outcome has an event of its own
+            return None
         where = f"turn {turn:>3} call {call:>4}  "
         if event.get("error"):
             return where + f"{stage} failed: {event['error']}"

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from .memory import normalize_bullet, parse_bullets
 
@@ -80,8 +80,12 @@ class ScriptedModel(BaseChatModel):
     summary, memory and consolidation prompts: a string, an exception to
     raise, or a function of the prompt. ``reply`` answers anything else, and
     the consolidation prompt too when ``reply`` is given and
-    ``consolidation`` is not (tests script a consolidation answer that way). ``latency`` seconds pass before each
-    answer; ``calls`` records every prompt.
+    ``consolidation`` is not (tests script a consolidation answer that way).
+    ``reply`` may also be an ``AIMessage`` (tool calls included) or a list
+    of answers taken in turn, round and round: a scripted agent. Its tool
+    calls get fresh ids at every answer, and ``bind_tools`` returns the model
+    itself (the script decides the calls). ``latency`` seconds pass before
+    each answer; ``calls`` records every prompt.
     """
 
     latency: float = 0.0
@@ -91,12 +95,25 @@ class ScriptedModel(BaseChatModel):
     reply: Any = "OK."
     summary_words: int = 350
     calls: list = Field(default_factory=list)
+    _replies: int = PrivateAttr(default=0)
 
     @property
     def _llm_type(self) -> str:
         return "scripted"
 
-    def _answer(self, prompt: str) -> str:
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> "ScriptedModel":
+        """Return this model: its script, not the tools, decides what it calls."""
+        return self
+
+    def _next_reply(self) -> Any:
+        """Return the next scripted reply: ``reply`` itself, or the next item of a list of replies."""
+        if not isinstance(self.reply, (list, tuple)):
+            return self.reply
+        chosen = self.reply[self._replies % len(self.reply)]
+        self._replies += 1
+        return chosen
+
+    def _answer(self, prompt: str) -> AIMessage:
         self.calls.append(prompt)
         if "Context Extraction Assistant" in prompt:
             chosen = self.summary if self.summary is not None else (lambda p: scripted_summary(p, self.summary_words))
@@ -106,19 +123,24 @@ class ScriptedModel(BaseChatModel):
             default = self.reply if "reply" in self.model_fields_set else scripted_consolidation
             chosen = self.consolidation if self.consolidation is not None else default
         else:
-            chosen = self.reply
+            chosen = self._next_reply()
         if isinstance(chosen, BaseException):
             # the same instance is raised again and again: without this its traceback grows by every
             # frame it passes and keeps them (and their prompts) alive
             raise chosen.with_traceback(None)
-        return chosen(prompt) if callable(chosen) else chosen
+        answer = chosen(prompt) if callable(chosen) else chosen
+        if not isinstance(answer, AIMessage):
+            return AIMessage(content=answer)
+        # a scripted call answered twice under one id would be a reused call id, which providers reject
+        fresh = [{**call, "id": f"call_{len(self.calls)}_{k}"} for k, call in enumerate(answer.tool_calls)]
+        return answer.model_copy(update={"tool_calls": fresh, "id": None})
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         if self.latency:
             time.sleep(self.latency)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._answer(_prompt_text(messages))))])
+        return ChatResult(generations=[ChatGeneration(message=self._answer(_prompt_text(messages)))])
 
     async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         if self.latency:
             await asyncio.sleep(self.latency)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self._answer(_prompt_text(messages))))])
+        return ChatResult(generations=[ChatGeneration(message=self._answer(_prompt_text(messages)))])

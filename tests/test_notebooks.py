@@ -1,24 +1,50 @@
-"""The notebooks run top to bottom offline (PostgreSQL included) and print the figures they promise."""
+"""The notebooks run top to bottom offline (PostgreSQL included), print the figures they promise, and are stored
+with the outputs a run gives today (``python -m benchmarks.readme --notebooks`` stores them)."""
 
+import ast
 import re
+import tempfile
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+
+from benchmarks.readme import execute_notebook, outputs_text
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+#: Per notebook, the printed figures a rerun must reproduce exactly (the stored outputs show them to readers).
+FIGURES = {
+    "01_quickstart.ipynb": r"turn \d: .*tokens|quickstart\.jsonl: .*",
+    "02_persistence_and_memory.ipynb": r"before the restart: .*|after three more turns: .*|\d+ messages on disk.*",
+    "03_cost_curve.ipynb": r"growth exponent .*|saved: .*|\d+ model calls.*",
+}
+
+
+def stored_text(name: str) -> str:
+    """Return the text of a notebook's stored outputs."""
+    return outputs_text(nbformat.read(NOTEBOOKS / name, as_version=4))
+
+
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def _shape_and_numbers(lines: list[str]) -> tuple[list[str], list[float]]:
+    return [_NUMBER.sub("#", line) for line in lines], [float(n.replace(",", "")) for line in lines for n in _NUMBER.findall(line)]
 
 
 def run_notebook(name: str, workdir: Path) -> str:
-    """Execute a notebook in ``workdir`` with the python3 kernel; return the text of all its outputs."""
-    book = nbformat.read(NOTEBOOKS / name, as_version=4)
-    NotebookClient(book, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}).execute()
-    texts = []
-    for cell in book.cells:
-        for output in cell.get("outputs", []):
-            texts.append(output.get("text") or "".join((output.get("data") or {}).get("text/plain", "")))
-    return "\n".join(texts)
+    """Execute a notebook in ``workdir`` and return the text of its outputs, after checking its figures against the stored ones.
+
+    The same lines must come out, with the same figures within 1 %: a summary names the transcript's path, a
+    temporary folder whose name changes a token count by a few tokens.
+    """
+    out = outputs_text(execute_notebook(NOTEBOOKS / name, workdir))
+    figures = re.compile(FIGURES[name])
+    (shape, numbers), (stored_shape, stored_numbers) = _shape_and_numbers(figures.findall(out)), _shape_and_numbers(figures.findall(stored_text(name)))
+    stale = f"{name}: its stored outputs are stale; rerun python -m benchmarks.readme --notebooks"
+    assert shape == stored_shape, stale
+    assert all(abs(a - b) <= 0.01 * max(abs(a), abs(b)) for a, b in zip(numbers, stored_numbers)), stale
+    return out
 
 
 @pytest.fixture
@@ -28,11 +54,21 @@ def postgres_env(postgres_dsn, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
-def test_notebooks_are_stored_without_outputs(name):
+def test_notebooks_are_stored_executed_with_public_names_only(name):
     book = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(book)
     code = [c for c in book.cells if c.cell_type == "code"]
-    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    assert code and all(c.execution_count for c in code) and any(c.outputs for c in code)
+    assert set(FIGURES) == {p.name for p in NOTEBOOKS.glob("*.ipynb")}
+    assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
+    assert tempfile.gettempdir() + "/" not in stored_text(name)  # no path of the machine that ran it
+    public = {"langgraph_compaction", "langgraph_compaction.testing", "langgraph_compaction.demo"}
+    for cell in code:
+        source = "\n".join(line for line in cell.source.splitlines() if not line.startswith("%"))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module.startswith("langgraph_compaction"):
+                assert node.module in public, f"{name} imports {node.module}"
+                assert not any(alias.name.startswith("_") for alias in node.names)
 
 
 def test_quickstart_compacts_a_thread_and_keeps_every_message(tmp_path):

@@ -199,3 +199,28 @@ def test_a_bad_threshold_in_the_context_form_fails_the_run_naming_the_field(dev_
     ]
     assert len(errors) == 1 and "trigger_tokens" in errors[0]["message"]
     assert "greater than or equal to 0" in errors[0]["message"]
+
+
+def _first_summarized_request(context) -> int:
+    """Return which of the README's Studio requests is the first to be summarized, run in process with ``context``."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from graphs.agent import build_agent, default_models
+
+    graph = build_agent(*default_models()).compile(checkpointer=InMemorySaver(), store=InMemoryStore())
+    config = {"configurable": {"thread_id": "readme"}}
+    for turn in range(1, 6):
+        request = {"messages": [{"role": "user", "content": f"Task {turn}: fix module{turn} and run its tests"}]}
+        events = graph.stream(request, config, stream_mode="custom", context=context)
+        if any(isinstance(e, dict) and e.get("stage") == "summarize" and e.get("layer") for e in events):
+            return turn
+    return 0
+
+
+def test_the_readme_says_which_request_compacts_first_with_the_default_and_the_example_context(monkeypatch):
+    from graphs.agent import AgentContext
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert _first_summarized_request(AgentContext()) == 3
+    assert _first_summarized_request(AgentContext(**CONTEXT)) == 2

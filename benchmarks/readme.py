@@ -1,0 +1,178 @@
+"""Regenerate the README's figures from committed results: ``python -m benchmarks.readme``.
+
+The README's tables and samples sit between ``<!-- generated:NAME -->`` and
+``<!-- /generated:NAME -->``; each block is rendered from a committed file:
+
+- ``demo``: ``docs/demo_output.txt``, the output of the offline demo
+  (``--demo`` reruns it and redraws ``docs/demo.png``);
+- ``targets``: ``benchmarks/results/latest.json``, the full benchmark run
+  (``python -m benchmarks --write-results`` rewrites it);
+- ``cost_curve``: the stored outputs of ``notebooks/03_cost_curve.ipynb``
+  (``--notebooks`` re-executes every notebook and stores its outputs).
+
+``--check`` rewrites nothing and exits 1 when the README disagrees with the
+committed files. ``tests/test_readme.py`` runs that check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from benchmarks.report import verdict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+README = REPO_ROOT / "README.md"
+DEMO_OUTPUT = REPO_ROOT / "docs" / "demo_output.txt"
+DEMO_PLOT = REPO_ROOT / "docs" / "demo.png"
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "latest.json"
+NOTEBOOKS = REPO_ROOT / "notebooks"
+COST_CURVE = NOTEBOOKS / "03_cost_curve.ipynb"
+#: The demo the README shows: all defaults but a fixed thread, so that a rerun gives the same figures.
+DEMO_ARGS = ("demo", "--thread", "readme", "--storage", ".compaction")
+#: Compaction lines the README shows before the totals.
+DEMO_LINES = 3
+_BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n)(.*?)(<!-- /generated:\2 -->)", re.DOTALL)
+_EXPONENTS = re.compile(r"growth exponent without compaction: ([\d.]+), with compaction: ([\d.]+)")
+_SAVED = re.compile(r"saved: ([\d.]+%)")
+
+
+# --- running what the figures come from ------------------------------------------------
+
+
+def run_demo_sample() -> None:
+    """Run the offline demo as a user would (no API key, a fresh folder); store its output and plot under docs/."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["COLUMNS"] = "100"  # the table's width, whatever the terminal
+    with tempfile.TemporaryDirectory() as work:
+        run = subprocess.run(
+            [sys.executable, "-m", "langgraph_compaction", *DEMO_ARGS], cwd=work, env=env, capture_output=True, text=True, check=True
+        )
+        DEMO_OUTPUT.write_text(run.stdout, encoding="utf-8")
+        shutil.copyfile(Path(work, ".compaction", "demo.png"), DEMO_PLOT)
+
+
+def execute_notebook(path: Path, workdir: Path):
+    """Return the notebook at ``path`` executed top to bottom in ``workdir`` with the python3 kernel."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    book = nbformat.read(path, as_version=4)
+    # no per-cell timestamps: a rerun with the same results leaves the stored notebook unchanged
+    NotebookClient(book, timeout=300, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(workdir)}}).execute()
+    return book
+
+
+def outputs_text(book) -> str:
+    """Return the text of every output of a notebook, cell by cell."""
+    texts = []
+    for cell in book.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text") or "".join((output.get("data") or {}).get("text/plain", "")))
+    return "\n".join(texts)
+
+
+def regenerate_notebooks(names: Sequence[str] = ()) -> None:
+    """Execute the notebooks (all, or those named) in a temporary folder and store them with their outputs."""
+    import nbformat
+
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        if names and path.name not in names and path.stem not in names:
+            continue
+        with tempfile.TemporaryDirectory() as work:
+            book = execute_notebook(path, Path(work))
+        nbformat.write(book, path)
+        print(f"[readme] executed {path.relative_to(REPO_ROOT)}", flush=True)
+
+
+# --- the blocks ---------------------------------------------------------------------------
+
+
+def demo_block() -> str:
+    """Return the demo sample: its first compaction lines and its totals, as ``docs/demo_output.txt`` holds them."""
+    lines = DEMO_OUTPUT.read_text(encoding="utf-8").splitlines()
+    events = [line for line in lines if re.match(r"turn +\d+ call +\d+ ", line)]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Session totals"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("compactions by layer:"))
+    return "```\n" + "\n".join([*events[:DEMO_LINES], "...", *lines[start : end + 1]]) + "\n```\n"
+
+
+def targets_block() -> str:
+    """Return the table of every benchmark target with its verdict, from the committed full run."""
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    rows = ["| measure | target | result |", "|---|---|---|"]
+    for outcome in results["measures"]:
+        if outcome["status"] != "ok":
+            rows.append(f"| {outcome['name']} | (the measure failed) | FAILED |")
+        for target in outcome.get("figures", {}).get("targets", []):
+            rows.append(f"| {outcome['name']} | {target['name']} | {verdict(target)} |")
+    meta = results["meta"]
+    note = f"From `benchmarks/results/latest.json`: the {meta['mode']} run, {len(meta['trajectories'])} real trajectories, seed {meta['seed']}"
+    note += f" (rerun alone since: {', '.join(meta['rerun'])})" if meta.get("rerun") else ""
+    return "\n".join(rows) + f"\n\n{note}.\n"
+
+
+def cost_curve_block() -> str:
+    """Return the cost-curve figures as the stored outputs of notebook 03 print them."""
+    import nbformat
+
+    text = outputs_text(nbformat.read(COST_CURVE, as_version=4))
+    exponents, saved = _EXPONENTS.search(text), _SAVED.search(text)
+    if not exponents or not saved:
+        raise SystemExit(f"{COST_CURVE.name} has no stored outputs; run python -m benchmarks.readme --notebooks")
+    return (
+        f"Measured (the notebook's stored outputs): growth exponent {exponents.group(1)} without compaction and "
+        f"{exponents.group(2)} with it; {saved.group(1)} of the input tokens saved.\n"
+    )
+
+
+BLOCKS: dict[str, Callable[[], str]] = {"demo": demo_block, "targets": targets_block, "cost_curve": cost_curve_block}
+
+
+def render(readme: str) -> str:
+    """Return the README text with every generated block rendered from the committed files."""
+    def fill(match: re.Match) -> str:
+        name = match.group(2)
+        if name not in BLOCKS:
+            raise SystemExit(f"README.md: unknown generated block {name!r}; known: {', '.join(BLOCKS)}")
+        return match.group(1) + BLOCKS[name]() + match.group(4)
+
+    return _BLOCK.sub(fill, readme)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command; return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.readme", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--demo", action="store_true", help="rerun the offline demo first (docs/demo_output.txt, docs/demo.png)")
+    parser.add_argument("--notebooks", nargs="*", metavar="NAME", help="re-execute these notebooks (all when none is named) and store their outputs first")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when the README disagrees with the committed files")
+    args = parser.parse_args(argv)
+    if args.check and (args.demo or args.notebooks is not None):
+        parser.error("--check changes nothing: it takes no --demo or --notebooks")
+    if args.demo:
+        run_demo_sample()
+    if args.notebooks is not None:
+        regenerate_notebooks(args.notebooks)
+    current = README.read_text(encoding="utf-8")
+    wanted = render(current)
+    if args.check:
+        if wanted != current:
+            print("README.md disagrees with the committed results; run python -m benchmarks.readme", file=sys.stderr)
+            return 1
+        return 0
+    if wanted != current:
+        README.write_text(wanted, encoding="utf-8")
+    print(f"[readme] README.md {'rewritten' if wanted != current else 'already up to date'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
