@@ -66,7 +66,7 @@ class ToolCallingModel(BaseChatModel):
 
     ``delegate`` names a tool that takes ``description`` and
     ``subagent_type`` (deepagents' ``task``): every ``delegate_every``-th
-    request is handed to the ``general-purpose`` subagent first, which makes
+    request is handed to the ``delegate_to`` subagent first, which makes
     ``subtask_rounds`` rounds of tool calls before it answers.
     At request ``compact_at`` it first calls the ``compact`` tool.
     ``refuse_once_over`` makes the model refuse, once, a request larger than
@@ -78,6 +78,7 @@ class ToolCallingModel(BaseChatModel):
     steps: dict = Field(default_factory=dict)
     delegate: Optional[str] = None
     delegate_every: int = 4
+    delegate_to: str = "general-purpose"
     subtask_rounds: int = 1
     compact_at: Optional[int] = None
     refuse_once_over: Optional[int] = None
@@ -117,7 +118,7 @@ class ToolCallingModel(BaseChatModel):
         plan = (["delegate"] if delegating else []) + (["compact"] if compacting else []) + ["tools"] * rounds + ["answer"]
         action = plan[min(step, len(plan) - 1)]
         if action == "delegate":
-            args = {"description": f"Subtask of Task {number}: check module{number} again", "subagent_type": "general-purpose"}
+            args = {"description": f"Subtask of Task {number}: check module{number} again", "subagent_type": self.delegate_to}
             return AIMessage("Delegating.", tool_calls=[{"name": self.delegate, "args": args, "id": f"{subject}-delegate"}])
         if action == "compact":
             args = {"focus": f"the checks of module{number}"}

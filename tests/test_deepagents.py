@@ -60,3 +60,26 @@ def test_ours_replaces_deepagents_summarization_in_the_agent_and_its_subagent(tm
     assert len(session.subtasks) == 6
     assert all(any(is_summary(m) for m in runs[-1]) for runs in session.subtasks.values())
     assert session.lost(state["messages"], tmp_path, "deep") == []
+
+
+def test_a_subagent_of_your_own_takes_ours_in_its_middleware(tmp_path, deepagents_summarizations):
+    model = ToolCallingModel(delegate="task", delegate_to="researcher", subtask_rounds=6)
+    compaction = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware")
+    researcher = {
+        "name": "researcher",
+        "description": "Checks a module in depth.",
+        "system_prompt": "You check modules in depth.",
+        "middleware": [compaction],
+    }
+    agent = create_deep_agent(model=model, tools=TOOLS, subagents=[researcher], middleware=[compaction], checkpointer=InMemorySaver())
+    session = Session(model)
+    config = {"configurable": {"thread_id": "own"}}
+    for n in range(6):
+        agent.invoke({"messages": [request(n)]}, config)
+        session.check(request(n))
+
+    assert deepagents_summarizations == []
+    assert len(session.subtasks) == 2 and all(any(is_summary(m) for m in runs[-1]) for runs in session.subtasks.values())
+    assert all("You check modules in depth." in runs[0][0].content for runs in session.subtasks.values())  # the researcher ran
+    assert session.problems == []
+    assert session.lost(agent.get_state(config).values["messages"], tmp_path, "own") == []
