@@ -8,7 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
-from langgraph_compaction import acompact_messages, compact_messages, is_summary
+from langgraph_compaction import FileStorage, acompact_messages, compact_messages, is_summary
 from langgraph_compaction.testing import ScriptedModel
 
 BY_NAME = {t.name: t for t in TOOLS}
@@ -98,7 +98,7 @@ def test_a_short_history_comes_back_unchanged_with_ids_and_a_state_to_pass_back(
 
 
 def test_a_manual_request_in_the_state_summarizes_now(tmp_path):
-    history = [m for n in range(6) for m in (request(n), AIMessage(f"Answer {n}: " + "detail " * 1_000))]
+    history = _long_history()
     result = compact_messages(
         history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state={"manual": {"focus": "answers"}}
     )
@@ -116,6 +116,33 @@ def test_the_tool_schemas_the_agent_sends_are_counted(tmp_path):
     counted = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="b", agent_model=agent_model)
     assert not any(is_summary(m) for m in alone.messages)
     assert is_summary(counted.messages[0])
+
+
+class FullDisk(FileStorage):
+    """A storage whose transcript cannot be written (the disk is full)."""
+
+    def append_transcript(self, thread_id, records):
+        raise OSError(28, "No space left on device")
+
+
+def _long_history():
+    return [m for n in range(6) for m in (request(n), AIMessage(f"Answer {n}: " + "detail " * 1_000))]
+
+
+def test_a_failing_summarizer_or_disk_loses_no_message_and_says_why(tmp_path):
+    history = _long_history()
+    manual = {"manual": {"focus": None}}
+    down = compact_messages(
+        history, model=ScriptedModel(summary=RuntimeError("summarizer down")), config=CONFIG,
+        storage=tmp_path, thread_id="t", state=manual,
+    )
+    full = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=FullDisk(tmp_path), thread_id="u", state=manual)
+    for result in (down, full):
+        assert [m.id for m in result.messages] == [m.id for m in history]  # nothing removed
+        assert result.state["last_error"] and any(e.get("error") for e in result.events)
+    assert "summarizer down" in down.state["last_error"]
+    assert any("No space left" in e.get("error", "") for e in full.events if e["stage"] == "offload")
+    assert full.state["last_error"] == "offload did not complete; nothing was removed"
 
 
 def test_a_missing_thread_id_is_a_clear_error():
