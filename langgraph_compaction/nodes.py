@@ -124,24 +124,27 @@ def _emit(event: dict) -> dict:
     return {k: v for k, v in event.items() if k != "evicted_ids"}
 
 
-#: The stages a UI shows while "compacting...": each streams a start and an end event (the gate, on every model
-#: call, streams ``phase="started"`` only when it asks for a summary).
-LIFECYCLE_STAGES = ("flush", "offload", "summarize")
+#: The steps a UI shows while "compacting...". Their progress is streamed (``stream_mode="custom"``), not kept,
+#: as ``stage="lifecycle"`` events, apart from each step's result event: the gate's ``phase="started"`` when it
+#: asks for a summary, then ``phase="start"`` and ``phase="end"`` around each step; summarize's end ends it.
+LIFECYCLE_STEPS = ("flush", "offload", "summarize")
 
 
 def _stage_started(stage: str) -> Optional[float]:
-    """Stream the start of a side stage; return its start time (None for the gate)."""
-    if stage not in LIFECYCLE_STAGES:
+    """Stream the start of a side step; return its start time (None for the gate, which runs on every call)."""
+    stage = stage.removeprefix("compaction_")  # the engine names the steps by their graph node
+    if stage not in LIFECYCLE_STEPS:
         return None
-    _emit({"stage": stage, "phase": "start"})
+    _emit({"stage": "lifecycle", "phase": "start", "step": stage})
     return time.monotonic()
 
 
 def _stage_ended(stage: str, started: Optional[float], update: Any) -> Any:
-    """Stream the end of a side stage (how long it took, its error if any); return its update unchanged."""
+    """Stream the end of a side step (how long it took, whether it recorded an error); return its update unchanged."""
     if started is not None:
         error = ((update or {}).get("compaction") or {}).get("last_error") if isinstance(update, dict) else None
-        _emit({"stage": stage, "phase": "end", "ms": round((time.monotonic() - started) * 1000, 1), "ok": not error})
+        ms = round((time.monotonic() - started) * 1000, 1)
+        _emit({"stage": "lifecycle", "phase": "end", "step": stage.removeprefix("compaction_"), "ms": ms, "ok": not error})
     return update
 
 
@@ -576,7 +579,7 @@ class CompactionNodes:
         if plan.summarize:
             cut = plan.cut
             # streamed, not kept: a UI shows "compacting..." until the summarize stage ends
-            _emit({"stage": "compaction", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
+            _emit({"stage": "lifecycle", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
                    "tokens_after_layers": plan.tokens_after_layers, "evict": len(cut.evict)})
             compaction["pending"] = {
                 "reason": plan.reason,
