@@ -33,11 +33,11 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from langchain_core.messages import BaseMessage
 
+from .artifacts import bound_trail, expand_group, merge_entries, split_entry, tool_artifacts
 from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
-from .artifacts import bound_trail, expand_group, merge_entries, split_entry, tool_artifacts
 from .redact import redact_secrets
-from .summary import SECTIONS, section, summary_preamble
+from .sections import SECTIONS, section, summary_preamble
 from .tokens import estimate_text_tokens
 
 PINS_HEADER = "Pinned constraints (the user's own words; in force until unpinned):"

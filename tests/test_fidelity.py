@@ -27,7 +27,8 @@ from langgraph_compaction.fidelity import (
     stated_rules,
     unpin_constraint,
 )
-from langgraph_compaction.summary import extractive_summary, section, tool_artifacts
+from langgraph_compaction.artifacts import tool_artifacts
+from langgraph_compaction.summary import extractive_summary, section
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
 from openai_server import request_text
