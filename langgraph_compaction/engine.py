@@ -25,7 +25,7 @@ from .overflow import _apply, _delta
 
 #: A stage to run: (name, the node's steps, the state it reads).
 Stage = tuple
-Pass = Generator[list[Stage], list[dict], list[dict]]
+Pass = Generator[list[Stage], list[dict], tuple[list[dict], Any]]
 
 
 @dataclass
@@ -43,19 +43,19 @@ class PassResult:
 
 
 def _stages(nodes: CompactionNodes, state: Any) -> Pass:
-    """Yield the stages to run, each batch side by side; return the updates in the order they were applied."""
+    """Yield the stages to run, each batch side by side; return the updates in the order applied, and the state after."""
     updates = [(yield [(GATE, nodes._gate_steps, state)])[0]]
     state = _apply(state, updates[0])
     targets = nodes.route(state)
     if targets == nodes.before:
-        return updates
+        return updates, state
     side = [(name, steps, state) for name, steps in ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps)) if name in targets]
     if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
         for update in (yield side):
             updates.append(update)
             state = _apply(state, update)
     updates.append((yield [(SUMMARIZE, nodes._summarize_steps, state)])[0])
-    return updates
+    return updates, _apply(state, updates[-1])
 
 
 def _combined(updates: Sequence[dict]) -> dict:
@@ -72,9 +72,7 @@ def _combined(updates: Sequence[dict]) -> dict:
     return update
 
 
-def _result(state: Any, updates: list[dict]) -> PassResult:
-    for update in updates:
-        state = _apply(state, update)
+def _result(updates: list[dict], state: Any) -> PassResult:
     update = _combined(updates)
     return PassResult(update=update, state=state, events=list((update.get("compaction") or {}).get("events") or []))
 
@@ -99,7 +97,7 @@ def run_pass(nodes: CompactionNodes, state: Any, run: _Run) -> PassResult:
     done, batch = _step(stages, None, None)
     while not done:
         done, batch = _step(stages, _run_batch(nodes, batch, run), None)
-    return _result(state, batch)
+    return _result(*batch)
 
 
 async def arun_pass(nodes: CompactionNodes, state: Any, run: _Run) -> PassResult:
@@ -109,4 +107,4 @@ async def arun_pass(nodes: CompactionNodes, state: Any, run: _Run) -> PassResult
     while not done:
         results = await asyncio.gather(*(nodes._aguarded(name, st, steps, run) for name, steps, st in batch))
         done, batch = _step(stages, list(results), None)
-    return _result(state, batch)
+    return _result(*batch)
