@@ -155,5 +155,20 @@ def iter_user_texts(messages: Iterable[BaseMessage]) -> Iterable[str]:
 
 
 def is_system(message: BaseMessage) -> bool:
-    """Return True for a system message (never compacted)."""
+    """Return True for a system message."""
     return isinstance(message, SystemMessage)
+
+
+def leading_systems(messages: Sequence[BaseMessage]) -> int:
+    """Return how many system messages open the conversation: those are pinned, never compacted.
+
+    A system message after the first turn (a reminder an app adds each turn)
+    is conversation: it can be summarized like any other message, or the
+    reminders alone would fill the window.
+    """
+    n = 0
+    for m in messages:
+        if not isinstance(m, SystemMessage):
+            break
+        n += 1
+    return n

@@ -29,7 +29,7 @@ from langgraph.runtime import get_runtime
 
 from .calibration import calibrated_budget, fixed_tokens, observe_usage, read_calibration
 from .config import Budget, CompactionConfig, model_context_window
-from .conversation import content_text, is_system
+from .conversation import content_text
 from .fidelity import complete_summary
 from .memory import (
     MEMORY_FILE,
@@ -58,7 +58,7 @@ from .summary import (
     summary_instruction,
     summary_prompt,
 )
-from .tokens import TokenCounter, estimate_text_tokens
+from .tokens import TokenCounter, _fingerprint, estimate_text_tokens
 from .view import model_view, view_record
 
 logger = logging.getLogger("langgraph_compaction")
@@ -156,51 +156,46 @@ def _describe(exc: BaseException) -> str:
 MEMO_THREADS = 256
 
 
-def _length(message: BaseMessage) -> int:
-    content = message.content
-    return len(content) if isinstance(content, str) else -len(content) - 1
+def _key(message: BaseMessage) -> tuple:
+    """Return what a message's token count depends on: id, type, and a hash of content, tool calls and name."""
+    return message.id, message.__class__, _fingerprint(message)
 
 
 class _Memo:
-    """What the gate saw of one thread at its last call: ids, content lengths and token counts.
+    """What the gate saw of one thread at its last call: each message's key (``_key``) and token count.
 
     A graph's next call sees the same messages plus new ones at the end, so
-    only those are counted; a message edited in place (a different length
-    under the same id) or removed ends the reused prefix there. ``settled``
-    is where layers 1-2 start their scan (see ``layers.settled_from``).
+    only those are counted; a message changed in place (``update_state`` by
+    id: other content, other tool calls, even of the same length) or removed
+    ends the reused prefix there. ``settled`` is where layers 1-2 start their
+    scan (see ``layers.settled_from``).
     """
 
-    __slots__ = ("ids", "lengths", "counts", "systems", "settled")
+    __slots__ = ("keys", "counts", "settled")
 
     def __init__(self) -> None:
-        self.ids: list = []
-        self.lengths: list[int] = []
+        self.keys: list[tuple] = []
         self.counts: list[int] = []
-        self.systems = 0
         self.settled = 0
 
     def sync(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
         known = 0
-        for message, mid, length in zip(messages, self.ids, self.lengths):
-            content = message.content  # _length inlined: this loop runs over the whole history every call
-            if message.id != mid or (len(content) if content.__class__ is str else -len(content) - 1) != length:
+        for message, key in zip(messages, self.keys):
+            if _key(message) != key:
                 break
             known += 1
-        if known < len(self.ids):
-            del self.ids[known:], self.lengths[known:], self.counts[known:]
-            self.systems = sum(1 for m in messages[:known] if is_system(m))
+        if known < len(self.keys):
+            del self.keys[known:], self.counts[known:]
             self.settled = min(self.settled, known)
         if known < len(messages):
             fresh = messages[known:]
-            self.ids.extend(m.id for m in fresh)
-            self.lengths.extend(_length(m) for m in fresh)
+            self.keys.extend(_key(m) for m in fresh)
             self.counts.extend(counter.counts(fresh))
-            self.systems += sum(1 for m in fresh if is_system(m))
 
     def edited(self, edits: dict[int, BaseMessage], counter: TokenCounter) -> None:
         """Record the gate's own in-place edits, so the next call does not count those messages again."""
         for i, message in edits.items():
-            self.lengths[i] = _length(message)
+            self.keys[i] = _key(message)
             self.counts[i] = counter.message(message)
 
 
@@ -491,7 +486,6 @@ class CompactionNodes:
             new_tokens=new_tokens,
             overflow=overflow,
             settled=memo.settled if memo is not None else 0,
-            systems=memo.systems if memo is not None else None,
         )
 
     def memo(self, thread_id: str, messages: Sequence[BaseMessage]) -> "_Memo":

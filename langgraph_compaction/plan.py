@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from .config import Budget, CompactionConfig
-from .conversation import is_summary, is_system, latest_user_index, tool_rounds, unsafe_cut_points
+from .conversation import is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
 from .layers import micro_compact, prune_tool_results, settled_from, truncate_arguments
 
 
@@ -21,8 +21,8 @@ from .layers import micro_compact, prune_tool_results, settled_from, truncate_ar
 class Cut:
     """Where the conversation is cut: ``messages[:cutoff]`` is summarized, the rest kept.
 
-    ``evict`` lists the indices that leave the state (never a system
-    message, never the latest human message, which stays in front of the
+    ``evict`` lists the indices that leave the state (never a leading
+    system message, never the latest human message, which stays in front of the
     tail when the cut falls after it: ``kept_human``).
     """
 
@@ -59,10 +59,12 @@ def find_cutoff(
     and splits no tool round (parallel, interleaved or mixed calls included);
     when that would leave nothing to summarize it moves forward instead, but
     never past the start of the newest round. None when nothing but system
-    messages and an earlier summary would be removed.
+    messages and an earlier summary would be removed. Only the leading
+    system messages are pinned (``leading_systems``); later ones are conversation.
     """
     n = len(messages)
-    system = [is_system(m) for m in messages]
+    lead = leading_systems(messages)
+    system = [i < lead for i in range(n)]
     rounds = tool_rounds(messages)
     unsafe = unsafe_cut_points(messages, rounds)
     safe = [i for i in range(n) if not unsafe[i]]
@@ -155,7 +157,6 @@ def plan_compaction(
     new_tokens: Optional[int] = None,
     overflow: bool = False,
     settled: int = 0,
-    systems: Optional[int] = None,
 ) -> CompactionPlan:
     """Return the plan for one model call: layer 1-2 edits, then whether and where to summarize.
 
@@ -175,7 +176,7 @@ def plan_compaction(
     long: layers 1-2 over the whole history and half the keep budget.
 
     ``settled`` (from an earlier plan of the same thread) is where layers 1-2
-    start looking; ``systems`` is the number of system messages when known.
+    start looking.
     Nothing is copied unless a layer edits, so a call with nothing to do costs
     little more than the sum of the counts.
     """
@@ -209,7 +210,7 @@ def plan_compaction(
         apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools, start=first))
 
     run_layers(config, start)
-    conversation = len(working) - systems if systems is not None else sum(1 for m in working if not is_system(m))
+    conversation = len(working) - leading_systems(working)
 
     def decide(after: int) -> tuple[Optional[str], Optional[str]]:
         """Return (reason to summarize, why a due summary is held) for ``after`` tokens once layers 1-2 ran."""
@@ -340,9 +341,9 @@ def cache_aware_edits(
 
 
 def compacted_view(messages: Sequence[BaseMessage], evict_ids: set, summary: BaseMessage) -> list[BaseMessage]:
-    """Return the messages after a compaction: what is kept, with the summary in front of the first kept non-system message."""
+    """Return the messages after a compaction: what is kept, with the summary right after the leading system messages."""
     kept = [m for m in messages if m.id not in evict_ids]
-    at = next((i for i, m in enumerate(kept) if not is_system(m)), len(kept))
+    at = leading_systems(messages)  # never evicted, so they are the first ``at`` kept messages
     return kept[:at] + [summary] + kept[at:]
 
 
@@ -361,9 +362,23 @@ def over_budget_reason(messages: Sequence[BaseMessage], counts: Sequence[int], t
     total = sum(counts)
     if total <= trigger_tokens:
         return None
+    lead, latest = leading_systems(messages), latest_user_index(messages)
+    parts: dict[str, list[int]] = {}
+    for i, m in enumerate(messages):
+        part = (
+            "pinned system messages" if i < lead
+            else "the summary" if is_summary(m)
+            else "the latest request" if i == latest
+            else "later system messages" if isinstance(m, SystemMessage)
+            else "the kept tail"
+        )
+        parts.setdefault(part, [0, 0])
+        parts[part][0] += 1
+        parts[part][1] += counts[i]
+    shares = ", ".join(f"{name} {size:,} ({n} message{'s' if n != 1 else ''})" for name, (n, size) in sorted(parts.items(), key=lambda p: -p[1][1]))
     largest = sorted(range(len(messages)), key=lambda i: -counts[i])[:3]
     named = ", ".join(f"{messages[i].type} {messages[i].id} ({counts[i]:,} tokens)" for i in largest)
     return (
-        f"{total:,} tokens after compaction, over the trigger of {trigger_tokens:,}: what is kept (the summary, "
-        f"the latest request and the newest tool round) cannot be cut further; largest: {named}"
+        f"{total:,} tokens after compaction, over the trigger of {trigger_tokens:,}: what is kept cannot be cut "
+        f"further; by part: {shares}; largest messages: {named}"
     )
