@@ -3,11 +3,13 @@
 1. ``valid_history``: the view the model receives adds no provider ordering
    violation to the uncompacted history, starts with its leading system
    messages, and holds the latest human request verbatim.
-2. ``nothing_lost``: every message ever added is in the state or in the
-   transcript, ``messages_to_dict``-equal to what was added.
+2. ``nothing_lost``: every message ever added, and every version a message
+   replaced by id had, is in the state or in the transcript, equal to what
+   was added (artifacts JSON cannot hold included).
 3. ``bounded``: a compaction ends at or under the trigger or says why not,
    and never runs without evicting something.
-4. ``exactly_once``: no transcript line and no ledger bullet appears twice.
+4. ``exactly_once``: no version of a message is written twice to the
+   transcript, and no ledger bullet appears twice.
 5. ``contained``: no file is written outside the storage folder.
 
 Each check returns a list of problems (empty when the promise holds), so
@@ -21,11 +23,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence, Union
 
-from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage, messages_to_dict
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
 from .conversation import is_user_turn, tool_calls_of
 from .memory import normalize_bullet, parse_bullets
-from .storage import record_id
+from .codec import encode, revision
+from .storage import message_records, record_id
 
 INVARIANTS = ("valid_history", "nothing_lost", "bounded", "exactly_once", "contained")
 
@@ -83,17 +86,17 @@ def lost_messages(
 ) -> list[str]:
     """Invariant 2: return the added messages found neither in ``state`` nor in ``transcript``, as given.
 
-    ``added`` holds messages (or their ``messages_to_dict`` records) exactly
+    ``added`` holds messages (or their ``message_records``) exactly
     as they entered the thread; a match must have the same id and an equal
     record. A layer-1/2 edit in the state is fine when the original is in the
     transcript.
     """
     have: dict[str, list[dict]] = {}
-    for record in [*messages_to_dict(list(state)), *transcript]:
+    for record in [*message_records(list(state)), *transcript]:
         have.setdefault(record_id(record) or "", []).append(record)
     problems = []
     for item in added:
-        record = item if isinstance(item, dict) else messages_to_dict([item])[0]
+        record = item if isinstance(item, dict) else message_records([item])[0]
         rid = record_id(record) or ""
         if record not in have.get(rid, []):
             where = "changed" if rid in have else "missing"
@@ -118,8 +121,13 @@ def bounded_problems(events: Iterable[Mapping], trigger_tokens: int) -> list[str
 
 
 def duplicate_problems(transcript: Sequence[dict], ledgers: Mapping[str, str] = {}) -> list[str]:
-    """Invariant 4: return the message ids written twice to the transcript and the bullets written twice to a ledger."""
-    problems = [f"transcript holds message {i!r} {n} times" for i, n in Counter(record_id(r) for r in transcript).items() if n > 1]
+    """Invariant 4: return the message versions written twice to the transcript and the bullets written twice to a ledger.
+
+    A message replaced by id has one record per version: that is not a
+    duplicate; the same version (id and content) twice is.
+    """
+    versions = Counter((record_id(r), revision(encode(r))) for r in transcript)
+    problems = [f"transcript holds message {i!r} (version {v}) {n} times" for (i, v), n in versions.items() if n > 1]
     for name, text in ledgers.items():
         repeated = [b for b, n in Counter(normalize_bullet(b) for b in parse_bullets(text or "")).items() if n > 1]
         problems += [f"{name} holds the bullet {b!r} more than once" for b in repeated]
@@ -157,6 +165,7 @@ class ThreadLedger:
 
     history: list[BaseMessage] = field(default_factory=list)
     records: dict[str, dict] = field(default_factory=dict)
+    versions: list[dict] = field(default_factory=list)
     problems: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in INVARIANTS})
 
     def added(self, messages: Sequence[BaseMessage]) -> None:
@@ -164,7 +173,16 @@ class ThreadLedger:
         for m in messages:
             if m.id not in self.records:  # later sights may be compaction's own edits (same id)
                 self.history.append(m)
-                self.records[m.id] = messages_to_dict([m])[0]
+                self.records[m.id] = message_records([m])[0]
+
+    def replaced(self, messages: Sequence[BaseMessage]) -> None:
+        """Remember messages that replaced earlier ones by id (``update_state``): each version must be kept too."""
+        for m in messages:
+            self.versions.append(message_records([m])[0])
+            self.history = [m if old.id == m.id else old for old in self.history]
+            if m.id not in self.records:
+                self.history.append(m)
+                self.records[m.id] = self.versions.pop()
 
     def check_view(self, view: Sequence[BaseMessage]) -> list[str]:
         """Record and return invariant-1 problems of one model call's view."""
@@ -176,7 +194,7 @@ class ThreadLedger:
         self, state: Sequence[BaseMessage], transcript: Sequence[dict], ledgers: Mapping[str, str] = {}
     ) -> list[str]:
         """Record and return invariant-2 and -4 problems after a run."""
-        lost = lost_messages(self.records.values(), state, transcript)
+        lost = lost_messages([*self.records.values(), *self.versions], state, transcript)
         twice = duplicate_problems(transcript, ledgers)
         self.problems["nothing_lost"] += lost
         self.problems["exactly_once"] += twice

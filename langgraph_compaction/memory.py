@@ -198,9 +198,14 @@ def ledger_entry(
             fresh.append(bullet)
     if not fresh:
         return None
-    lead = "" if not existing or existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
     header = f"## Flush {now.isoformat(timespec='seconds')}\n" + (f"{marker}\n" if marker else "")
-    return lead + header + "\n" + "".join(f"- {b}\n" for b in fresh) + "\n"
+    return entry_text(existing, header, fresh)
+
+
+def entry_text(existing: str, header: str, bullets: Sequence[str]) -> str:
+    """Return a ledger entry as appended after ``existing``: a separating blank line, the header, the bullets."""
+    lead = "" if not existing or existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
+    return lead + header + "\n" + "".join(f"- {b}\n" for b in bullets) + "\n"
 
 
 # --- consolidation, the pure part ------------------------------------------------

@@ -19,7 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generator, Optional, Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage, messages_to_dict
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 
 from langgraph.config import get_stream_writer
@@ -31,6 +38,7 @@ from .calibration import calibrated_budget, fixed_tokens, observe_usage, read_ca
 from .config import Budget, CompactionConfig, model_context_window
 from .conversation import content_text
 from .fidelity import complete_summary
+from .layers import _PRUNED, MICRO_PLACEHOLDER  # the marks of layer 2's edits, to tell them from a user's
 from .memory import (
     MEMORY_FILE,
     flush_input,
@@ -46,7 +54,16 @@ from .memory import (
 from .plan import CompactionPlan, compacted_view, over_budget_reason, plan_compaction, tokens_since
 from .redact import redact_record, redact_secrets
 from .state import read_compaction
-from .storage import DEFAULT_USER, CompactionStorage, StoreStorage, open_storage, record_id
+from .storage import (
+    DEFAULT_USER,
+    CompactionStorage,
+    StoreStorage,
+    message_records,
+    open_storage,
+    record_id,
+    thread_key,
+    unencodable_fields,
+)
 from .summary import (
     build_summary_message,
     chunk_for_window,
@@ -254,6 +271,18 @@ def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
     return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
 
 
+#: The offload event's note when a value could only be kept as a marked repr.
+_UNENCODABLE = "some values could not be encoded: the transcript keeps a marked repr of each (listed)"
+
+
+def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
+    """Return True for layers 1-2's own shortened copy of a message, which offload never writes as a new version."""
+    if isinstance(message, ToolMessage):
+        text = content_text(message.content)
+        return bool(_PRUNED.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
+    return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
+
+
 class CompactionNodes:
     """The four nodes (gate, flush, offload, summarize) and the gate's router, bound to one setup.
 
@@ -306,7 +335,7 @@ class CompactionNodes:
             storage = StoreStorage(runtime.store)
         thread = (config.get("configurable") or {}).get("thread_id")
         return _Run(
-            thread_id=str(thread) if thread else "default",
+            thread_id=thread_key(thread),
             user_id=_user_id(runtime, config),
             storage=storage,
             budget=self._budget_for(runtime),
@@ -516,17 +545,31 @@ class CompactionNodes:
         return calibrated_budget(budget, calibration, self.fixed_tokens), observed
 
     # -- the steps of each node
-    def _offload_update(self, messages: Sequence[BaseMessage], state_view: dict, run: _Run) -> Steps:
-        """Append what is new to the transcript; return the ``compaction`` update (or raise)."""
-        done = set(state_view["offloaded_ids"])
-        if done:  # the transcript is the truth: it may have been deleted since, or written by a run whose update was lost
-            done = {record_id(r) for r in (yield ("storage", "read_transcript", (run.thread_id,)))}
-        fresh = [m for m in messages if m.id not in done]
-        records = messages_to_dict(fresh)
+    def _offload_update(self, messages: Sequence[BaseMessage], run: _Run) -> Steps:
+        """Append each message, or new version of one, the transcript lacks; return the ``compaction`` update (or raise).
+
+        The whole transcript is read every time, whatever the state says was
+        offloaded: a run forked from an older checkpoint (time travel) or
+        another worker may have written it, and it may have been deleted. A
+        message replaced by id (``update_state``) since it was written is
+        appended again as a new version; layers 1-2's own shortened copies
+        are not (their originals are there).
+        """
+        latest = {record_id(r): r for r in (yield ("storage", "read_transcript", (run.thread_id,)))}
+        records = message_records(list(messages))
         if self.config.redact_transcripts:
             records = [redact_record(r, self.config.redactor or redact_secrets) for r in records]
-        path = yield ("storage", "append_transcript", (run.thread_id, records))
-        return {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}
+        cut = self.config.truncate_args.truncation_text
+        fresh = [
+            r
+            for m, r in zip(messages, records)
+            if m.id not in latest or (r != latest[m.id] and not _shortened_by_layers(m, cut))
+        ]
+        path = yield ("storage", "append_transcript", (run.thread_id, fresh))
+        update = {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}
+        if marked := unencodable_fields(fresh):  # written as marked reprs; compaction goes on
+            update["_unencodable"] = marked
+        return update
 
     def _gate_steps(self, state: Any, run: _Run, overflow: bool = False) -> Steps:
         view = read_compaction(_get(state, "compaction"))
@@ -545,8 +588,10 @@ class CompactionNodes:
             offloaded = True
             if self.config.offload_before_compact and run.storage is not None:
                 try:
-                    result = yield from self._offload_update(messages, view, run)
+                    result = yield from self._offload_update(messages, run)
                     result.pop("_fresh")
+                    if marked := result.pop("_unencodable", None):
+                        events.append(_emit({"stage": "offload", "note": _UNENCODABLE, "unencodable": marked}))
                     compaction.update(result)
                 except Exception as exc:  # noqa: BLE001 - the originals must reach disk first
                     offloaded = False
@@ -600,12 +645,13 @@ class CompactionNodes:
         view = read_compaction(_get(state, "compaction"))
         messages = self.messages_of(state, view)
         try:
-            result = yield from self._offload_update(messages, view, run)
+            result = yield from self._offload_update(messages, run)
         except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
             event = _emit({"stage": "offload", "error": _describe(exc)})
             return {"compaction": {"last_error": event["error"], "events": [event]}}
-        fresh = result.pop("_fresh")
-        result["events"] = [_emit({"stage": "offload", "offloaded": fresh, "offload_path": result["offload_path"]})]
+        fresh, marked = result.pop("_fresh"), result.pop("_unencodable", None)
+        event = {"stage": "offload", "offloaded": fresh, "offload_path": result["offload_path"]}
+        result["events"] = [_emit({**event, **({"note": _UNENCODABLE, "unencodable": marked} if marked else {})})]
         return {"compaction": result}
 
     def _flush_steps(self, state: Any, run: _Run) -> Steps:
@@ -633,9 +679,14 @@ class CompactionNodes:
                     answer = yield ("model", self.flush_model, (request,))
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)
-                entry = ledger_entry(answer, ledger, now, redact=self.config.redactor, marker=marker)
-            if entry:
-                yield ("storage", "append_memory_file", (run.user_id, ledger_relpath(day), entry))
+
+                def compose(current: str) -> Optional[str]:
+                    # the ledger as it is now, under the storage's lock: another thread's flush may have just written
+                    if has_flush_marker(current, marker):
+                        return None
+                    return ledger_entry(answer, current, now, redact=self.config.redactor, marker=marker)
+
+                _, entry = yield ("storage", "append_memory_entry", (run.user_id, ledger_relpath(day), compose))
         except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
             event = _emit({"stage": "flush", "error": _describe(exc)})
             return {"compaction": {"last_error": event["error"], "events": [event]}}

@@ -2,14 +2,18 @@
 
 Both backends keep the same two things:
 
-- the *transcript* of a thread: every message once, in ``messages_to_dict``
-  form, append-only and idempotent by message id;
+- the *transcript* of a thread: every version of every message once, in
+  ``messages_to_dict`` form (typed-encoded by ``codec``, so bytes, datetimes,
+  tuples, int keys, sets and models come back equal), append-only and
+  idempotent by message id and revision (a hash of the record), in the order
+  each version was first written;
 - the *memory files* of a user: ``MEMORY.md`` and the daily ledger
   ``memory/YYYY-MM-DD.md`` (plus whatever consolidation keeps beside them),
   addressed by a relative path that is checked before any use.
 
 Thread and user ids never reach a path or a namespace as given: ``safe_label``
-keeps short plain ids readable and hashes everything else.
+keeps short plain ids readable and hashes everything else; ``thread_key`` is
+the one reading of a run's thread id that writers and readers share.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Optional, Protocol, Union, runtime_checkable
+from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
+
+from .codec import decode, encode, revision
+from .memory import entry_text, normalize_bullet, parse_bullets
 
 _PLAIN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _REL_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
@@ -44,6 +51,15 @@ def safe_label(value: object) -> str:
     return f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
+def thread_key(thread_id: object) -> str:
+    """Return the transcript key of a thread id: ``str(thread_id)``, ``"default"`` only when there is none.
+
+    ``""``, ``"default"`` and ``0`` are three threads; a run without a
+    ``thread_id`` (no checkpointer) writes to the ``"default"`` transcript.
+    """
+    return "default" if thread_id is None else str(thread_id)
+
+
 def check_relpath(relpath: str) -> str:
     """Return a memory file path after checking it stays inside the memory folder.
 
@@ -57,6 +73,16 @@ def check_relpath(relpath: str) -> str:
     if relpath.startswith("/") or any(not _REL_PART.fullmatch(p) or p in (".", "..") for p in parts):
         raise ValueError(f"memory path {relpath!r} leaves the memory folder; use e.g. 'MEMORY.md' or 'memory/2026-01-31.md'")
     return relpath
+
+
+def message_records(messages: list[Any]) -> list[dict]:
+    """Return ``messages_to_dict`` records that keep each field's values as they are.
+
+    ``messages_to_dict`` dumps nested models (a pydantic artifact becomes a
+    plain dict); the transcript's typed encoding keeps them, so it is given
+    the fields themselves. ``messages_from_dict`` reads both forms.
+    """
+    return [{"type": m.type, "data": dict(m)} for m in messages]
 
 
 def record_id(record: dict) -> Optional[str]:
@@ -73,16 +99,26 @@ class CompactionStorage(Protocol):
         """Return where the thread's transcript is, as the summary names it."""
 
     def append_transcript(self, thread_id: str, records: list[dict]) -> str:
-        """Append records not yet stored (by message id) and return the location."""
+        """Append the records not stored yet (by message id and revision) and return the location."""
 
     def read_transcript(self, thread_id: str) -> list[dict]:
-        """Return all records of the thread's transcript, oldest first."""
+        """Return every stored version of every message, in the order first written."""
 
     def read_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
         """Return a memory file's text, or None when it does not exist."""
 
     def append_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         """Append text to a memory file (created when missing) and return its location."""
+
+    def append_memory_entry(
+        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
+    ) -> tuple[str, Optional[str]]:
+        """Append ``compose(current text)`` to a memory file, reading and writing as one step.
+
+        Two writers never compose from the same old text and both append: the
+        second one sees the first one's entry. Return (location, the entry
+        written or None).
+        """
 
     def replace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         """Atomically replace a memory file's text and return its location."""
@@ -100,6 +136,9 @@ class CompactionStorage(Protocol):
     async def aread_transcript(self, thread_id: str) -> list[dict]: ...
     async def aread_memory_file(self, user_id: str, relpath: str) -> Optional[str]: ...
     async def aappend_memory_file(self, user_id: str, relpath: str, text: str) -> str: ...
+    async def aappend_memory_entry(
+        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
+    ) -> tuple[str, Optional[str]]: ...
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str: ...
     async def adelete_memory_file(self, user_id: str, relpath: str) -> None: ...
     async def alist_memory_files(self, user_id: str) -> list[str]: ...
@@ -124,6 +163,11 @@ class _ThreadedAsync:
     async def aappend_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         return await asyncio.to_thread(self.append_memory_file, user_id, relpath, text)
 
+    async def aappend_memory_entry(
+        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
+    ) -> tuple[str, Optional[str]]:
+        return await asyncio.to_thread(self.append_memory_entry, user_id, relpath, compose)
+
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         return await asyncio.to_thread(self.replace_memory_file, user_id, relpath, text)
 
@@ -132,6 +176,41 @@ class _ThreadedAsync:
 
     async def alist_memory_files(self, user_id: str) -> list[str]:
         return await asyncio.to_thread(self.list_memory_files, user_id)
+
+
+#: A transcript line starts with its message id and revision (see ``_encoded_lines``).
+_LINE_HEAD = re.compile(rb'\{"id":(null|"(?:[^"\\]|\\.)*"),"rev":"([0-9a-f]+)"')
+
+
+def _version(line: dict) -> tuple[Optional[str], str]:
+    """Return (message id, revision) of a stored line; lines written before revisions get theirs computed."""
+    return (record_id(line), line["rev"]) if "rev" in line else (record_id(line), revision(line))
+
+
+def _encoded_lines(records: list[dict]) -> list[tuple[tuple[Optional[str], str], str]]:
+    """Return each record's (id, revision) and its JSON line: typed-encoded, led by the id and revision."""
+    out = []
+    for record in records:
+        encoded = encode(record)
+        version = (record_id(record), revision(encoded))
+        line = {"id": version[0], "rev": version[1], **encoded}
+        out.append((version, json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"))
+    return out
+
+
+def _decoded(line: dict) -> dict:
+    """Return the ``messages_to_dict`` record of a stored line (lines without a revision were plain JSON)."""
+    if "rev" not in line:
+        return line
+    return decode({k: v for k, v in line.items() if k not in ("id", "rev")})
+
+
+def unencodable_fields(records: list[dict]) -> list[str]:
+    """Return the fields of these records that only a marked repr can store (the offload event names them)."""
+    marked: list[str] = []
+    for record in records:
+        encode(record.get("data"), marked, f"{record_id(record)}")
+    return marked
 
 
 class FileStorage(_ThreadedAsync):
@@ -144,7 +223,8 @@ class FileStorage(_ThreadedAsync):
     """
 
     def __init__(self, root: Union[str, os.PathLike]) -> None:
-        self.root = Path(root)
+        # resolved now: a relative folder must not follow a later chdir (an agent's shell tool)
+        self.root = Path(os.path.abspath(root))
 
     # -- paths
     def _dir(self, path: Path) -> Path:
@@ -219,41 +299,45 @@ class FileStorage(_ThreadedAsync):
         os.ftruncate(fd, 0)
 
     @staticmethod
-    def _last_ids(fd: int, count: int) -> set[str]:
-        """Return the message ids of the last ``count`` lines (what a crashed retry may have written)."""
-        size = os.fstat(fd).st_size
-        data = b""
-        pos = size
-        while pos > 0 and data.count(b"\n") <= count:
-            start = max(0, pos - 262144)
-            data = os.pread(fd, pos - start, start) + data
-            pos = start
-        ids: set[str] = set()
-        for line in data.splitlines()[-count:]:
-            try:
-                rid = record_id(json.loads(line))
-            except ValueError:
-                continue
-            if rid:
-                ids.add(rid)
-        return ids
+    def _read_all(fd: int) -> bytes:
+        size, chunks, pos = os.fstat(fd).st_size, [], 0
+        while pos < size:
+            chunk = os.pread(fd, min(size - pos, 1 << 20), pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        return b"".join(chunks)
+
+    @classmethod
+    def _stored_versions(cls, fd: int) -> set[tuple[Optional[str], str]]:
+        """Return the (message id, revision) of every line: the whole transcript, not its last lines."""
+        versions = set()
+        for line in cls._read_all(fd).splitlines():
+            head = _LINE_HEAD.match(line)
+            if head:  # id and revision lead each line: no need to parse the message
+                versions.add((json.loads(head.group(1).decode("utf-8", "surrogatepass")), head.group(2).decode()))
+            elif line.strip():
+                versions.add(_version(json.loads(line)))
+        return versions
 
     # -- transcripts
     def append_transcript(self, thread_id: str, records: list[dict]) -> str:
         path = self._transcript_path(thread_id)
         self._dir(path.parent)
+        lines = _encoded_lines(records)
         fd = self._open_append(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._repair_partial_line(fd)
-            present = self._last_ids(fd, len(records)) if records else set()
-            lines = [
-                json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
-                for r in records
-                if record_id(r) not in present
-            ]
-            if lines:
-                self._write_all(fd, "".join(lines).encode("utf-8", "surrogatepass"))
+            present = self._stored_versions(fd) if lines else set()
+            fresh = []
+            for version, line in lines:
+                if version not in present:
+                    present.add(version)
+                    fresh.append(line)
+            if fresh:
+                self._write_all(fd, "".join(fresh).encode("utf-8", "surrogatepass"))
         finally:
             os.close(fd)
         return str(path)
@@ -266,7 +350,7 @@ class FileStorage(_ThreadedAsync):
         with open(path, "rb") as fh:
             for line in fh:
                 if line.strip() and line.endswith(b"\n"):  # an unterminated last line is an append in progress
-                    out.append(json.loads(line.decode("utf-8", "surrogatepass")))
+                    out.append(_decoded(json.loads(line.decode("utf-8", "surrogatepass"))))
         return out
 
     # -- memory files
@@ -287,6 +371,23 @@ class FileStorage(_ThreadedAsync):
         finally:
             os.close(fd)
         return str(path)
+
+    def append_memory_entry(
+        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
+    ) -> tuple[str, Optional[str]]:
+        path = self._memory_path(user_id, relpath)
+        if not path.exists() and not compose(""):  # nothing to write: create no folder and no empty file
+            return str(path), None
+        self._dir(path.parent)
+        fd = self._open_append(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # read and append under one lock: another writer's entry is seen
+            entry = compose(self._read_all(fd).decode("utf-8", "surrogatepass"))
+            if entry:
+                self._write_all(fd, entry.encode("utf-8", "surrogatepass"))
+        finally:
+            os.close(fd)
+        return str(path), entry
 
     def replace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         path = self._memory_path(user_id, relpath)
@@ -326,9 +427,13 @@ class StoreStorage:
     """Items of a LangGraph ``BaseStore``: works on the LangGraph server and across workers.
 
     Transcript records live under ``("compaction", "transcripts", <thread>)``
-    keyed by message id; memory files under ``("compaction", "memory",
-    <user>)`` keyed by their relative path. Labels go through ``safe_label``
-    (store labels may not contain ``.``).
+    keyed by message id and revision (``<id>@<revision>``), so a version put
+    twice (time travel, a second worker) is one item; memory files under
+    ``("compaction", "memory", <user>)`` keyed by their relative path. A
+    ledger entry's bullets are items of their own under ``(..., <user>,
+    "entries")`` keyed by a hash of the file and the normalized bullet: two
+    workers flushing the same fact at once write one item, by construction.
+    Labels go through ``safe_label`` (store labels may not contain ``.``).
     """
 
     def __init__(self, store: Any) -> None:
@@ -340,54 +445,104 @@ class StoreStorage:
     def _mns(self, user_id: str) -> tuple[str, ...]:
         return (_NS_ROOT, "memory", safe_label(user_id or DEFAULT_USER))
 
+    def _ens(self, user_id: str) -> tuple[str, ...]:
+        return (*self._mns(user_id), "entries")
+
     def transcript_location(self, thread_id: str) -> str:
         return "store://" + "/".join(self._tns(thread_id))
 
     def memory_location(self, user_id: str, relpath: str) -> str:
         return "store://" + "/".join(self._mns(user_id)) + "/" + check_relpath(relpath)
 
+    # -- transcripts
     @staticmethod
-    def _items(records: list[dict]) -> list[tuple[str, dict]]:
-        stamp = time.time_ns()
-        return [(record_id(r) or f"anon-{stamp}-{i}", {"record": r, "order": [stamp, i]}) for i, r in enumerate(records)]
+    def _versions(ns: tuple[str, ...], records: list[dict]) -> tuple[list[tuple[str, dict]], list[Any]]:
+        """Return the items to put (key, value) and the reads that say which are stored already."""
+        from langgraph.store.base import GetOp
+
+        stamp, items, seen = time.time_ns(), [], set()
+        for i, record in enumerate(records):
+            encoded = encode(record)
+            rid, rev = record_id(record), revision(encoded)
+            if (rid, rev) not in seen:
+                seen.add((rid, rev))
+                items.append((f"{rid or ''}@{rev}", {"id": rid, "rev": rev, "record": encoded, "order": [stamp, i]}))
+        # an item keyed by the bare id was written before revisions: the same version must not be put again
+        reads = [GetOp(ns, key) for key, _ in items] + [GetOp(ns, value["id"] or "@") for _, value in items]
+        return items, reads
 
     @staticmethod
-    def _sorted(items: list[Any]) -> list[dict]:
-        return [it.value["record"] for it in sorted(items, key=lambda it: tuple(it.value.get("order", (0, 0))))]
+    def _missing(items: list[tuple[str, dict]], found: list[Any]) -> list[tuple[str, dict]]:
+        stored, legacy = found[: len(items)], found[len(items) :]
+        return [
+            (key, value)
+            for (key, value), item, old in zip(items, stored, legacy)
+            if item is None and not (old is not None and "rev" not in old.value and revision(old.value.get("record")) == value["rev"])
+        ]
 
     def append_transcript(self, thread_id: str, records: list[dict]) -> str:
         ns = self._tns(thread_id)
-        for key, value in self._items(records):
+        items, reads = self._versions(ns, records)
+        for key, value in self._missing(items, self.store.batch(reads) if items else []):
             self.store.put(ns, key, value, index=False)
         return self.transcript_location(thread_id)
 
     async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str:
         ns = self._tns(thread_id)
-        for key, value in self._items(records):
+        items, reads = self._versions(ns, records)
+        for key, value in self._missing(items, await self.store.abatch(reads) if items else []):
             await self.store.aput(ns, key, value, index=False)
         return self.transcript_location(thread_id)
 
-    def read_transcript(self, thread_id: str) -> list[dict]:
-        ns, items, offset = self._tns(thread_id), [], 0
-        while batch := self.store.search(ns, limit=500, offset=offset):
+    @staticmethod
+    def _sorted(items: list[Any]) -> list[dict]:
+        ordered = sorted(items, key=lambda it: tuple(it.value.get("order", (0, 0))))
+        return [decode(it.value["record"]) if "rev" in it.value else it.value["record"] for it in ordered]
+
+    def _search_all(self, ns: tuple[str, ...], **kwargs: Any) -> list[Any]:
+        items, offset = [], 0
+        while batch := self.store.search(ns, limit=500, offset=offset, **kwargs):
             items.extend(batch)
             offset += len(batch)
-        return self._sorted(items)
+        return items
+
+    async def _asearch_all(self, ns: tuple[str, ...], **kwargs: Any) -> list[Any]:
+        items, offset = [], 0
+        while batch := await self.store.asearch(ns, limit=500, offset=offset, **kwargs):
+            items.extend(batch)
+            offset += len(batch)
+        return items
+
+    def read_transcript(self, thread_id: str) -> list[dict]:
+        return self._sorted(self._search_all(self._tns(thread_id)))
 
     async def aread_transcript(self, thread_id: str) -> list[dict]:
-        ns, items, offset = self._tns(thread_id), [], 0
-        while batch := await self.store.asearch(ns, limit=500, offset=offset):
-            items.extend(batch)
-            offset += len(batch)
-        return self._sorted(items)
+        return self._sorted(await self._asearch_all(self._tns(thread_id)))
+
+    # -- memory files
+    @staticmethod
+    def _text(base: Any, entries: list[Any]) -> Optional[str]:
+        """Return a memory file's text: its written text, then its ledger entries' bullets in order."""
+        if base is None and not entries:
+            return None
+        text = base.value.get("text") or "" if base is not None else ""
+        header, bullets = None, []
+        for item in [*sorted(entries, key=lambda it: tuple(it.value["order"])), None]:
+            if item is None or item.value["header"] != header:
+                if bullets:
+                    text += entry_text(text, header or "", bullets)
+                header, bullets = (item.value["header"], []) if item is not None else (None, [])
+            if item is not None:
+                bullets.append(item.value["bullet"])
+        return text
 
     def read_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
-        item = self.store.get(self._mns(user_id), check_relpath(relpath))
-        return item.value.get("text") if item else None
+        base = self.store.get(self._mns(user_id), check_relpath(relpath))
+        return self._text(base, self._search_all(self._ens(user_id), filter={"path": relpath}))
 
     async def aread_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
-        item = await self.store.aget(self._mns(user_id), check_relpath(relpath))
-        return item.value.get("text") if item else None
+        base = await self.store.aget(self._mns(user_id), check_relpath(relpath))
+        return self._text(base, await self._asearch_all(self._ens(user_id), filter={"path": relpath}))
 
     def append_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         old = self.read_memory_file(user_id, relpath) or ""
@@ -397,33 +552,75 @@ class StoreStorage:
         old = await self.aread_memory_file(user_id, relpath) or ""
         return await self.areplace_memory_file(user_id, relpath, old + text)
 
+    def _entry_items(self, user_id: str, relpath: str, entry: Optional[str]) -> tuple[list[tuple[str, dict]], list[Any]]:
+        from langgraph.store.base import GetOp
+
+        if not entry:
+            return [], []
+        header = "".join(f"{line}\n" for line in entry.strip("\n").splitlines() if line.strip() and not parse_bullets(line))
+        stamp, ns = time.time_ns(), self._ens(user_id)
+        items = {
+            _bullet_key(relpath, bullet): {"path": relpath, "header": header, "bullet": bullet, "order": [stamp, i]}
+            for i, bullet in enumerate(parse_bullets(entry))
+        }
+        return list(items.items()), [GetOp(ns, key) for key in items]
+
+    def append_memory_entry(
+        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
+    ) -> tuple[str, Optional[str]]:
+        entry = compose(self.read_memory_file(user_id, relpath) or "")
+        items, reads = self._entry_items(user_id, relpath, entry)
+        fresh = [(k, v) for (k, v), item in zip(items, self.store.batch(reads) if reads else []) if item is None]
+        for key, value in fresh:  # a bullet another worker just wrote has the same key: one item either way
+            self.store.put(self._ens(user_id), key, value, index=False)
+        return self.memory_location(user_id, relpath), entry if fresh else None
+
+    async def aappend_memory_entry(
+        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
+    ) -> tuple[str, Optional[str]]:
+        entry = compose(await self.aread_memory_file(user_id, relpath) or "")
+        items, reads = self._entry_items(user_id, relpath, entry)
+        fresh = [(k, v) for (k, v), item in zip(items, await self.store.abatch(reads) if reads else []) if item is None]
+        for key, value in fresh:
+            await self.store.aput(self._ens(user_id), key, value, index=False)
+        return self.memory_location(user_id, relpath), entry if fresh else None
+
     def replace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         self.store.put(self._mns(user_id), check_relpath(relpath), {"text": text}, index=False)
+        for item in self._search_all(self._ens(user_id), filter={"path": relpath}):  # now part of the text
+            self.store.delete(item.namespace, item.key)
         return self.memory_location(user_id, relpath)
 
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         await self.store.aput(self._mns(user_id), check_relpath(relpath), {"text": text}, index=False)
+        for item in await self._asearch_all(self._ens(user_id), filter={"path": relpath}):
+            await self.store.adelete(item.namespace, item.key)
         return self.memory_location(user_id, relpath)
 
     def delete_memory_file(self, user_id: str, relpath: str) -> None:
         self.store.delete(self._mns(user_id), check_relpath(relpath))
+        for item in self._search_all(self._ens(user_id), filter={"path": relpath}):
+            self.store.delete(item.namespace, item.key)
 
     async def adelete_memory_file(self, user_id: str, relpath: str) -> None:
         await self.store.adelete(self._mns(user_id), check_relpath(relpath))
+        for item in await self._asearch_all(self._ens(user_id), filter={"path": relpath}):
+            await self.store.adelete(item.namespace, item.key)
+
+    def _names(self, user_id: str, items: list[Any]) -> list[str]:
+        ns = self._mns(user_id)
+        return sorted({it.key if tuple(it.namespace) == ns else it.value["path"] for it in items})
 
     def list_memory_files(self, user_id: str) -> list[str]:
-        ns, keys, offset = self._mns(user_id), [], 0
-        while batch := self.store.search(ns, limit=500, offset=offset):
-            keys.extend(it.key for it in batch)
-            offset += len(batch)
-        return sorted(keys)
+        return self._names(user_id, self._search_all(self._mns(user_id)))  # the prefix covers the entries too
 
     async def alist_memory_files(self, user_id: str) -> list[str]:
-        ns, keys, offset = self._mns(user_id), [], 0
-        while batch := await self.store.asearch(ns, limit=500, offset=offset):
-            keys.extend(it.key for it in batch)
-            offset += len(batch)
-        return sorted(keys)
+        return self._names(user_id, await self._asearch_all(self._mns(user_id)))
+
+
+def _bullet_key(relpath: str, bullet: str) -> str:
+    """Return the store key of a ledger bullet: the same fact in the same file is always the same item."""
+    return hashlib.sha256(f"{relpath}\x00{normalize_bullet(bullet)}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def open_storage(storage: Any) -> Optional[CompactionStorage]:

@@ -1,19 +1,20 @@
 """The offloaded transcript of a thread: read it back, find messages in it, page through them.
 
-Offload writes every message of a thread once, in ``messages_to_dict`` form
-(``sessions/<thread>.jsonl`` or a store namespace per thread), so
-``load_transcript`` gives back exactly what the agent saw: ids, tool calls
-with their full arguments, ``tool_call_id``, names and metadata.
+Offload writes every version of every message of a thread once, in
+``messages_to_dict`` form (``sessions/<thread>.jsonl`` or a store namespace
+per thread), so ``load_transcript`` gives back exactly what the agent saw:
+ids, tool calls with their full arguments, ``tool_call_id``, names, metadata
+and artifacts (bytes, datetimes, tuples, models: equal, not JSON look-alikes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
-from .storage import open_storage
+from .storage import open_storage, record_id, thread_key
 from .summary import render_message
 
 
@@ -24,19 +25,40 @@ def _require(storage: Any):
     return opened
 
 
-def load_transcript(storage: Any, thread_id: str) -> list[BaseMessage]:
-    """Return every offloaded message of a thread, oldest first, as LangChain messages.
+Versions = Literal["latest", "all"]
+
+
+def latest_versions(records: Sequence[dict]) -> list[dict]:
+    """Return the last written version of each message, at the place its first version has."""
+    slots: dict[Any, dict] = {}
+    for i, record in enumerate(records):
+        rid = record_id(record)
+        # a dict keeps a key's first place when it is set again; a record without an id supersedes nothing
+        slots[rid if rid is not None else ("no id", i)] = record
+    return list(slots.values())
+
+
+def _select(records: list[dict], versions: Versions) -> list[BaseMessage]:
+    if versions not in ("latest", "all"):
+        raise ValueError(f"versions={versions!r}: use 'latest' (one per message) or 'all' (every version, as written)")
+    return messages_from_dict(records if versions == "all" else latest_versions(records))
+
+
+def load_transcript(storage: Any, thread_id: Any, *, versions: Versions = "latest") -> list[BaseMessage]:
+    """Return the offloaded messages of a thread, oldest first, as LangChain messages.
 
     ``storage`` is what ``add_compaction`` was given: a directory path, a
-    LangGraph ``BaseStore`` or a storage object. A thread never offloaded
-    gives ``[]``.
+    LangGraph ``BaseStore`` or a storage object. A message replaced by id
+    after it was offloaded has several versions: ``versions="latest"`` gives
+    the last one of each (at the place of the first), ``"all"`` every
+    version in the order written. A thread never offloaded gives ``[]``.
     """
-    return messages_from_dict(_require(storage).read_transcript(str(thread_id)))
+    return _select(_require(storage).read_transcript(thread_key(thread_id)), versions)
 
 
-async def aload_transcript(storage: Any, thread_id: str) -> list[BaseMessage]:
-    """Return every offloaded message of a thread, oldest first (async; file I/O off the event loop)."""
-    return messages_from_dict(await _require(storage).aread_transcript(str(thread_id)))
+async def aload_transcript(storage: Any, thread_id: Any, *, versions: Versions = "latest") -> list[BaseMessage]:
+    """Return the offloaded messages of a thread, oldest first (async; file I/O off the event loop)."""
+    return _select(await _require(storage).aread_transcript(thread_key(thread_id)), versions)
 
 
 def messages_by_id(messages: Sequence[BaseMessage], ids: Sequence[str]) -> tuple[list[BaseMessage], list[str]]:

@@ -9,7 +9,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.sqlite import SqliteStore
 
-from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, add_compaction, safe_label
+from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, StoreStorage, add_compaction, safe_label
 from langgraph_compaction.memory import (
     flush_marker,
     ledger_entry,
@@ -175,9 +175,10 @@ def test_store_memory_lives_in_a_per_user_namespace(tmp_path, how):
             else:
                 graph.invoke(first_input(turn), {"configurable": {"thread_id": "thread-1", "user_id": user}}, context=UserContext(user_id=""))
         namespace = ("compaction", "memory", safe_label(user))
-        assert all("." not in label for label in namespace)
-        item = store.get(namespace, f"memory/{_today()}.md")
-        assert item is not None and "- The user asked: Task 0" in item.value["text"]
+        items = store.search(namespace)  # the ledger's bullets are items of their own, keyed by the bullet
+        assert items and all(it.namespace[:3] == namespace and "." not in "".join(it.namespace) for it in items)
+        text = StoreStorage(store).read_memory_file(user, f"memory/{_today()}.md")
+        assert "- The user asked: Task 0" in text and text.startswith("## Flush ")
         assert store.search(("compaction", "memory", "default")) == []
 
 
