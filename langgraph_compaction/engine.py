@@ -66,9 +66,8 @@ def _combined(updates: Sequence[dict]) -> dict:
         # a rewrite (the summary) makes every earlier edit part of it: keep what follows the last one
         last = max((i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=0)
         update["messages"] = writes[last:]
-    compaction = _delta(updates)
-    if any(compaction.values()):
-        update["compaction"] = compaction
+    if any(u.get("compaction") for u in updates):  # {"pending": None} alone is a write too
+        update["compaction"] = _delta(updates)
     return update
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
@@ -52,3 +53,12 @@ async def test_a_long_react_agent_session_stays_valid_inside_the_window_and_lose
 def test_the_hook_names_the_state_it_needs():
     hook = make_pre_model_hook(model=ScriptedModel())
     assert {"messages", "compaction", "remaining_steps"} <= set(hook.state_schema.__annotations__)
+
+
+def test_a_stale_pending_compaction_is_cleared_by_the_update_the_hook_returns():
+    # a compaction planned for messages that are gone (a run stopped between gate and summary, then the history was edited)
+    stale = {"pending": {"reason": "tokens", "evict_ids": ["gone-1", "gone-2"], "cutoff_id": "gone-3"}, "wired": True}
+    hook = make_pre_model_hook(model=ScriptedModel(), config=CONFIG)
+    update = hook.invoke({"messages": [HumanMessage("hello", id="h")], "compaction": stale}, {"configurable": {"thread_id": "t"}})
+    assert "messages" not in update
+    assert update["compaction"]["pending"] is None  # else every later call would run the summary step again
