@@ -231,9 +231,9 @@ def _failed(stage: str, exc: Exception) -> dict:
     return {"compaction": {"pending": None, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
 
 
-def _breaker(view: dict) -> dict:
-    """Return the thread's summarizer circuit breaker: consecutive failures and when it closes again."""
-    raw = view.get("breaker") if isinstance(view.get("breaker"), dict) else {}
+def _breaker(view: dict, key: str = "breaker") -> dict:
+    """Return a circuit breaker of the thread (``key``): consecutive failures of its model and when it closes again."""
+    raw = view.get(key) if isinstance(view.get(key), dict) else {}
     failures, until = raw.get("failures"), raw.get("open_until")
     return {
         "failures": failures if isinstance(failures, int) and failures > 0 else 0,
@@ -243,7 +243,7 @@ def _breaker(view: dict) -> dict:
 
 
 def _breaker_after(breaker: dict, problem: Optional[str], limit: int, cooldown: float) -> dict:
-    """Return the breaker after one summarizer attempt: reset on success, opened at ``limit`` failures in a row."""
+    """Return the breaker after one model attempt: reset on success, opened at ``limit`` failures in a row."""
     if not problem:
         return {"failures": 0, "open_until": 0.0, "reason": None}
     failures = breaker["failures"] + 1
@@ -326,6 +326,9 @@ class CompactionNodes:
         )
         self._summary_shares_cache = _is_agent_model(model, agent_model)
         self._flush_shares_cache = _is_agent_model(self.flush_model, agent_model)
+        # one breaker per model: the flush shares the summarizer's when both call the same model
+        same = self.flush_model is self.model or (self._flush_shares_cache and self._summary_shares_cache)
+        self._flush_breaker = "breaker" if same else "flush_breaker"
 
     # -- where a run happens
     def _run(self, config: RunnableConfig) -> _Run:
@@ -599,7 +602,8 @@ class CompactionNodes:
             if offloaded:
                 memo.edited(plan.edits, self.counter)
                 update["messages"] = list(plan.edits.values())
-                compaction["counts"] = dict(plan.layer_counts)
+                compaction["counts"] = {layer: 1 for layer in plan.layer_counts}
+                compaction["edited_messages"] = dict(plan.layer_counts)
                 events.append(
                     _emit(
                         {
@@ -662,15 +666,21 @@ class CompactionNodes:
         todo = flush_input([m for m in messages if m.id in evict], view["flushed_ids"])
         if not todo or run.storage is None or self.flush_model is None:
             return {}
+        breaker = _breaker(view, self._flush_breaker)
+        if breaker["open_until"] > time.time():  # the model failed too often lately; the transcript keeps these messages
+            return {"compaction": {"events": [_emit({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]}}
         now = local_now(self.config.timezone)
         day = now.date().isoformat()
         marker = flush_marker(m.id for m in todo)
+        asking = False  # True while a failure is the model's (its call or its answer), not the storage's
+        tripped: dict[str, Any] = {}
         try:
             memory_md = (yield ("storage", "read_memory_file", (run.user_id, MEMORY_FILE))) or ""
             ledger = (yield ("storage", "read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
             entry = None
             if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
                 prefix = self._cached_prefix(messages, pending) if self._flush_shares_cache else None
+                asking = True
                 if prefix is not None:  # the summary request shares this prefix: both read it from the cache
                     request: Any = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day))]
                     answer = yield ("model", self._agent_model, (request,))
@@ -679,6 +689,7 @@ class CompactionNodes:
                     answer = yield ("model", self.flush_model, (request,))
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)
+                asking, tripped = False, {self._flush_breaker: _breaker_after(breaker, None, 0, 0)}  # a success closes it
 
                 def compose(current: str) -> Optional[str]:
                     # the ledger as it is now, under the storage's lock: another thread's flush may have just written
@@ -689,11 +700,14 @@ class CompactionNodes:
                 _, entry = yield ("storage", "append_memory_entry", (run.user_id, ledger_relpath(day), compose))
         except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
             event = _emit({"stage": "flush", "error": _describe(exc)})
-            return {"compaction": {"last_error": event["error"], "events": [event]}}
+            if asking:
+                tripped = {self._flush_breaker: _breaker_after(breaker, event["error"], self.config.breaker_failures, self.config.breaker_cooldown)}
+            return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
         flushed = set(view["flushed_ids"]) | {m.id for m in todo}
         written = entry.count("\n- ") if entry else 0
         return {
             "compaction": {
+                **tripped,
                 "flushed_ids": [m.id for m in messages if m.id in flushed],
                 "events": [_emit({"stage": "flush", "flushed_messages": len(todo), "memories": written})],
             }
@@ -851,6 +865,7 @@ class CompactionNodes:
                 "cutoff_id": pending.get("cutoff_id"),
                 "offload_path": path,
                 "counts": {kind: 1},
+                "edited_messages": {kind: len(evicted)},
                 "events": [*breaker_events, event],
                 "cooldown_id": result[-1].id,
                 **({"last_error": problem} if problem else {}),

@@ -170,12 +170,12 @@ def _apply(state: Any, update: dict) -> Any:
 
 def _delta(updates: list[dict]) -> dict:
     """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
-    out: dict[str, Any] = {"counts": {}, "events": []}
+    out: dict[str, Any] = {"counts": {}, "edited_messages": {}, "events": []}
     for update in updates:
         for key, value in (update.get("compaction") or {}).items():
-            if key == "counts":
+            if key in ("counts", "edited_messages"):
                 for name, n in value.items():
-                    out["counts"][name] = out["counts"].get(name, 0) + n
+                    out[key][name] = out[key].get(name, 0) + n
             elif key == "events":
                 out["events"].extend(value)
             else:

@@ -23,7 +23,11 @@ logger = logging.getLogger("langgraph_compaction")
 #: How many past events the state keeps (the stream carries all of them).
 MAX_EVENTS = 20
 
+#: ``counts``: how many compactions each layer made (and how many failed); ``edited_messages``: how many
+#: messages each layer touched (shortened by layers 1-2, replaced by a summary), under the same names.
 COUNT_KEYS = ("truncate", "prune", "micro", "summarize", "extractive", "failed")
+#: The keys whose updates add up instead of replacing.
+_SUMMED = ("counts", "edited_messages")
 
 _DEFAULTS: dict[str, Any] = {
     "pending": None,
@@ -36,6 +40,7 @@ _DEFAULTS: dict[str, Any] = {
     "offload_path": None,
     "last_error": None,
     "counts": {},
+    "edited_messages": {},
     "events": [],
     "pins": [],
 }
@@ -50,6 +55,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "offload_path": str,
     "last_error": str,
     "counts": dict,
+    "edited_messages": dict,
     "events": list,
     "pins": list,
 }
@@ -75,7 +81,8 @@ def read_compaction(raw: Any) -> dict[str, Any]:
         out[key] = list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
     out["offloaded_ids"] = [i for i in out["offloaded_ids"] if isinstance(i, str)]
     out["flushed_ids"] = [i for i in out["flushed_ids"] if isinstance(i, str)]
-    out["counts"] = {k: v for k, v in out["counts"].items() if isinstance(v, int) and not isinstance(v, bool)}
+    for key in _SUMMED:
+        out[key] = {k: v for k, v in out[key].items() if isinstance(v, int) and not isinstance(v, bool)}
     out["pins"] = clean_pins(out["pins"])
     return out
 
@@ -83,7 +90,7 @@ def read_compaction(raw: Any) -> dict[str, Any]:
 def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
     """Merge a node's ``compaction`` write into the state (the reducer).
 
-    Keys are replaced, except ``counts`` (added up) and ``events`` (appended,
+    Keys are replaced, except ``counts`` and ``edited_messages`` (added up), ``events`` (appended,
     the last ``MAX_EVENTS`` kept), so the flush and offload branches can write
     in the same step without losing each other's figures, and ``pins``
     (merged by id, so ``pin_constraint`` updates need not know the others).
@@ -94,14 +101,15 @@ def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
     if not isinstance(right, dict):
         logger.warning("ignored a compaction update of type %s", type(right).__name__)
         return base
-    merged = {**base, **{k: v for k, v in right.items() if k not in ("counts", "events", "pins")}}
+    merged = {**base, **{k: v for k, v in right.items() if k not in (*_SUMMED, "events", "pins")}}
     merged["pins"] = merge_pins(base["pins"], right.get("pins"))
-    counts = dict(base["counts"])
-    added = right.get("counts")
-    for key, value in (added if isinstance(added, dict) else {}).items():  # a hand edit may put anything here
-        if isinstance(value, int):
-            counts[key] = counts.get(key, 0) + value
-    merged["counts"] = counts
+    for summed in _SUMMED:
+        totals = dict(base[summed])
+        added = right.get(summed)
+        for key, value in (added if isinstance(added, dict) else {}).items():  # a hand edit may put anything here
+            if isinstance(value, int):
+                totals[key] = totals.get(key, 0) + value
+        merged[summed] = totals
     events = right.get("events")
     merged["events"] = (base["events"] + list(events))[-MAX_EVENTS:] if isinstance(events, list) else base["events"]
     return read_compaction(merged)
