@@ -313,6 +313,31 @@ def summary_preamble(text: str) -> str:
     return text[: match.start()].strip() if match else ""
 
 
+#: The count line of an extractive SUMMARY (also the older per-compaction form, repeated once per compaction).
+_COUNT_LINE = re.compile(
+    r"^(\d[\d,]*) messages? (?:was|were) compacted(?: in all)?; (\d[\d,]*) assistant turns? called tools\.\s*$", re.MULTILINE
+)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _carried_counts(summary_section: str) -> tuple[int, int, str]:
+    """Return (messages, tool-calling turns) that earlier compactions counted, and the section without those lines.
+
+    An extractive summary carries the earlier history once: its own text and
+    one running count, not one count line per earlier compaction.
+    """
+    found = _COUNT_LINE.findall(summary_section)
+    rest = _COUNT_LINE.sub("", summary_section).strip()
+    return (
+        sum(int(m.replace(",", "")) for m, _ in found),
+        sum(int(t.replace(",", "")) for _, t in found),
+        re.sub(r"\n{3,}", "\n\n", rest),
+    )
+
+
 def extractive_summary(
     messages: Sequence[BaseMessage], *, pins: Sequence[dict] = (), settings: Optional[FidelityConfig] = None
 ) -> str:
@@ -327,11 +352,14 @@ def extractive_summary(
     from .fidelity import complete_summary  # fidelity builds on this module's sections and trail
 
     previous = next((text_of(m) for m in reversed(messages) if is_summary(m)), "")
+    earlier_messages, earlier_turns, carried_summary = _carried_counts(section(previous, "SUMMARY"))
+    compacted = [m for m in messages if not is_summary(m)]
+    total = earlier_messages + len(compacted)
+    turns = earlier_turns + sum(1 for m in compacted if tool_calls_of(m))
     last_ai = next(
         (content_text(m.content).strip() for m in reversed(messages) if isinstance(m, AIMessage) and content_text(m.content).strip()),
         "",
     )
-    carried_summary = section(previous, "SUMMARY")
     body = [
         EXTRACTIVE_MARK,
         "",
@@ -340,7 +368,8 @@ def extractive_summary(
         "",
         "## SUMMARY",
         *([carried_summary[:4000]] if carried_summary else []),
-        f"{len(messages)} messages were compacted; {sum(1 for m in messages if tool_calls_of(m))} assistant turns called tools.",
+        f"{_plural(total, 'message')} {'was' if total == 1 else 'were'} compacted in all; "
+        f"{_plural(turns, 'assistant turn')} called tools.",
         "",
         "## ARTIFACTS",
         "None",

@@ -124,3 +124,20 @@ def test_counts_are_compactions_and_edited_messages_are_the_messages_they_touche
     assert compaction["counts"]["summarize"] == len(summaries)
     assert compaction["edited_messages"]["summarize"] == sum(e["evicted"] for e in summaries)
     assert sum(compaction["edited_messages"].get(k, 0) for k in ("truncate", "prune")) == sum(e["edited"] for e in layered)
+
+
+def test_chained_extractive_summaries_carry_the_history_once_with_a_running_count():
+    from langgraph_compaction.summary import build_summary_message, extractive_summary, section
+
+    model_summary = build_summary_message("## SESSION INTENT\nShip it.\n\n## SUMMARY\nThe model wrote this once.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo.")
+    call = {"name": "bash", "args": {"cmd": "make"}, "id": "c"}
+    summary = model_summary
+    for k in range(32):
+        turn = [HumanMessage(f"step {k}", id=f"h{k}"), AIMessage("", tool_calls=[{**call, "id": f"c{k}"}], id=f"a{k}"),
+                ToolMessage("ok", tool_call_id=f"c{k}", name="bash", id=f"t{k}")]
+        summary = build_summary_message(extractive_summary([summary, *turn]))
+    body = section(summary.content, "SUMMARY")
+    assert body.count("The model wrote this once.") == 1
+    assert body.count("compacted") == 1 and "96 messages were compacted in all; 32 assistant turns called tools." in body
+    single = extractive_summary([HumanMessage("hi", id="h"), AIMessage("", tool_calls=[call], id="a")][1:])
+    assert "1 message was compacted in all; 1 assistant turn called tools." in single
