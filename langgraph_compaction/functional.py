@@ -1,12 +1,12 @@
 """``compact_messages``: one compaction pass over a message list, for the functional API and any framework.
 
 An ``@entrypoint`` keeps its own history; before each model call it passes
-the history and the ``compaction`` value of the previous call, and keeps
-what comes back::
+the history and the ``compaction`` value of the previous call, keeps what
+comes back and sends the view::
 
     result = compact_messages(history, model=summarizer, thread_id=thread, state=compaction, storage="./.compaction")
     history, compaction = result.messages, result.state
-    reply = llm.invoke(history)
+    reply = llm.invoke(result.view)
 """
 
 from __future__ import annotations
@@ -25,11 +25,17 @@ from .state import read_compaction
 
 @dataclass
 class CompactionResult:
-    """What to keep and send (``messages``), what to pass back next time (``state``), and what happened."""
+    """What to keep (``messages``), what to send (``view``), what to pass back next time (``state``), what happened.
+
+    In the default rewrite mode ``view`` is ``messages``; in view mode
+    (``CompactionConfig(mode="view")``) ``messages`` is the whole history and
+    ``view`` the summary and the recent tail.
+    """
 
     messages: list[BaseMessage]
     state: dict
     events: list[dict]
+    view: list[BaseMessage]
 
 
 def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **settings: Any):
@@ -43,8 +49,9 @@ def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **sett
     return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}})
 
 
-def _finish(result: PassResult) -> CompactionResult:
-    return CompactionResult(messages=result.messages, state=read_compaction(result.state["compaction"]), events=result.events)
+def _finish(nodes: CompactionNodes, result: PassResult) -> CompactionResult:
+    state = read_compaction(result.state["compaction"])
+    return CompactionResult(messages=result.messages, state=state, events=result.events, view=nodes.messages_of(result.state, state))
 
 
 def compact_messages(
@@ -73,7 +80,7 @@ def compact_messages(
         messages, thread_id, state, model=model, config=config, storage=storage,
         agent_model=agent_model, system_prompt=system_prompt,
     )
-    return _finish(run_pass(nodes, values, run))
+    return _finish(nodes, run_pass(nodes, values, run))
 
 
 async def acompact_messages(
@@ -92,4 +99,4 @@ async def acompact_messages(
         messages, thread_id, state, model=model, config=config, storage=storage,
         agent_model=agent_model, system_prompt=system_prompt,
     )
-    return _finish(await arun_pass(nodes, values, run))
+    return _finish(nodes, await arun_pass(nodes, values, run))

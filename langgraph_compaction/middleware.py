@@ -4,8 +4,9 @@ A thin adapter over the engine (``engine.run_pass``): ``before_model`` runs
 one whole pass (layers 1-2; when still over the trigger, offload and flush
 side by side, then the summary) and returns its update; ``wrap_model_call``
 counts what the agent sends besides the messages (its system prompt and tool
-schemas) and gives overflow recovery (``overflow``): a request the model
-refuses as too long is compacted and retried once.
+schemas), sends the compacted view in view mode (``CompactionConfig(mode="view")``)
+and gives overflow recovery (``overflow``): a request the model refuses as
+too long is compacted and retried once.
 """
 
 from __future__ import annotations
@@ -133,7 +134,11 @@ class CompactionMiddleware(AgentMiddleware):
         nodes.fixed_tokens = fixed_tokens(request.model.bind(tools=schemas) if schemas else None, system)
         counted[0] = key
 
-    def _retry_request(self, request: ModelRequest, state: Any) -> ModelRequest:
+    @staticmethod
+    def _model_request(request: ModelRequest, state: Any, nodes: CompactionNodes) -> ModelRequest:
+        """Return the request for ``state``: its messages, or in view mode the compacted view of them."""
+        if nodes.config.mode == "view":
+            return request.override(messages=nodes.messages_of(state), state=state)
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
 
     @staticmethod
@@ -149,12 +154,12 @@ class CompactionMiddleware(AgentMiddleware):
         nodes, counted = self._level(config)
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
-            return handler(request)
+            return handler(self._model_request(request, request.state, nodes))
         run = nodes._run(config)
         responses: list[ModelResponse] = []
 
         def call(state: Any) -> dict:
-            responses.append(handler(self._retry_request(request, state)))
+            responses.append(handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
         output = _drive(nodes, _recovery(nodes, request.state, run), run, call)
@@ -165,12 +170,12 @@ class CompactionMiddleware(AgentMiddleware):
         nodes, counted = self._level(config)
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
-            return await handler(request)
+            return await handler(self._model_request(request, request.state, nodes))
         run = nodes._run(config)
         responses: list[ModelResponse] = []
 
         async def call(state: Any) -> dict:
-            responses.append(await handler(self._retry_request(request, state)))
+            responses.append(await handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
         output = await _adrive(nodes, _recovery(nodes, request.state, run), run, call)

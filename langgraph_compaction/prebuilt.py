@@ -2,8 +2,10 @@
 
 The hook runs one whole compaction pass (``engine.run_pass``) before every
 model call and returns its update; the history it rewrites is the state's, so
-the model, the checkpoint and the next call see the same thing. Its state
-needs a ``compaction`` key: pass ``state_schema=hook.state_schema``.
+the model, the checkpoint and the next call see the same thing. In view mode
+(``CompactionConfig(mode="view")``) the state keeps every message and the
+model is sent the view (``llm_input_messages``). Its state needs a
+``compaction`` key: pass ``state_schema=hook.state_schema``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import NotRequired
 
 from .config import CompactionConfig
-from .engine import arun_pass, run_pass
+from .engine import PassResult, arun_pass, run_pass
 from .nodes import CompactionNodes
 from .state import merge_compaction
 
@@ -57,11 +59,17 @@ def make_pre_model_hook(
         system_prompt=system_prompt,
     )
 
+    def update(result: PassResult) -> dict:
+        if nodes.config.mode != "view":
+            return result.update
+        # the state keeps every message; the agent node is sent the view (create_react_agent's llm_input_messages)
+        return {**result.update, "llm_input_messages": nodes.messages_of(result.state)}
+
     def hook(state: Any, config: RunnableConfig) -> dict:
-        return run_pass(nodes, state, nodes._run(config)).update
+        return update(run_pass(nodes, state, nodes._run(config)))
 
     async def ahook(state: Any, config: RunnableConfig) -> dict:
-        return (await arun_pass(nodes, state, nodes._run(config))).update
+        return update(await arun_pass(nodes, state, nodes._run(config)))
 
     node = RunnableCallable(hook, ahook, name="compaction", trace=False)
     node.state_schema = CompactionReactState

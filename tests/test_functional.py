@@ -8,7 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
-from langgraph_compaction import FileStorage, acompact_messages, compact_messages, is_summary
+from langgraph_compaction import CompactionConfig, FileStorage, acompact_messages, compact_messages, is_summary
 from langgraph_compaction.testing import ScriptedModel
 
 BY_NAME = {t.name: t for t in TOOLS}
@@ -19,7 +19,7 @@ def call_tool(call: dict):
     return BY_NAME[call["name"]].invoke({**call, "type": "tool_call"})
 
 
-def _sync_agent(model, storage, kept: dict):
+def _sync_agent(model, storage, kept: dict, settings=CONFIG):
     llm, summarizer = model.bind_tools(TOOLS), ScriptedModel()
 
     @entrypoint(checkpointer=InMemorySaver())
@@ -28,11 +28,11 @@ def _sync_agent(model, storage, kept: dict):
         compaction = (previous or {}).get("compaction")
         while True:
             result = compact_messages(
-                history, model=summarizer, config=CONFIG, storage=storage,
+                history, model=summarizer, config=settings, storage=storage,
                 thread_id=config["configurable"]["thread_id"], state=compaction, agent_model=llm,
             )
             history, compaction = result.messages, result.state
-            reply = llm.invoke(history)
+            reply = llm.invoke(result.view)
             history.append(reply)
             if not reply.tool_calls:
                 kept.update(messages=history, compaction=compaction)
@@ -86,6 +86,22 @@ async def test_an_entrypoint_agent_stays_valid_inside_the_window_and_loses_nothi
     # the state passed back each call chains the summaries: one count per summary the model saw
     assert summaries_counted(saved["compaction"]) == session.summaries_seen()
     assert session.lost(saved["messages"], tmp_path, mode) == []
+
+
+def test_in_view_mode_the_history_is_kept_whole_and_the_model_is_sent_the_view(tmp_path):
+    model, saved = ToolCallingModel(), {}
+    agent = _sync_agent(model, tmp_path, saved, CompactionConfig(context_window=WINDOW, mode="view"))
+    session = Session(model)
+    for n in range(REQUESTS):
+        agent.invoke(request(n), {"configurable": {"thread_id": "view"}})
+        session.check(request(n))
+
+    history = saved["messages"]
+    assert len(history) == 5 * REQUESTS and not any(is_summary(m) for m in history)  # request, call, 2 results, answer
+    assert session.problems == [] and session.peak <= WINDOW
+    assert summaries_counted(saved["compaction"]) == session.summaries_seen() >= 2
+    current = [m for m in model.inputs[-1] if is_summary(m)]
+    assert session.lost(history + current, tmp_path, "view") == []
 
 
 def test_a_short_history_comes_back_unchanged_with_ids_and_a_state_to_pass_back(tmp_path):

@@ -51,6 +51,20 @@ def test_a_long_create_agent_session_stays_valid_inside_the_window_and_loses_not
     assert middleware.nodes.fixed_tokens > 500
 
 
+async def test_in_view_mode_the_state_keeps_every_message_and_the_model_gets_the_view(tmp_path):
+    model = ToolCallingModel()
+    agent, _ = _agent(model, tmp_path, config=CompactionConfig(context_window=WINDOW, mode="view"))
+    session = _long_session(agent, model, "view")
+
+    state = agent.get_state({"configurable": {"thread_id": "view"}}).values
+    messages = state["messages"]
+    assert len(messages) == 5 * REQUESTS and not any(is_summary(m) for m in messages)  # request, call, 2 results, answer
+    assert session.problems == [] and session.peak <= WINDOW
+    assert summaries_counted(state["compaction"]) == session.summaries_seen() >= 2
+    current = [m for m in model.inputs[-1] if is_summary(m)]
+    assert session.lost(messages + current, tmp_path, "view") == []
+
+
 async def test_the_async_path_runs_the_same_pass(tmp_path):
     model = ToolCallingModel()
     agent, _ = _agent(model, tmp_path)

@@ -9,7 +9,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
-from langgraph_compaction import make_pre_model_hook
+from langgraph_compaction import CompactionConfig, is_summary, make_pre_model_hook
 from langgraph_compaction.testing import ScriptedModel
 
 with warnings.catch_warnings():  # create_react_agent is deprecated in favour of create_agent, and still used
@@ -17,8 +17,8 @@ with warnings.catch_warnings():  # create_react_agent is deprecated in favour of
     from langgraph.prebuilt import create_react_agent
 
 
-def _agent(model, tmp_path):
-    hook = make_pre_model_hook(model=ScriptedModel(), config=CONFIG, storage=tmp_path, agent_model=model.bind_tools(TOOLS))
+def _agent(model, tmp_path, config=CONFIG):
+    hook = make_pre_model_hook(model=ScriptedModel(), config=config, storage=tmp_path, agent_model=model.bind_tools(TOOLS))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         agent = create_react_agent(
@@ -48,6 +48,24 @@ async def test_a_long_react_agent_session_stays_valid_inside_the_window_and_lose
     assert summaries_counted(state["compaction"]) == session.summaries_seen()
     assert session.lost(state["messages"], tmp_path, mode) == []
     assert hook.nodes.fixed_tokens > 100  # the bound tool schemas are counted
+
+
+def test_in_view_mode_the_state_keeps_every_message_and_the_model_gets_the_view(tmp_path):
+    model = ToolCallingModel()
+    agent, _ = _agent(model, tmp_path, CompactionConfig(context_window=WINDOW, mode="view"))
+    session = Session(model)
+    config = {"configurable": {"thread_id": "view"}}
+    for n in range(REQUESTS):
+        agent.invoke({"messages": [request(n)]}, config)
+        session.check(request(n))
+
+    state = agent.get_state(config).values
+    messages = state["messages"]
+    assert len(messages) == 5 * REQUESTS and not any(is_summary(m) for m in messages)  # request, call, 2 results, answer
+    assert session.problems == [] and session.peak <= WINDOW
+    assert summaries_counted(state["compaction"]) == session.summaries_seen() >= 2
+    current = [m for m in model.inputs[-1] if is_summary(m)]
+    assert session.lost(messages + current, tmp_path, "view") == []
 
 
 def test_the_hook_names_the_state_it_needs():
