@@ -49,7 +49,8 @@ def _stages(nodes: CompactionNodes, state: Any) -> Pass:
     targets = nodes.route(state)
     if targets == nodes.before:
         return updates, state
-    side = [(name, steps, state) for name, steps in ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps)) if name in targets]
+    branches = ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps))
+    side = [(name, steps, state) for name, steps in branches if name in targets]
     if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
         for update in (yield side):
             updates.append(update)

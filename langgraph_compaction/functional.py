@@ -51,7 +51,8 @@ def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **sett
 
 def _finish(nodes: CompactionNodes, result: PassResult) -> CompactionResult:
     state = read_compaction(result.state["compaction"])
-    return CompactionResult(messages=result.messages, state=state, events=result.events, view=nodes.messages_of(result.state, state))
+    view = nodes.messages_of(result.state, state)
+    return CompactionResult(messages=result.messages, state=state, events=result.events, view=view)
 
 
 def compact_messages(

@@ -82,7 +82,9 @@ class CompactionMiddleware(AgentMiddleware):
         super().__init__()
         self.nodes = CompactionNodes(before="model", model=model, config=config, storage=storage, flush_model=flush_model)
         # each agent level gets steps of its own over the same settings and the same opened storage
-        self._settings = dict(before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model)
+        self._settings = dict(
+            before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model
+        )
         self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if add_tools else []
         self.overflow_recovery = overflow_recovery
         self._name = name or type(self).__name__
