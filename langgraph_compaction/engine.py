@@ -1,8 +1,9 @@
-"""One whole compaction pass over a state held in memory, for the fronts that are not graph nodes.
+"""One whole compaction pass over a state held in memory: the engine every front drives.
 
 The graph front runs gate, flush, offload and summarize as four nodes and
-lets LangGraph apply their updates. The middleware, the prebuilt hook and
-``compact_messages`` have one call to make instead: ``run_pass`` /
+lets LangGraph apply their updates (and runs this pass inside the model node
+when something reached it past the gate). The middleware, the prebuilt hook
+and ``compact_messages`` have one call to make instead: ``run_pass`` /
 ``arun_pass`` drive the same steps (``CompactionNodes``) in the same order —
 the gate, then offload and flush side by side, then the summary — applying
 each update in memory with the graph's reducers (``add_messages`` and
@@ -38,7 +39,7 @@ class PassResult:
 
     @property
     def messages(self) -> list:
-        """Return the messages after the pass (what the model is sent)."""
+        """Return the state's messages after the pass (in view mode the whole history, not what the model is sent)."""
         return list(_get(self.state, "messages") or [])
 
 
