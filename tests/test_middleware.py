@@ -8,6 +8,7 @@ import sys
 import pytest
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
+from langchain_core.messages import SystemMessage
 from langgraph.store.memory import InMemoryStore
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
@@ -63,6 +64,19 @@ async def test_in_view_mode_the_state_keeps_every_message_and_the_model_gets_the
     assert summaries_counted(state["compaction"]) == session.summaries_seen() >= 2
     current = [m for m in model.inputs[-1] if is_summary(m)]
     assert session.lost(messages + current, tmp_path, "view") == []
+
+
+def test_a_long_system_prompt_is_counted_in_every_request(tmp_path):
+    # about 5,000 tokens of instructions: requests must still stay near the 10,000-token trigger, not 5,000 over it
+    rules = " ".join(f"Rule {i}: check the module named in the request against its documentation." for i in range(400))
+    model = ToolCallingModel()
+    middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path)
+    agent = create_agent(model, TOOLS, system_prompt=rules, middleware=[middleware], checkpointer=InMemorySaver())
+    session = _long_session(agent, model, "rules", requests=12)
+
+    assert model.request_tokens([SystemMessage(rules)]) > 4_500
+    assert session.problems == []
+    assert CONFIG.resolve().trigger_tokens < session.peak < 12_000
 
 
 async def test_the_async_path_runs_the_same_pass(tmp_path):
