@@ -810,12 +810,13 @@ class CompactionNodes:
             text, problem = yield from self._summary_text(evicted, pending.get("focus"), prefix=prefix)
             kind = "summarize"
             if not problem:
-                # a well-formed but endless answer fails too: the context must end under the target (invariant 3)
+                # a well-formed but endless answer fails too (invariant 3): it misses the target where the
+                # extractive summary meets it, or it does not even shrink the context
                 composed = compose(text)
                 target = pending.get("target_tokens") or run.budget.target_tokens
                 if composed[4] > target:
                     fallback = compose(extractive_summary(evicted))
-                    if fallback[4] < composed[4]:
+                    if fallback[4] < composed[4] and (fallback[4] <= target or composed[4] >= self.counter.total(messages)):
                         problem = f"the summary would leave {composed[4]:,} tokens, over the target of {target:,}"
                         composed, kind = fallback, "extractive"
             breaker = _breaker_after(breaker, problem, self.config.breaker_failures, self.config.breaker_cooldown)
