@@ -124,6 +124,11 @@ def unsafe_cut_points(messages: Sequence[BaseMessage], rounds: Optional[list[Too
     A cut inside a round separates a call from a result; a cut at a tool
     message would start the tail with a tool message. Overlapping rounds
     (mixed runs, results separated from their call) are covered as one span.
+    With Anthropic extended thinking (an assistant message opens with a
+    thinking block) a turn runs from a user message across its tool results,
+    and only its first assistant message thinks: a tail may start at a user
+    message or at an assistant message that opens with thinking, never at a
+    later assistant message of a turn, which Anthropic would refuse.
     """
     n = len(messages)
     delta = [0] * (n + 2)
@@ -136,7 +141,23 @@ def unsafe_cut_points(messages: Sequence[BaseMessage], rounds: Optional[list[Too
     for i in range(n + 1):
         depth += delta[i]
         unsafe[i] = depth > 0 or (i < n and isinstance(messages[i], ToolMessage))
+    if any(starts_with_thinking(m) for m in messages):
+        for i, m in enumerate(messages):
+            if isinstance(m, AIMessage) and not starts_with_thinking(m):
+                unsafe[i] = True
     return unsafe
+
+
+def starts_with_thinking(message: BaseMessage) -> bool:
+    """Return True for an assistant message that opens with a (redacted) thinking block: Anthropic extended thinking."""
+    content = message.content
+    return (
+        isinstance(message, AIMessage)
+        and isinstance(content, list)
+        and bool(content)
+        and isinstance(content[0], dict)
+        and content[0].get("type") in ("thinking", "redacted_thinking")
+    )
 
 
 def latest_user_index(messages: Sequence[BaseMessage]) -> Optional[int]:

@@ -7,11 +7,11 @@ accepted this" without a network.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from .conversation import tool_calls_of
+from .conversation import starts_with_thinking, tool_calls_of
 
 
 def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
@@ -39,12 +39,15 @@ def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
     return problems
 
 
-def anthropic_violations(messages: Sequence[BaseMessage]) -> list[str]:
+def anthropic_violations(messages: Sequence[BaseMessage], *, thinking: Optional[bool] = None) -> list[str]:
     """Return the reasons Anthropic's messages API would reject this order (empty if none).
 
     Besides the tool-result pairing (the same as OpenAI's), Anthropic accepts
     system messages only as one leading block and wants the first turn to be
-    a user turn.
+    a user turn. With extended thinking (``thinking=True``; None: when any
+    assistant message opens with a thinking block), the assistant turn in
+    progress (the request ends with tool results) must open with its
+    thinking block.
     """
     problems = openai_violations(messages)
     seen_other = False
@@ -59,6 +62,16 @@ def anthropic_violations(messages: Sequence[BaseMessage]) -> list[str]:
             first_turn_checked = True
             if not isinstance(m, HumanMessage):
                 problems.append(f"message {i}: the first turn is {m.type}, not a user turn")
+    if thinking is None:
+        thinking = any(starts_with_thinking(m) for m in messages)
+    if thinking and messages and isinstance(messages[-1], ToolMessage):
+        # the turn in progress starts after the last user message (a tool result is not one)
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1) + 1
+        first = next((i for i in range(start, len(messages)) if isinstance(messages[i], AIMessage)), None)
+        if first is not None and not starts_with_thinking(messages[first]):
+            problems.append(
+                f"message {first}: with extended thinking, the assistant turn in progress must open with its thinking block"
+            )
     return problems
 
 
