@@ -74,6 +74,13 @@ _SCRIPTED = frozenset({"sed", "awk", "grep", "egrep", "rg", "perl"})
 #: Programs whose operands are files or folders, so a bare word (``docs``) is a path too.
 _FILE_PROGRAMS = frozenset({"cat", "head", "tail", "less", "more", "ls", "rg", "grep", "egrep", "find", "wc", "rm", "rmdir", "cp", "mv", "touch", "mkdir", "sed", "awk", "nl", "bat", "stat", "diff", "tee", "tree", "du"})
 _BARE_WORD = re.compile(r"^[\w.@+~/-]*[A-Za-z_][\w.@+~/-]*$")
+#: What git does to the paths on its line, by subcommand; the others take no paths.
+_GIT_VERBS = {
+    "rm": "deleted", "mv": "moved", "diff": "read", "show": "read", "log": "read", "blame": "read", "add": "used",
+    "checkout": "edited", "restore": "edited", "ls-files": "searched", "grep": "searched", "status": "read",
+}
+#: Programs whose operands are text or API routes (``echo a/b``, ``gh api repos/o/r``), not files.
+_TEXT_PROGRAMS = frozenset({"echo", "printf", "gh", "export"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 _PREFIXES = frozenset({"sudo", "env", "time", "nohup", "command", "exec", "xargs"})
 
@@ -87,7 +94,7 @@ _EXTENSIONS = (
 _PATH_TOKEN = re.compile(rf"^(?:~?\.{{0,2}}/)?(?:[\w.@+%-]+/)+[\w.@+%-]*$|^[\w.@+-]+\.(?:{_EXTENSIONS})$")
 _URL = re.compile(r"https?://[^\s'\"<>`)\]]+")
 _LINE_SUFFIX = re.compile(r"(?::\d+){1,2}$")
-_SEGMENT_BREAK = frozenset({"&&", "||", ";", "|", "&", "\n", "(", ")"})
+_SEGMENT_BREAK = frozenset({"&&", "||", ";", "|", "&", "(", ")"})
 _FD_DUP = re.compile(r"\d*>&\d+")
 _REDIRECT = re.compile(r"^(\d*|&)(>>?|<)(.*)$")
 _PATCH_HEADER = re.compile(r"^\*\*\* (Update|Add|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.MULTILINE)
@@ -251,6 +258,13 @@ def _cd(target: Optional[str], cwd: str, workdir: str) -> str:
     return "" if resolved == "." else resolved
 
 
+def _git_operands(arguments: list[str]) -> tuple[str, list[str]]:
+    """Return git's subcommand and its operands; ``-C dir`` is where git runs, like a workdir, not a file it touches."""
+    while arguments and arguments[0].startswith("-"):
+        arguments = arguments[2:] if arguments[0] in ("-C", "-c", "--git-dir", "--work-tree") else arguments[1:]
+    return (arguments[0], arguments[1:]) if arguments else ("", [])
+
+
 def _segment_touches(words: list[str], cwd: str) -> list[Touch]:
     """Return what one simple command did to the paths on it."""
     while words and (words[0] in _PREFIXES or re.match(r"^\w+=", words[0])):
@@ -270,24 +284,23 @@ def _segment_touches(words: list[str], cwd: str) -> list[Touch]:
                 found.append(Touch(_resolve(target, cwd), "read" if redirect.group(2) == "<" else "wrote"))
             continue
         arguments.append(word)
+    if program in _TEXT_PROGRAMS:
+        return found
+    if program == "git":
+        sub, arguments = _git_operands(arguments)
+        if sub not in _GIT_VERBS:  # push, rebase, switch ... name branches and remotes (``origin/main``), not files
+            return found
+        program, verb = ("mv" if sub == "mv" else "git"), _GIT_VERBS[sub]
     if program in _SCRIPTED and not {"-e", "-f", "--regexp", "--expression"} & set(arguments):
         operands = [w for w in arguments if not w.startswith("-") and not w.isdigit()]
         arguments = [w for w in arguments if w is not operands[0]] if operands else arguments
-    bare = program in _FILE_PROGRAMS
-    paths = [p for p in (_path_of(w, bare) for w in arguments) if p]
+    paths = [_resolve(p, cwd) for p in (_path_of(w, program in _FILE_PROGRAMS) for w in arguments) if p]
     if program == "sed":
         verb = "edited" if any(w.startswith("-i") or w == "--in-place" for w in arguments) else "read"
-    if (program in ("cp", "mv") or program == "git" and arguments[:1] == ["mv"]) and len(paths) >= 2:
-        last = "wrote" if program == "cp" else "moved"
-        first = "read" if program == "cp" else "moved"
-        found += [Touch(_resolve(p, cwd), first) for p in paths[:-1]] + [Touch(_resolve(paths[-1], cwd), last)]
-        return found
-    if program == "git":
-        sub = arguments[0] if arguments else ""
-        verb = {"rm": "deleted", "diff": "read", "show": "read", "log": "read", "blame": "read", "add": "used"}.get(sub, "used")
-    if program == "tee":
-        verb = "wrote"
-    return [Touch(_resolve(p, cwd), verb) for p in paths] + found
+    if program in ("cp", "mv") and len(paths) >= 2:
+        first, last = ("read", "wrote") if program == "cp" else ("moved", "moved")
+        return found + [Touch(p, first) for p in paths[:-1]] + [Touch(paths[-1], last)]
+    return [Touch(p, "wrote" if program == "tee" else verb) for p in paths] + found
 
 
 def command_touches(command: str, workdir: str = "") -> list[Touch]:

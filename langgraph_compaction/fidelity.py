@@ -293,7 +293,7 @@ def artifacts_section(own: str, messages: Sequence[BaseMessage], limit: int) -> 
     carried, carried_omitted = _trail(section(_previous_summary(messages), "ARTIFACTS"))
     trail = merge_entries(tool_artifacts(messages) + carried)
     kept, dropped = bound_trail(trail, limit)
-    own = _own_text(own, set(trail) | {split_entry(e)[0] for e in trail})
+    own = _own_text(own, set(trail) | set(kept) | {split_entry(e)[0] for e in trail})
     omitted = carried_omitted + dropped
     parts = [own] if own else []
     if kept or omitted:

@@ -146,6 +146,7 @@ def test_shell_lines_tell_writes_from_reads():
         ("deploy", {"target": "production", "profile": "dev"}),
         ("write", {"filePath": "notes.md", "content": "--- a/x.py\n+++ b/x.py\n"}),  # a diff as a file's content
         ("Bash", {"command": "git log HEAD..origin/main --oneline 2>&1 | head -n 5"}),
+        ("Bash", {"command": "git -C /repo push origin feature/x && gh api repos/o/r/pulls && echo a/b"}),
     ],
 )
 def test_what_is_not_a_path_stays_out_of_the_trail(name, args):
