@@ -17,16 +17,21 @@ DEEPAGENTS_SUMMARY = "Here is a summary of the conversation to date"
 
 @pytest.fixture
 def deepagents_summarizations(monkeypatch):
-    """Count the model calls deepagents' own summarization wraps (it summarizes inside wrap_model_call)."""
+    """Count the model calls deepagents' own summarization wraps (it summarizes inside (a)wrap_model_call)."""
     calls = []
     cls = deepagents_summarization._DeepAgentsSummarizationMiddleware
-    original = cls.wrap_model_call
+    original, aoriginal = cls.wrap_model_call, cls.awrap_model_call
 
     def counted(self, request, handler):
         calls.append(request)
         return original(self, request, handler)
 
+    async def acounted(self, request, handler):
+        calls.append(request)
+        return await aoriginal(self, request, handler)
+
     monkeypatch.setattr(cls, "wrap_model_call", counted)
+    monkeypatch.setattr(cls, "awrap_model_call", acounted)
     return calls
 
 
@@ -36,7 +41,8 @@ def test_without_ours_deepagents_summarization_wraps_every_model_call(deepagents
     assert len(deepagents_summarizations) == 2  # the tool round and the answer
 
 
-def test_ours_replaces_deepagents_summarization_in_the_agent_and_its_subagent(tmp_path, deepagents_summarizations):
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_ours_replaces_deepagents_summarization_in_the_agent_and_its_subagent(tmp_path, deepagents_summarizations, mode):
     # every 4th request goes to the general-purpose subagent, which makes 6 tool rounds: over the trigger on its own
     model = ToolCallingModel(delegate="task", subtask_rounds=6)
     compaction = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware")
@@ -44,7 +50,10 @@ def test_ours_replaces_deepagents_summarization_in_the_agent_and_its_subagent(tm
     session = Session(model)
     config = {"configurable": {"thread_id": "deep"}}
     for n in range(REQUESTS):
-        agent.invoke({"messages": [request(n)]}, config)
+        if mode == "sync":
+            agent.invoke({"messages": [request(n)]}, config)
+        else:
+            await agent.ainvoke({"messages": [request(n)]}, config)
         session.check(request(n))
 
     state = agent.get_state(config).values
