@@ -243,9 +243,13 @@ def add_compaction(
 
     ``agent_model`` (the model ``before`` calls, tools bound) and
     ``system_prompt`` (what ``before`` puts in front of the messages) are
-    counted in every request. With ``overflow_recovery`` (the default)
-    ``before`` is wrapped: when its model refuses the request as too long, the
-    history is compacted at once and the call retried once (see ``overflow``).
+    counted in every request. ``before`` is wrapped, keeping its name: a call
+    that did not come through the gate (``Command(goto=...)``, ``Send``, a
+    resume) compacts first; with ``config.mode == "view"`` it is sent the
+    compacted view while the state keeps every message; with
+    ``overflow_recovery`` (the default), when its model refuses the request as
+    too long, the history is compacted at once and the call retried once (see
+    ``overflow``). It may return a dict, a ``Command`` or a list of them.
 
     Raises ValueError when ``before`` is not a node of the graph or the state
     has no ``messages`` key.

@@ -172,3 +172,27 @@ def test_the_gate_node_still_runs_on_edges(tmp_path):
     graph = command_graph(model, tmp_path, CONFIG)
     steps = [next(iter(chunk)) for chunk in graph.stream({"messages": [request(0)]}, {"configurable": {"thread_id": "e"}})]
     assert steps[0] == GATE and "agent" in steps
+
+
+def test_overflow_recovery_works_for_a_model_node_that_returns_a_list_of_commands(tmp_path):
+    """create_agent's model node returns ``list[Command]``; a refusal is compacted and retried all the same."""
+    model = ToolCallingModel(refuse_once_over=12_000)
+    bound = model.bind_tools(TOOLS)
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", lambda state: [Command(update={"messages": [bound.invoke(state["messages"])]})])
+    builder.add_node("tools", run_tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=CompactionConfig(context_window=200_000),
+                   storage=tmp_path, agent_model=bound)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    session = Session(model)
+    thread = {"configurable": {"thread_id": "listed"}}
+    for n in range(8):
+        graph.invoke({"messages": [request(n)]}, thread)
+        session.check(request(n))
+
+    state = graph.get_state(thread).values
+    assert model.refused == 1 and state["compaction"]["counts"].get("overflow") == 1
+    assert is_summary(state["messages"][0]) and session.problems == []
+    assert len(model.inputs) == 2 * 8  # the refused call was retried, nothing else repeated
