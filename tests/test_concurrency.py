@@ -1,4 +1,4 @@
-"""Many threads compacting at once in one process, and two processes appending to one transcript."""
+"""Many threads compacting at once in one process; two processes appending to one transcript or flushing one ledger."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import multiprocessing
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_compaction import FileStorage
-from langgraph_compaction.invariants import duplicate_problems
+import pytest
+
+from langgraph_compaction import FileStorage, StoreStorage
+from langgraph_compaction.invariants import duplicate_problems, ledgers_of
+from langgraph_compaction.memory import parse_bullets
 from langgraph_compaction.testing import ScriptedModel
 from checked import CheckedThread, build_checked_graph, events, request
 
@@ -77,3 +80,55 @@ def test_two_processes_append_to_one_transcript_in_whole_lines(tmp_path):
         mine = [r["data"]["id"] for r in records if r["data"]["id"].startswith(f"w{writer}-")]
         assert mine == [f"w{writer}-b{b}-i{i}" for b in range(40) for i in range(5)]
     assert all(r["data"]["content"].endswith("x" * 9000) for r in records)
+
+
+def _flush_in_worker(root: str, dsn: str, thread: str, barrier) -> None:
+    """Run one thread of the shared user to its first compactions; the first memory answer waits for the other worker."""
+    from langgraph.store.postgres import PostgresStore
+
+    from support import SMALL_WINDOW, build_graph, first_input
+
+    held = []
+
+    def memory(prompt: str) -> str:
+        if held:  # later flushes find nothing new: a fact lost in the race would stay lost
+            return "NO_REPLY"
+        held.append(barrier.wait(timeout=60))  # both flushes are past their ledger read before either writes
+        return f"- The user deploys on Fridays\n- Staging is staging-2\n- {thread} works on its own branch\n"
+
+    def run(storage) -> None:
+        graph, _ = build_graph(ScriptedModel(memory=memory), config=SMALL_WINDOW, storage=storage, checkpointer=InMemorySaver())
+        for turn in range(4):
+            graph.invoke(first_input(turn), {"configurable": {"thread_id": thread}})
+
+    if not dsn:
+        return run(root)
+    with PostgresStore.from_conn_string(dsn) as store:
+        run(store)
+
+
+@pytest.mark.parametrize("form", ["files", "postgres-store"])
+def test_two_threads_of_one_user_flushing_at_once_write_each_bullet_once(tmp_path, postgres_dsn, form):
+    from langgraph.store.postgres import PostgresStore
+
+    dsn = postgres_dsn if form == "postgres-store" else ""
+    if dsn:
+        with PostgresStore.from_conn_string(dsn) as store:
+            store.setup()
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    workers = [context.Process(target=_flush_in_worker, args=(str(tmp_path), dsn, f"worker-{w}", barrier)) for w in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=180)
+        assert w.exitcode == 0
+    if dsn:
+        with PostgresStore.from_conn_string(dsn) as store:
+            ledgers = ledgers_of(StoreStorage(store), "default")
+    else:
+        ledgers = ledgers_of(FileStorage(tmp_path), "default")
+    bullets = [b for text in ledgers.values() for b in parse_bullets(text)]
+    # the shared facts once, and neither worker's own fact lost to the other's write
+    assert sorted(bullets) == ["Staging is staging-2", "The user deploys on Fridays", "worker-0 works on its own branch", "worker-1 works on its own branch"]
+    assert duplicate_problems([], ledgers) == []
