@@ -130,6 +130,9 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
     that exist) when either is missing.
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, StateGraph
+
+    from .state import CompactionState
 
     db = storage / CHECKPOINTS_FILE
     if not storage.is_dir():
@@ -142,12 +145,16 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
         raise UsageError(f"--thread {thread!r} has no checkpoints in {db} (threads there: {known})")
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
     try:
-        saver = SqliteSaver(conn)
-        latest = saver.get_tuple({"configurable": {"thread_id": thread}})
+        # the demo's state, read back through a graph of the same schema: a checkpoint may hold only the
+        # latest writes of a channel (``messages`` is a DeltaChannel), which the graph replays into the value
+        reader = StateGraph(CompactionState)
+        reader.add_node("read", lambda state: {})
+        reader.add_edge(START, "read")
+        values = reader.compile(checkpointer=SqliteSaver(conn)).get_state({"configurable": {"thread_id": thread}}).values
         count = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread,)).fetchone()[0]
     finally:
         conn.close()
-    return dict(latest.checkpoint.get("channel_values") or {}), count
+    return dict(values), count
 
 
 def run_inspect_command(args: argparse.Namespace) -> int:

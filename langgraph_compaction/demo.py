@@ -604,9 +604,8 @@ def layer_totals(report: DemoReport) -> str:
             times, messages = totals.get(layer, (0, 0))
             totals[layer] = (times + 1, messages + (event.get("evicted") or 0))
     # the gate reports one edit count for all its layers; the state counts the messages each layer touched
-    # (under "counts" in states written before "edited_messages" existed)
     edited = {
-        layer: messages if layer in ("summarize", "extractive") else report.edited.get(layer, report.counts.get(layer, 0))
+        layer: messages if layer in ("summarize", "extractive") else report.edited.get(layer, 0)
         for layer, (_, messages) in totals.items()
     }
     return compaction_counts({layer: times for layer, (times, _) in totals.items()}, edited)
