@@ -121,12 +121,12 @@ def _words(name: str) -> list[str]:
     return re.findall(r"[a-z]+\d*", spaced.lower())
 
 
-def tool_name(name: str) -> str:
+def _tool_name(name: str) -> str:
     """Return a tool's own name without its namespace (``mcp__github__create_file`` -> ``create_file``)."""
     return re.split(r"__|[./:]", name or "")[-1] or (name or "tool")
 
 
-def verb_of(*names: str) -> Optional[str]:
+def _verb_of(*names: str) -> Optional[str]:
     """Return what a call did, from its operation (``str_replace``) or tool name (``MultiEdit``), else None."""
     for name in names:
         words = set(_words(name))
@@ -272,7 +272,7 @@ def _segment_touches(words: list[str], cwd: str) -> list[Touch]:
     if not words:
         return []
     program = posixpath.basename(words[0])
-    verb = verb_of(program) or "used"
+    verb = _verb_of(program) or "used"
     found: list[Touch] = []
     arguments: list[str] = []
     rest = iter(words[1:])
@@ -377,11 +377,11 @@ def touches(name: str, args: Any) -> list[Touch]:
         return patch_touches(args) if _has_patch(args) else []
     if not isinstance(args, dict):
         return []
-    short = tool_name(name)
+    short = _tool_name(name)
     fields = _walk(args)
     commands = [line for kind, _, v in fields if kind == "command" and (line := _command_line(v).strip())]
     operation = commands[0] if len(commands) == 1 and _OPERATION.fullmatch(commands[0]) else ""
-    verb = verb_of(operation, short) if operation else verb_of(short)
+    verb = _verb_of(operation, short) if operation else _verb_of(short)
     workdir = _workdir(fields, bool(commands) and not operation)
     patch_tool = bool(set(_words(short)) & _PATCH_WORDS)
     found: list[Touch] = []
@@ -412,10 +412,10 @@ def _key_verb(key: str, verb: Optional[str]) -> Optional[str]:
 # --- the trail of a conversation ----------------------------------------------------------------
 
 
-def _call_entries(call: dict, result: str) -> list[tuple[str, Optional[str]]]:
-    """Return (entry, path or URL) for one tool call; its shell command comes last."""
+def _call_entries(call: dict, result: str) -> list[str]:
+    """Return the trail entries of one tool call; its shell command comes last."""
     args = call.get("args")
-    found: list[tuple[str, Optional[str]]] = [(f"{t.target} ({t.verb})", t.target) for t in touches(call.get("name") or "tool", args)]
+    found = [f"{t.target} ({t.verb})" for t in touches(call.get("name") or "tool", args)]
     fields = _walk(args) if isinstance(args, dict) else []
     lines = [line for kind, _, v in fields if kind == "command" and (line := _command_line(v).strip())]
     for line in lines:
@@ -425,13 +425,13 @@ def _call_entries(call: dict, result: str) -> list[tuple[str, Optional[str]]]:
         shown = " ".join(first.split())[:200] + (" ..." if rest.strip() or len(first) > 200 else "")
         status = _EXIT.findall(result[-2000:])
         # last, so that newest first the command comes before the paths it used
-        found.append((f"$ {shown}" + (f" (exit {status[-1]})" if status else ""), None))
+        found.append(f"$ {shown}" + (f" (exit {status[-1]})" if status else ""))
     return found
 
 
-def _items(messages: Sequence[BaseMessage]) -> list[tuple[str, Optional[str]]]:
-    """Return (entry, path or URL) for every tool call of the messages, oldest first."""
-    items: list[tuple[str, Optional[str]]] = []
+def _items(messages: Sequence[BaseMessage]) -> list[str]:
+    """Return the trail entries of every tool call of the messages, oldest first."""
+    items: list[str] = []
     for r in tool_rounds(messages):
         results = {messages[j].tool_call_id: text_of(messages[j]) for j in r.result_indices}
         for call in tool_calls_of(messages[r.call_index]):
@@ -473,17 +473,7 @@ def tool_artifacts(messages: Sequence[BaseMessage]) -> list[str]:
     (the status when its newest result shows one). Built from the calls
     themselves, so the trail survives whatever an LLM writes.
     """
-    return merge_entries([entry for entry, _ in reversed(_items(messages))])
-
-
-def touched_paths(messages: Sequence[BaseMessage]) -> list[str]:
-    """Return every path and URL the messages' tool calls read, changed, ran or fetched (first use first)."""
-    return list(dict.fromkeys(p for _, p in _items(messages) if p))
-
-
-def changed_paths(messages: Sequence[BaseMessage]) -> list[str]:
-    """Return every path the messages' tool calls edited, wrote, deleted or moved (first change first)."""
-    return list(dict.fromkeys(p for entry, p in _items(messages) if p and set(split_entry(entry)[1]) & set(CHANGE_VERBS)))
+    return merge_entries(_items(messages)[::-1])
 
 
 # --- bounding the trail -------------------------------------------------------------------------

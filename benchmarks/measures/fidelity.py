@@ -43,7 +43,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from benchmarks.anchors import ScriptedAgent, Thresholds, drive, scripted_summarizer, system_graph, trajectory_turns
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction.artifacts import CHANGE_VERBS, expand_group, touches
-from langgraph_compaction.config import CompactionConfig, FidelityConfig
+from langgraph_compaction.config import FidelityConfig
 from langgraph_compaction.conversation import content_text, is_summary, is_user_turn, text_of, tool_calls_of
 from langgraph_compaction.fidelity import stated_rules
 from langgraph_compaction.summary import render_messages
