@@ -14,7 +14,8 @@ from typing import Annotated, Any, Optional
 from langchain_core.messages import AnyMessage
 from typing_extensions import TypedDict
 
-from langgraph.graph.message import add_messages
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph.message import _messages_delta_reducer
 
 from .fidelity import clean_pins, merge_pins
 
@@ -115,10 +116,22 @@ def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
     return read_compaction(merged)
 
 
-class CompactionState(TypedDict):
-    """A ready-made state: ``messages`` (``add_messages``) and ``compaction`` (``merge_compaction``)."""
+#: Every this many updates of ``messages`` a checkpoint stores the whole list; the others store only their writes.
+MESSAGES_SNAPSHOT_EVERY = 50
 
-    messages: Annotated[list[AnyMessage], add_messages]
+
+class CompactionState(TypedDict):
+    """A ready-made state: ``messages`` and ``compaction`` (``merge_compaction``).
+
+    ``messages`` is a ``DeltaChannel`` with LangGraph's message reducer
+    (``add_messages`` semantics: by id, ``RemoveMessage``, remove-all; a
+    removal of an unknown id is ignored): a checkpoint stores the step's new
+    messages, not the whole list again, so checkpoints grow by a constant
+    amount per turn; a snapshot every ``MESSAGES_SNAPSHOT_EVERY`` updates
+    bounds how many writes a read replays.
+    """
+
+    messages: Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)]
     compaction: Annotated[dict, merge_compaction]
 
 
