@@ -232,29 +232,12 @@ def plan_compaction(
             return None, "cooldown"
         return reason, None
 
-    def worth_it(reason: Optional[str]) -> Optional[str]:
-        """Return ``reason``, or None for a message-count summary that would not repay its cache break.
-
-        With no token floor for the message-count trigger (``messages_min_tokens`` 0) the count alone decides,
-        as the user asked.
-        """
-        if reason != "messages" or not budget.messages_min_tokens:
-            return reason
-        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages)
-        if cut is None:
-            return reason
-        kept = _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE
-        # the summary re-bills what stays (``kept``) once and saves the rest on every call until the token trigger
-        return reason if edit_repays(sum(sizes) - kept, kept, calls_ahead(working, sizes, budget)) else None
-
     reason, held = decide(sum(sizes))
-    reason = worth_it(reason)
     if edits and reason is None and held is None:
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job
         if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=calls_ahead(working, sizes, budget, conversation)):
             working, sizes, edits, layer_counts = messages, counts, {}, {}
             reason, held = decide(before)
-            reason = worth_it(reason)
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
     if cut is not None and not overflow and _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE > budget.target_tokens:
         run_layers(whole_history(config), 0)
