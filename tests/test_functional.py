@@ -10,6 +10,7 @@ from langgraph.func import entrypoint, task
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionConfig, FileStorage, acompact_messages, compact_messages, is_summary
 from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.tokens import estimate_tokens
 
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -63,6 +64,11 @@ def _async_agent(model, storage, kept: dict):
             history += [await future for future in [call_tool(c) for c in reply.tool_calls]]
 
     return agent
+
+
+def _exchange(n: int) -> list:
+    """Return request ``n`` and a long answer (about 1,400 tokens together)."""
+    return [request(n), AIMessage(f"Answer {n}: " + "detail " * 1_000, id=f"answer-{n}")]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -124,8 +130,10 @@ def test_a_manual_request_in_the_state_summarizes_now(tmp_path):
 
 
 def test_the_tool_schemas_the_agent_sends_are_counted(tmp_path):
-    # about 9,000 tokens of history: under the 10,000-token trigger alone, over it with 2,000 tokens of tool schemas
-    history = [m for n in range(8) for m in (request(n), AIMessage(f"Answer {n}: " + "detail " * 800))]
+    # a history just under the trigger alone, over it with about 2,000 tokens of tool schemas
+    trigger, history, n = CONFIG.resolve().trigger_tokens, [], 0
+    while estimate_tokens([*history, *_exchange(n)]) < trigger - 300:
+        history, n = [*history, *_exchange(n)], n + 1
     manual = [{"name": f"tool_{i}", "description": "Look up a record. " * 60, "parameters": {"type": "object", "properties": {}}} for i in range(8)]
     agent_model = ToolCallingModel().bind_tools([{"type": "function", "function": schema} for schema in manual])
     alone = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="a")
@@ -142,7 +150,7 @@ class FullDisk(FileStorage):
 
 
 def _long_history():
-    return [m for n in range(6) for m in (request(n), AIMessage(f"Answer {n}: " + "detail " * 1_000))]
+    return [m for n in range(6) for m in _exchange(n)]
 
 
 def test_a_failing_summarizer_or_disk_loses_no_message_and_says_why(tmp_path):

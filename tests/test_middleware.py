@@ -67,7 +67,7 @@ async def test_in_view_mode_the_state_keeps_every_message_and_the_model_gets_the
 
 
 def test_a_long_system_prompt_is_counted_in_every_request(tmp_path):
-    # about 5,000 tokens of instructions: requests must still stay near the 10,000-token trigger, not 5,000 over it
+    # about 5,000 tokens of instructions: requests must still stay near the trigger, not 5,000 tokens over it
     rules = " ".join(f"Rule {i}: check the module named in the request against its documentation." for i in range(400))
     model = ToolCallingModel()
     middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path)
@@ -76,7 +76,7 @@ def test_a_long_system_prompt_is_counted_in_every_request(tmp_path):
 
     assert model.request_tokens([SystemMessage(rules)]) > 4_500
     assert session.problems == []
-    assert CONFIG.resolve().trigger_tokens < session.peak < 12_000
+    assert session.peak < CONFIG.resolve().trigger_tokens + 2_000  # uncounted, the prompt's 5,000 tokens come on top
 
 
 async def test_the_async_path_runs_the_same_pass(tmp_path):
