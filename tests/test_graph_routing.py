@@ -18,7 +18,7 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command, Send
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
-from langgraph_compaction import GATE, CompactionConfig, CompactionState, add_compaction, is_summary, load_transcript
+from langgraph_compaction import GATE, CompactionConfig, CompactionState, FidelityConfig, add_compaction, is_summary, load_transcript
 from langgraph_compaction.testing import ScriptedModel
 
 BY_NAME = {t.name: t for t in TOOLS}
@@ -50,7 +50,8 @@ def command_graph(model: ToolCallingModel, tmp_path, config: CompactionConfig):
 
 def test_a_command_goto_tools_node_never_lets_a_model_call_exceed_a_6000_token_window(tmp_path):
     model = ToolCallingModel(subtask_rounds=ROUNDS)
-    graph = command_graph(model, tmp_path, CompactionConfig(context_window=6_000))
+    # a window this small leaves room for a summary only with a shorter verbatim-request budget
+    graph = command_graph(model, tmp_path, CompactionConfig(context_window=6_000, fidelity=FidelityConfig(request_tokens=500)))
     thread = {"configurable": {"thread_id": "small"}}
     for n in range(6):
         graph.invoke({"messages": [subtask(n)]}, thread)
