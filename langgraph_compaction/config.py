@@ -17,6 +17,10 @@ from .redact import redact_secrets
 
 #: Trigger used when the model does not report its context window.
 FALLBACK_TRIGGER_TOKENS = 160_000
+#: Tokens a summary is expected to take (besides the user's verbatim requests it quotes, ``fidelity.request_tokens``).
+SUMMARY_ALLOWANCE = 1_000
+#: The smallest kept tail a derived budget may have: the latest request and a short answer.
+MIN_KEEP_TOKENS = 250
 
 TokenCounterFn = Callable[[Sequence[Any]], int]
 
@@ -168,6 +172,14 @@ class CompactionConfig(_Settings):
                 f"keep_tokens ({self.keep_tokens}) is not below trigger_tokens ({self.trigger_tokens}): every "
                 "compaction would end over the trigger; set keep_tokens well under trigger_tokens"
             )
+        if self.context_window and self.trigger_tokens == 0 and not self._fits(self.context_window):
+            raise ValueError(
+                f"context_window ({self.context_window:,}) is below the smallest window these settings support, "
+                f"{self.smallest_window():,} tokens: after a compaction a summary (~{self._summary_tokens():,} tokens "
+                f"with fidelity.request_tokens={self.fidelity.request_tokens:,}) and a kept tail of at least "
+                f"{MIN_KEEP_TOKENS} tokens must fit in target_ratio ({self.target_ratio}) of the trigger (half the "
+                "window); lower fidelity.request_tokens or raise target_ratio, or set trigger_tokens and keep_tokens yourself"
+            )
         try:
             from zoneinfo import ZoneInfo
 
@@ -178,31 +190,59 @@ class CompactionConfig(_Settings):
             ) from exc
         return self
 
+    def _summary_tokens(self) -> int:
+        return SUMMARY_ALLOWANCE + self.fidelity.request_tokens
+
+    def _dynamic(self, window: int) -> tuple[int, int]:
+        """Return (trigger, keep) derived from a window: the design's rules, scaled down for small windows.
+
+        The reserve is at most half the window (so the trigger grows with the
+        window, never below half of it), and the kept tail is at most what
+        leaves room for a summary under the target: ``keep + summary <= target``.
+        """
+        trigger = window - min(self.reserved, window // 2)
+        keep = min(self.keep_tokens_max, max(self.keep_tokens_min, int(trigger * self.keep_tokens_ratio)))
+        return trigger, min(keep, int(trigger * self.target_ratio) - self._summary_tokens())
+
+    def _fits(self, window: int) -> bool:
+        return self._dynamic(window)[1] >= MIN_KEEP_TOKENS
+
+    def smallest_window(self) -> int:
+        """Return the smallest ``context_window`` whose derived budget leaves room for a summary and a kept tail."""
+        low, high = 1, 1 << 40
+        while low < high:  # the derived keep grows with the window
+            mid = (low + high) // 2
+            low, high = (low, mid) if self._fits(mid) else (mid + 1, high)
+        return low
+
     def resolve(self, model: Any = None) -> "Budget":
         """Return the concrete budget for a model's window (the design's dynamic rules).
 
         The window comes from ``context_window``, else from
         ``model.profile["max_input_tokens"]``; when neither is known the
         trigger is ``fallback_trigger_tokens`` and the tail is kept by
-        ``keep_messages``.
+        ``keep_messages``. A window from the model is validated like a
+        configured one (``ValidationError`` below ``smallest_window()``).
         """
-        window = self.context_window or model_context_window(model)
+        if not self.context_window and (reported := model_context_window(model)):
+            return type(self).model_validate({**dict(self), "context_window": reported}).resolve()
+        window = self.context_window
+        derived = self._dynamic(window) if window else None
         if self.trigger_tokens > 0:
             trigger = self.trigger_tokens
-        elif window:
-            trigger = window - self.reserved
-            if trigger <= 0:
-                trigger = max(1, window // 2)
+        elif derived:
+            trigger = derived[0]
         else:
             trigger = self.fallback_trigger_tokens
 
         if self.keep_tokens > 0:
             keep = self.keep_tokens
-        elif self.keep_tokens == 0 or not window:
+        elif self.keep_tokens == 0 or not derived:
             keep = 0
+        elif self.trigger_tokens > 0:  # a fixed trigger: the tail still leaves room for the summary under its target
+            keep = min(derived[1], max(MIN_KEEP_TOKENS, int(trigger * self.target_ratio) - self._summary_tokens()))
         else:
-            usable = window - self.reserved
-            keep = min(self.keep_tokens_max, max(self.keep_tokens_min, int(usable * self.keep_tokens_ratio)))
+            keep = derived[1]
         return Budget(
             context_window=window or None,
             trigger_tokens=trigger,

@@ -31,6 +31,7 @@ from langchain_core.runnables import RunnableConfig
 
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import get_runtime
 
@@ -405,6 +406,8 @@ class CompactionNodes:
         while not done:
             try:
                 value, error = self._effect(item, run), None
+            except GraphBubbleUp:  # LangGraph's control flow (an interrupt, a parent command) is never a failure
+                raise
             except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
                 value, error = None, exc
             done, item = _step(steps, value, error)
@@ -415,6 +418,8 @@ class CompactionNodes:
         while not done:
             try:
                 value, error = await self._aeffect(item, run), None
+            except GraphBubbleUp:
+                raise
             except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
                 value, error = None, exc
             done, item = _step(steps, value, error)
@@ -425,6 +430,8 @@ class CompactionNodes:
         started = _stage_started(stage)
         try:
             update = self._drive(make_steps(state, run), run)
+        except GraphBubbleUp:
+            raise
         except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
             update = _failed(stage, exc)
         return _stage_ended(stage, started, update)
@@ -466,6 +473,8 @@ class CompactionNodes:
             update = await self._adrive(make_steps(state, run), run)
         except asyncio.CancelledError:  # the caller's to handle; the log still says where it stopped
             _emit({"stage": stage, "error": "cancelled; this step wrote no state update"})
+            raise
+        except GraphBubbleUp:
             raise
         except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
             update = _failed(stage, exc)
@@ -795,7 +804,7 @@ class CompactionNodes:
             body, pins = complete_summary(
                 body, evicted, pins=view["pins"], settings=self.config.fidelity, redactor=self.config.redactor or redact_secrets
             )
-            summary = build_summary_message(finish_summary(body, note), path)
+            summary = build_summary_message(finish_summary(body, note), path, evicted=len(evicted))
             result = compacted_view(messages, evict_ids, summary)
             return body, pins, summary, result, self.counter.total(result)
 

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from .config import Budget, CompactionConfig
+from .config import SUMMARY_ALLOWANCE, Budget, CompactionConfig
 from .conversation import is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
 from .layers import micro_compact, prune_tool_results, settled_from, truncate_arguments
 
@@ -90,9 +90,6 @@ def find_cutoff(
         return None
     return Cut(cutoff=cutoff, evict=evict, kept_human=kept_human)
 
-
-#: Tokens a summary is expected to take when the plan checks the size after compaction.
-SUMMARY_ALLOWANCE = 1_000
 
 
 @dataclass

@@ -59,10 +59,22 @@ def summary_content(summary: str, transcript_path: Optional[str]) -> str:
     return f"Here is a summary of the conversation to date:\n\n{summary}"
 
 
-def build_summary_message(summary: str, transcript_path: Optional[str] = None) -> HumanMessage:
-    """Return the summary as a human message named ``__compaction_summary__`` with a content-derived id."""
+#: ``additional_kwargs`` key of the summary message: what a chat UI filters on (``stream_mode="messages"``).
+COMPACTION_MARKER = "lc_compaction"
+
+
+def build_summary_message(summary: str, transcript_path: Optional[str] = None, *, evicted: Optional[int] = None) -> HumanMessage:
+    """Return the summary as a human message named ``__compaction_summary__`` with a content-derived id.
+
+    ``additional_kwargs["lc_compaction"]`` marks it for a UI: ``{"kind":
+    "summary", "evicted": <messages it replaced>, "transcript": <path or None>}``
+    (providers do not send ``additional_kwargs`` of a human message).
+    """
     content = summary_content(summary, transcript_path)
-    return HumanMessage(content=content, name=SUMMARY_MESSAGE_NAME, id=summary_message_id(content))
+    marker = {"kind": "summary", "evicted": evicted, "transcript": transcript_path}
+    return HumanMessage(
+        content=content, name=SUMMARY_MESSAGE_NAME, id=summary_message_id(content), additional_kwargs={COMPACTION_MARKER: marker}
+    )
 
 
 def _args_text(args: object) -> str:

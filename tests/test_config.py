@@ -22,10 +22,72 @@ def test_unknown_window_falls_back_to_160000_and_20_messages():
     assert budget.keep_tokens == 0 and budget.keep_messages == 20
 
 
-def test_small_window_clamps_trigger_to_half_and_keep_to_minimum():
+def test_small_window_scales_the_reserve_and_the_keep_down():
     budget = CompactionConfig(context_window=16_000).resolve()
-    assert budget.trigger_tokens == 8_000  # 16000 - 20000 <= 0 -> 16000 // 2
-    assert budget.keep_tokens == 2_000  # max(2000, negative usable * 0.25)
+    assert budget.trigger_tokens == 8_000  # the reserve is at most half the window
+    # 2,000 would leave no room for a ~3,000-token summary under the target (4,800)
+    assert budget.keep_tokens == 1_800 and budget.keep_tokens + 3_000 <= budget.target_tokens
+    # the trigger grows with the window: 24k no longer gets 24,000 - 20,000 = 4,000
+    assert CompactionConfig(context_window=24_000).resolve().trigger_tokens == 12_000
+
+
+WINDOWS = sorted({int(1_000 * 1.05**k) for k in range(142)} | {1_000, 4_000, 10_833, 20_001, 40_000, 128_000, 1_000_000})
+
+
+def test_every_window_from_1000_to_1000000_gets_a_working_budget_or_a_clear_error():
+    smallest = CompactionConfig().smallest_window()
+    assert 10_000 < smallest < 12_000 and WINDOWS[0] == 1_000 and WINDOWS[-1] >= 1_000_000
+    for window in WINDOWS:
+        try:
+            budget = CompactionConfig(context_window=window).resolve()
+        except ValidationError as err:
+            assert window < smallest
+            assert "context_window" in str(err) and f"{smallest:,}" in str(err) and "fidelity.request_tokens" in str(err)
+            continue
+        assert window >= smallest
+        assert 250 <= budget.keep_tokens and budget.keep_tokens + 3_000 <= budget.target_tokens < budget.trigger_tokens < window
+
+
+def test_a_window_the_model_reports_is_checked_like_a_configured_one():
+    class Small:
+        profile = {"max_input_tokens": 4_000}
+
+    with pytest.raises(ValidationError, match="context_window"):
+        CompactionConfig().resolve(Small())
+    # lowering the summary's share makes a 4,000-token window work
+    budget = CompactionConfig(target_ratio=0.9, fidelity={"request_tokens": 200}).resolve(Small())
+    assert (budget.trigger_tokens, budget.keep_tokens) == (2_000, 600)
+
+
+@pytest.mark.parametrize("window", [11_000, 16_000, 30_000])
+def test_a_small_window_chat_runs_without_refusals_or_a_summary_every_turn(window):
+    from langchain_core.exceptions import ContextOverflowError
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from langgraph_compaction import CompactionState, add_compaction
+    from langgraph_compaction.testing import ScriptedModel
+    from langgraph_compaction.tokens import estimate_tokens
+
+    sizes = []
+
+    def agent(state):  # refuses, like a provider, a request over the window
+        sizes.append(estimate_tokens(state["messages"]))
+        if sizes[-1] > window:
+            raise ContextOverflowError("prompt is too long")
+        return {"messages": [AIMessage("Here is the answer, with the reasoning behind it. " * 8)]}
+
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=CompactionConfig(context_window=window))
+    graph = builder.compile()
+    state: dict = {"messages": []}
+    for t in range(120):
+        state = graph.invoke({**state, "messages": [*state["messages"], HumanMessage(f"Turn {t}: and the next invoice?")]})
+    assert max(sizes) <= window and len(sizes) == 120  # no refusal, no retry
+    assert state["compaction"]["counts"].get("summarize", 0) <= 120 // 6
 
 
 def test_window_from_model_profile():

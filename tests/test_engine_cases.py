@@ -141,3 +141,47 @@ def test_chained_extractive_summaries_carry_the_history_once_with_a_running_coun
     assert body.count("compacted") == 1 and "96 messages were compacted in all; 32 assistant turns called tools." in body
     single = extractive_summary([HumanMessage("hi", id="h"), AIMessage("", tool_calls=[call], id="a")][1:])
     assert "1 message was compacted in all; 1 assistant turn called tools." in single
+
+
+def test_what_a_messages_stream_consumer_receives_during_a_compaction():
+    # per compaction exactly two items come from the compaction nodes: the state rewrite and the flagged summary
+    from support import build_graph, first_input
+
+    graph, _ = build_graph(ScriptedModel(), config=CompactionConfig(context_window=30_000), storage=None, checkpointer=InMemorySaver())
+    items, chat = [], []
+    for t in range(8):
+        for msg, meta in graph.stream(first_input(t), THREAD, stream_mode="messages"):
+            items.append((meta["langgraph_node"], msg))
+            # the two lines a chat UI writes:
+            if msg.type == "remove":  # the rewrite of the state, not a chat message
+                continue
+            chat.append("--- context compacted ---" if msg.additional_kwargs.get("lc_compaction") else msg.type)
+    compaction = graph.get_state(THREAD).values["compaction"]
+    from_compaction = [(node, msg) for node, msg in items if node.startswith("compaction")]
+    assert compaction["counts"]["summarize"] >= 2
+    assert len(from_compaction) == 2 * compaction["counts"]["summarize"]
+    for (node1, remove), (node2, summary) in zip(from_compaction[::2], from_compaction[1::2]):
+        assert node1 == node2 == "compaction_summarize"
+        assert remove.type == "remove" and remove.id == "__remove_all__"
+        assert summary.name == "__compaction_summary__" and summary.additional_kwargs["lc_compaction"]["kind"] == "summary"
+        assert summary.additional_kwargs["lc_compaction"]["evicted"] > 0
+    assert chat.count("--- context compacted ---") == compaction["counts"]["summarize"]
+    assert "human" not in chat  # the summary is the only human message compaction writes, and it renders as the divider
+
+
+def test_an_interrupt_inside_the_summarizer_pauses_the_run_instead_of_failing_the_summary():
+    # LangGraph's control flow passes through compaction: here a person writes the summary
+    from langgraph.types import Command, interrupt
+
+    summarizer = ScriptedModel(summary=lambda prompt: interrupt("Please write the summary."))
+    graph, views = _graph(SIX_K, summarizer)
+    for t in range(40):
+        out = graph.invoke({"messages": [HumanMessage(f"Turn {t}: tell me about the invoice rounding.")]}, THREAD)
+        if "__interrupt__" in out:
+            break
+    assert out["__interrupt__"][0].value == "Please write the summary."
+    written = "## SESSION INTENT\nInvoices.\n\n## SUMMARY\nWe went over rounding.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
+    graph.invoke(Command(resume=written), THREAD)
+    state = graph.get_state(THREAD).values
+    summary = next(m for m in state["messages"] if m.name == "__compaction_summary__")
+    assert "We went over rounding." in summary.content and state["compaction"]["counts"].get("failed", 0) == 0
