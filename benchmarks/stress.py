@@ -2,7 +2,9 @@
 
 Each example draws a conversation (parallel, interleaved and mixed tool
 rounds, reused tool-call ids, orphan results, unanswered calls, content
-blocks, huge, empty and non-ASCII messages, invalid tool calls), a budget,
+blocks, huge, empty and non-ASCII messages, invalid tool calls, artifacts
+JSON cannot hold; user messages replaced by id after they were offloaded;
+forks back to an earlier checkpoint, as time travel does), a budget,
 hostile thread and user ids, and faults (the summarizer or memory model
 raising or answering empty, error-looking, unstructured or ``NO_REPLY``
 text; storage failing before or after a write; a node's update lost after
@@ -19,6 +21,7 @@ every ``*.jsonl`` trajectory there with compaction forced every few calls.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import multiprocessing
 import random
@@ -32,6 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.graph.message import add_messages
 
 from langgraph_compaction import CompactionConfig, CompactionNodes, FileStorage, StoreStorage, merge_compaction
+from langgraph_compaction.conversation import content_text, is_summary
 from langgraph_compaction.invariants import (
     INVARIANTS,
     ThreadLedger,
@@ -40,6 +44,7 @@ from langgraph_compaction.invariants import (
     files_under,
     ledgers_of,
 )
+from langgraph_compaction.storage import message_records, record_id
 from langgraph_compaction.testing import ScriptedModel
 
 HOSTILE_IDS = ["t", "../../etc", "/abs/path", ".", "a\x00b", "x" * 300, "用户🙂", "a/b", "a.b", "langgraph"]
@@ -59,6 +64,14 @@ _CORPUS = " ".join(
 def _text(rng: random.Random, size: int) -> str:
     start = rng.randrange(len(_CORPUS) - size) if size else 0
     return _CORPUS[start : start + size]
+
+
+def _artifact(rng: random.Random) -> Any:
+    """Return a tool artifact that plain JSON cannot hold (or would change), or None."""
+    if rng.random() >= 0.1:
+        return None
+    return {"raw": bytes([rng.randrange(256) for _ in range(8)]), "at": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+            rng.randint(0, 9): (1, (2, "x")), "tags": {"a", "b"}, "frozen": frozenset({1}), "took": dt.timedelta(seconds=3)}
 
 
 def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessage]:
@@ -94,7 +107,12 @@ def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessa
             invalid = [{"name": "bash", "args": '{"cmd": "ls', "id": "bad", "error": "bad json", "type": "invalid_tool_call"}] if rng.random() < 0.05 else []
             messages.append(AIMessage(content=ai_content, tool_calls=calls, invalid_tool_calls=invalid, id=mid()))
             results = [
-                ToolMessage(content=_text(rng, rng.choice([0, 100, 3000, 30000 if rng.random() < 0.1 else 500])), tool_call_id=c["id"], id=mid())
+                ToolMessage(
+                    content=_text(rng, rng.choice([0, 100, 3000, 30000 if rng.random() < 0.1 else 500])),
+                    tool_call_id=c["id"],
+                    id=mid(),
+                    artifact=_artifact(rng),
+                )
                 for c in calls
             ]
             if rng.random() < 0.1 and results:
@@ -155,12 +173,38 @@ class FlakyStorage:
 class Simulation:
     """The compaction nodes driven as the compiled graph would run them, with crash-and-resume injection."""
 
-    def __init__(self, nodes: CompactionNodes, config: dict, rng: random.Random, crash_rate: float) -> None:
+    def __init__(
+        self, nodes: CompactionNodes, config: dict, rng: random.Random, crash_rate: float, storage: Any = None
+    ) -> None:
         self.nodes, self.config, self.rng, self.crash_rate = nodes, config, rng, crash_rate
+        self.storage = storage  # read (never failing) to choose messages already offloaded
         self.messages: list[BaseMessage] = []
         self.compaction: dict = {}
         self.events: list[dict] = []
         self.ledger = ThreadLedger()
+        self.checkpoints: list[tuple] = []
+
+    def replace(self) -> None:
+        """Replace by id (``update_state``) a user message whose current version the transcript already holds."""
+        thread = self.config["configurable"]["thread_id"]
+        latest = {record_id(r): r for r in self.storage.read_transcript(str(thread))}
+        stored = [
+            m for m in self.messages
+            if isinstance(m, HumanMessage) and not is_summary(m) and latest.get(m.id) == message_records([m])[0]
+        ]
+        if stored:
+            old = self.rng.choice(stored)
+            new = old.model_copy(update={"content": f"(edited) {content_text(old.content)}"})
+            self.messages = add_messages(self.messages, [new])
+            self.ledger.replaced([new])
+
+    def fork(self) -> None:
+        """Go back to an earlier checkpoint and carry on from there (time travel), as a second branch."""
+        if self.checkpoints:
+            messages, compaction, history, records, versions = self.rng.choice(self.checkpoints)
+            self.messages, self.compaction = list(messages), dict(compaction)
+            # the abandoned branch stays in the checkpointer's history, not this thread's: only the fork is checked
+            self.ledger.history, self.ledger.records, self.ledger.versions = list(history), dict(records), list(versions)
 
     def _apply(self, updates: Sequence[Optional[dict]]) -> None:
         for update in updates:
@@ -192,6 +236,8 @@ class Simulation:
             self._apply([self._node(self.nodes.summarize, state)])
         view = list(self.messages)
         self.ledger.check_view(view)
+        snapshot = (list(self.messages), dict(self.compaction), list(self.ledger.history), dict(self.ledger.records))
+        self.checkpoints = [*self.checkpoints[-7:], (*snapshot, list(self.ledger.versions))]
         return view
 
     def reply(self, message: AIMessage) -> None:
@@ -204,6 +250,10 @@ def replay(sim: Simulation, conversation: Sequence[BaseMessage]) -> None:
     pending: list[BaseMessage] = []
     for message in conversation:
         if isinstance(message, AIMessage):
+            if sim.storage is not None and sim.rng.random() < 0.05:
+                sim.replace()
+            if sim.rng.random() < 0.03:
+                sim.fork()
             sim.model_call(pending)
             sim.reply(message)
             pending = []
@@ -224,7 +274,7 @@ def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file
         nodes = CompactionNodes(
             before="agent", model=summarizer, flush_model=flusher, config=config, storage=FlakyStorage(real, rng, rate) if rate else real
         )
-        sim = Simulation(nodes, {"configurable": {"thread_id": thread, "user_id": user}}, rng, rate)
+        sim = Simulation(nodes, {"configurable": {"thread_id": thread, "user_id": user}}, rng, rate, real)
         replay(sim, random_conversation(rng))
         transcript = real.read_transcript(thread)
         sim.ledger.check_store(sim.messages, transcript, ledgers_of(real, user))

@@ -661,7 +661,8 @@ class CompactionNodes:
             result = yield from self._offload_update(messages, run)
         except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
             event = _emit({"stage": "offload", "error": _describe(exc)})
-            return {"compaction": {"last_error": event["error"], "events": [event]}}
+            # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
+            return {"compaction": {"offloaded_ids": [], "last_error": event["error"], "events": [event]}}
         fresh, marked = result.pop("_fresh"), result.pop("_unencodable", None)
         event = {"stage": "offload", "offloaded": fresh, "offload_path": result["offload_path"]}
         result["events"] = [_emit({**event, **({"note": _UNENCODABLE, "unencodable": marked} if marked else {})})]

@@ -165,10 +165,11 @@ def test_checker_flags_a_lost_or_altered_message_but_not_an_offloaded_original()
 def test_checker_flags_duplicates_in_the_transcript_and_the_ledger():
     records = messages_to_dict([HumanMessage("a", id="x"), HumanMessage("a", id="x")])
     ledger = "## Flush 2026-01-01T00:00:00+00:00\n\n- The user prefers tabs.\n- the user prefers  tabs\n"
-    assert duplicate_problems(records, {"memory/2026-01-01.md": ledger}) == [
-        "transcript holds message 'x' 2 times",
-        "memory/2026-01-01.md holds the bullet 'the user prefers tabs' more than once",
-    ]
+    (twice, bullet) = duplicate_problems(records, {"memory/2026-01-01.md": ledger})
+    assert twice.startswith("transcript holds message 'x' (version ") and twice.endswith(") 2 times")
+    assert bullet == "memory/2026-01-01.md holds the bullet 'the user prefers tabs' more than once"
+    # a message replaced by id has two versions: each written once is no duplicate
+    assert duplicate_problems(messages_to_dict([HumanMessage("a", id="x"), HumanMessage("b", id="x")])) == []
 
 
 def test_checker_flags_an_unexplained_overrun_and_a_compaction_without_progress():

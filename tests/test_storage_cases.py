@@ -300,3 +300,29 @@ def test_a_relative_storage_folder_does_not_follow_a_later_chdir(tmp_path, monke
     stored = {m.id for m in load_transcript(tmp_path / ".compaction", "thread-1")}
     evicted = {m.id for s in graph.get_state_history(THREAD) for m in s.values.get("messages", [])} - in_state
     assert evicted and evicted <= stored
+
+
+class WriteFails(FileStorage):
+    """A disk that reads but can no longer write (full)."""
+
+    def append_transcript(self, thread_id, records):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failed_offload_never_lets_an_older_offload_vouch_for_a_replaced_message(tmp_path):
+    from langgraph_compaction import CompactionConfig, merge_compaction
+    from langgraph_compaction.nodes import CompactionNodes
+
+    original = HumanMessage("deploy to staging " * 40, id="h1")
+    FileStorage(tmp_path).append_transcript("t", message_records([original]))
+    edited = HumanMessage("deploy to production " * 40, id="h1")  # update_state by id since that offload
+    messages = [edited, AIMessage("ok " * 200, id="a1"), HumanMessage("next", id="h2"), AIMessage("done", id="a2")]
+    pending = {"reason": "manual", "evict_ids": ["h1", "a1"], "cutoff_id": "h2", "tokens_before": 900, "tokens_after_layers": 900}
+    compaction = {"offloaded_ids": ["h1", "a1", "h2", "a2"], "pending": pending}  # what the earlier offload wrote
+    nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=CompactionConfig(), storage=WriteFails(tmp_path))
+    config = {"configurable": {"thread_id": "t"}}
+    update = nodes.offload({"messages": messages, "compaction": compaction}, config)
+    compaction = merge_compaction(compaction, update["compaction"])
+    update = nodes.summarize({"messages": messages, "compaction": compaction}, config)
+    assert "messages" not in update  # nothing evicted: the edited text exists nowhere else
+    assert "offload did not complete" in update["compaction"]["last_error"]
