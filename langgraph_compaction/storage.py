@@ -219,7 +219,10 @@ class FileStorage(_ThreadedAsync):
     The default user's memory sits at the top of the directory; any other
     user's under ``users/<label>/``. Files are created ``0600`` in ``0700``
     directories; appends are one ``write`` of whole lines under an exclusive
-    ``flock``, then ``fsync``.
+    ``flock``, then ``fsync``. Under that lock a transcript append first reads
+    the (id, revision) of every line, and a ledger append re-reads the file,
+    so concurrent writers (threads, processes) never write a thing twice.
+    The folder is made absolute when the storage is created.
     """
 
     def __init__(self, root: Union[str, os.PathLike]) -> None:
