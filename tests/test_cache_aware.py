@@ -67,5 +67,5 @@ def test_on_a_real_trajectory_every_break_comes_with_a_summary_and_recall_stays_
     figures = replay("ours", TRAJECTORY, tmp_path)
     assert figures["compactions"] >= 1
     assert figures["breaks"] <= figures["compactions"]
-    assert figures["artifacts_found"] == figures["artifacts"]
-    assert figures["requests_found"] == figures["requests"]
+    for kind in ("changed", "requests", "constraints"):
+        assert figures[f"{kind}_found"] == figures[kind], kind

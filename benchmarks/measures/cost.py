@@ -19,13 +19,14 @@ and constraint recall after every compaction, as the fidelity measure does.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from langchain_core.messages import BaseMessage
 
 from benchmarks.anchors import SYSTEMS, ScriptedAgent, drive, o200k_tokens, scripted_summarizer, system_graph, trajectory_turns
-from benchmarks.measures.fidelity import KINDS, check_context
+from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction.config import FidelityConfig
@@ -128,10 +129,12 @@ class RecordingModel(ScriptedModel):
         return super()._generate(messages, stop, run_manager, **kwargs)
 
 
-def replay(system: str, path, storage) -> dict:
+def replay(system: str, path: Path, storage) -> dict:
     """Return one system's billed-cost and fidelity figures for one trajectory."""
     turns = trajectory_turns(path)
     flat = [m for pending, reply in turns for m in (*pending, reply)]
+    key = path.with_suffix(".touched.json")  # the answer key of what each call touched, as the fidelity measure reads it
+    touched = call_paths(flat, json.loads(key.read_text(encoding="utf-8")) if key.exists() else None)
     sent_by_call, sent = [], 0
     for pending, _ in turns:
         sent_by_call.append(sent + len(pending))
@@ -147,7 +150,7 @@ def replay(system: str, path, storage) -> dict:
         compacted = [m for m in flat[: sent_by_call[state["calls"]]] if m.id not in present]
         state["calls"] += 1
         if len(compacted) > state["compacted"]:
-            checks.append(check_context(compacted, view, budget))
+            checks.append(check_context(compacted, view, budget, touched))
         state["compacted"] = len(compacted)
 
     base = scripted_summarizer()
@@ -262,7 +265,7 @@ window (reference only). Recall is checked after every compaction, as in the fid
 
 {targets_table(figures['targets'])}
 
-{table(["system", "agent input", "cached", "hit ratio", "breaks", "summarizer + flush input", "billed (OpenAI)", "vs none", "billed (Anthropic)", "vs none", "artifact recall", "request recall", "constraint recall"], rows)}
+{table(["system", "agent input", "cached", "hit ratio", "breaks", "summarizer + flush input", "billed (OpenAI)", "vs none", "billed (Anthropic)", "vs none", *(f"{kind} recall" for kind in KINDS)], rows)}
 
 ![billed cost per call]({figures['plot']})
 
