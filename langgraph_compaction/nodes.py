@@ -871,7 +871,6 @@ class CompactionNodes:
             "compaction": {
                 **done,
                 "summary_id": summary.id,
-                "summary_text": text,
                 "pins": pins,
                 "cutoff_id": pending.get("cutoff_id"),
                 "offload_path": path,

@@ -117,7 +117,7 @@ def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
 
 
 #: Every this many updates of ``messages`` a checkpoint stores the whole list; the others store only their writes.
-MESSAGES_SNAPSHOT_EVERY = 50
+MESSAGES_SNAPSHOT_EVERY = 100
 
 
 class CompactionState(TypedDict):
