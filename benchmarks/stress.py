@@ -130,7 +130,10 @@ def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessa
 
 
 def random_config(rng: random.Random) -> CompactionConfig:
-    """Return a budget from tiny (compaction on most calls) to roomy."""
+    """Return a budget from tiny (compaction on most calls) to roomy, fixed or derived from a small window."""
+    if rng.random() < 0.2:  # the design's dynamic rules, scaled down for a small window
+        window = rng.choice([CompactionConfig().smallest_window(), 16_000, 24_000, 40_000])
+        return CompactionConfig(context_window=window, trigger_messages=rng.choice([0, 8, 20, 50]), summary_timeout=None)
     trigger = rng.choice([1_500, 3_000, 6_000, 12_000, 40_000])  # 1,500: compaction on nearly every call
     return CompactionConfig(
         context_window=rng.choice([None, trigger * 2, trigger + 20_000]),

@@ -62,3 +62,34 @@ def test_gate_plan_never_evicts_the_latest_request(messages):
     if plan.cut is not None:
         assert latest not in plan.cut.evict
         assert all(not isinstance(messages[i], SystemMessage) for i in plan.cut.evict)
+
+
+@st.composite
+def with_reminders(draw):
+    """Conversations where the app adds a system reminder before some user turns (after the first)."""
+    messages = draw(conversations())
+    out = []
+    for m in messages:
+        if isinstance(m, HumanMessage) and m.id.startswith("h") and m.id != "h0" and draw(st.booleans()):
+            out.append(SystemMessage(content=f"reminder before {m.id}", id=f"rem-{m.id}"))
+        out.append(m)
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(with_reminders(), st.integers(0, 3000), st.integers(1, 12))
+def test_only_the_leading_system_messages_are_pinned(messages, keep_tokens, keep_messages):
+    from langgraph_compaction.conversation import leading_systems
+    from langgraph_compaction.invariants import history_problems
+
+    counter = TokenCounter()
+    cut = find_cutoff(messages, counter.counts(messages), keep_tokens, keep_messages)
+    if cut is None:
+        return
+    lead = leading_systems(messages)
+    assert not [i for i in cut.evict if i < lead]
+    summary = build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny")
+    view = compacted_view(messages, {messages[i].id for i in cut.evict}, summary)
+    assert history_problems(view, messages) == []
+    assert [m.id for m in view[: lead + 1]] == [m.id for m in messages[:lead]] + [summary.id]
+    assert [m.id for m in add_messages(messages, [RemoveMessage(id="__remove_all__"), *view])] == [m.id for m in view]
