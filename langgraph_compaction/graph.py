@@ -94,7 +94,7 @@ def _after(state: Any, update: Any) -> list[BaseMessage]:
     """Return the state's messages after a compaction node's update (edits keep ids; a rewrite replaces all)."""
     writes = list((update or {}).get("messages") or []) if isinstance(update, dict) else []
     at = max((i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None)
-    return writes[at + 1 :] if at is not None else list(_get(state, "messages") or [])
+    return writes[at + 1 :] if at is not None else _get(state, "messages") or []
 
 
 def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
@@ -138,7 +138,7 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
     def invoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config)
         done = None
-        if pushed(config) or not passed.check(config, list(_get(state, "messages") or [])):
+        if pushed(config) or not passed.check(config, _get(state, "messages") or []):
             done = run_pass(nodes, state, run)
             state = done.state
         call = lambda s: inner.invoke(model_input(s), config)  # noqa: E731
@@ -148,7 +148,7 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config)
         done = None
-        if pushed(config) or not passed.check(config, list(_get(state, "messages") or [])):
+        if pushed(config) or not passed.check(config, _get(state, "messages") or []):
             done = await arun_pass(nodes, state, run)
             state = done.state
 
