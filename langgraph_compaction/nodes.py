@@ -272,18 +272,6 @@ def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
     return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
 
 
-#: The offload event's note when a value could only be kept as a marked repr.
-_UNENCODABLE = "some values could not be encoded: the transcript keeps a marked repr of each (listed)"
-
-
-def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
-    """Return True for layers 1-2's own shortened copy of a message, which offload never writes as a new version."""
-    if isinstance(message, ToolMessage):
-        text = content_text(message.content)
-        return bool(_PRUNED.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
-    return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
-
-
 class CompactionNodes:
     """The four nodes (gate, flush, offload, summarize) and the gate's router, bound to one setup.
 
