@@ -2,6 +2,7 @@
 
 import hashlib
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ def test_a_quick_run_writes_its_own_folder_labels_figures_quick_and_leaves_the_c
     written = Path(re.search(r"\[benchmarks\] wrote (.+report\.md)", run.stdout).group(1))
     assert COMMITTED not in written.parents
     report = written.read_text()
+    shutil.rmtree(written.parent)
     assert "QUICK" in report and "not checked at quick scale" in report
     assert "MISS" not in report and "MISS" not in run.stdout
 
