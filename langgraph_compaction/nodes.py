@@ -26,6 +26,7 @@ from langchain_core.messages import (
     RemoveMessage,
     SystemMessage,
     ToolMessage,
+    message_to_dict,
 )
 from langchain_core.runnables import RunnableConfig
 
@@ -77,7 +78,7 @@ from .summary import (
     summary_prompt,
 )
 from .tokens import TokenCounter, _fingerprint, estimate_text_tokens
-from .view import model_view, view_record
+from .view import kept_edits, model_view, view_record
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -474,7 +475,7 @@ class CompactionNodes:
         if self.config.mode != "view":
             return messages
         compaction = compaction if compaction is not None else read_compaction(_get(state, "compaction"))
-        return model_view(messages, compaction.get("view"))
+        return model_view(messages, compaction.get("view"), compaction.get("view_edits"))
 
     def route(self, state: Any) -> list[str] | str:
         """Return where the gate leads: the side branches when compaction is pending, else the model node."""
@@ -598,7 +599,11 @@ class CompactionNodes:
                     events.append(_emit({"stage": "gate", "error": f"offload before layer edits failed: {_describe(exc)}"}))
             if offloaded:
                 memo.edited(plan.edits, self.counter)
-                update["messages"] = list(plan.edits.values())
+                if self.config.mode == "view":  # the model's copy is shortened; the state keeps the message as added
+                    edited = {m.id: message_to_dict(m) for m in plan.edits.values()}
+                    compaction["view_edits"] = {**kept_edits(view.get("view_edits"), messages), **edited}
+                else:
+                    update["messages"] = list(plan.edits.values())
                 compaction["counts"] = {layer: 1 for layer in plan.layer_counts}
                 compaction["edited_messages"] = dict(plan.layer_counts)
                 events.append(
@@ -854,6 +859,7 @@ class CompactionNodes:
         )
         if self.config.mode == "view":  # the state keeps every message; the record rebuilds the model's view
             done["view"] = view_record(messages, evict_ids, pending.get("cutoff_id"), summary)
+            done["view_edits"] = kept_edits(view.get("view_edits"), result)
         return {
             **({} if self.config.mode == "view" else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result]}),
             "compaction": {

@@ -4,8 +4,10 @@
 (for UIs and audits) and records each compaction as a *view record* in the
 ``compaction`` key instead of removing messages: the summary message, where
 the kept tail starts (``cutoff_id``), the request kept in front of it and the
-last message the compaction saw. ``model_view`` rebuilds what the model is
-sent from the full history and that record, so summaries chain exactly as in
+last message the compaction saw. Layers 1-2 shorten the model's copy only:
+their edits are kept by message id (``view_edits``), the state's messages stay
+as they were added. ``model_view`` rebuilds what the model is sent from the
+full history, the record and the edits, so summaries chain exactly as in
 rewrite mode. Pure functions, JSON-native records.
 """
 
@@ -20,6 +22,12 @@ from .conversation import is_system
 from .plan import compacted_view
 
 logger = logging.getLogger("langgraph_compaction")
+
+
+def kept_edits(edits: Any, view: Sequence[BaseMessage]) -> dict:
+    """Return the layer edits of the messages still in ``view`` (the others left it with a summary)."""
+    ids = {m.id for m in view}
+    return {i: e for i, e in edits.items() if i in ids} if isinstance(edits, dict) else {}
 
 
 def view_record(
@@ -42,15 +50,19 @@ def view_record(
     }
 
 
-def model_view(messages: Sequence[BaseMessage], record: Any) -> list[BaseMessage]:
+def model_view(messages: Sequence[BaseMessage], record: Any, edits: Any = None) -> list[BaseMessage]:
     """Return what the model is sent in view mode: system messages, the summary, then the kept tail.
 
-    Without a record (nothing compacted yet) the whole history. A record whose
-    anchor messages are gone (the history was edited or rewritten since) no
-    longer describes this history: the whole history is returned and the next
-    gate compacts it again.
+    ``edits`` (message id -> ``message_to_dict`` of the shortened copy)
+    replaces those messages. Without a record (nothing compacted yet) the
+    whole history. A record whose anchor messages are gone (the history was
+    edited or rewritten since) no longer describes this history: the whole
+    history is returned and the next gate compacts it again.
     """
     messages = list(messages)
+    if isinstance(edits, dict) and edits:
+        shortened = dict(zip(edits, messages_from_dict(list(edits.values()))))
+        messages = [shortened.get(m.id, m) for m in messages]
     if not isinstance(record, dict) or not isinstance(record.get("summary"), dict):
         return messages
     ids = {m.id: i for i, m in enumerate(messages)}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 
-from fronts import REQUESTS, WINDOW, Session, ToolCallingModel, request
-from langgraph_compaction import CompactionConfig, is_summary, load_transcript
+from fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingModel, request
+from langgraph_compaction import CompactionConfig, MicroCompactConfig, PruneConfig, is_summary, load_transcript
 from langgraph_compaction.view import model_view
 from test_events import edge_graph
 from test_graph_routing import command_graph
@@ -77,3 +77,29 @@ def test_a_view_record_whose_anchor_is_gone_sends_the_whole_history():
 def test_mode_is_validated_with_a_clear_error():
     with pytest.raises(ValueError, match="mode"):
         CompactionConfig(mode="replace")
+
+
+def test_layer_edits_shorten_the_models_copy_only_and_it_gets_what_rewrite_mode_sends(tmp_path):
+    layers = {"prune": PruneConfig(protect_tokens=3_000, minimum_tokens=1_000), "micro": MicroCompactConfig(enabled=True)}
+    sent, states = {}, {}
+    for mode in ("rewrite", "view"):
+        model = ToolCallingModel()
+        graph = edge_graph(model, tmp_path / mode, CompactionConfig(context_window=200_000, mode=mode, **layers))
+        thread = {"configurable": {"thread_id": "edits"}}
+        for n in range(REQUESTS):
+            graph.invoke({"messages": [request(n)]}, thread)
+        sent[mode] = [[(m.type, str(m.content)) for m in view] for view in model.inputs]
+        states[mode] = graph.get_state(thread).values
+
+    # the model was sent the same requests, shortened results included
+    assert sent["view"] == sent["rewrite"]
+    assert any("chars pruned" in content for view in sent["view"] for _, content in view)
+    # rewrite mode shortened the state's results; view mode kept every one as the tool returned it
+    def shortened(state):
+        return sum(len(m.content) < RESULT_CHARS for m in state["messages"] if isinstance(m, ToolMessage))
+
+    assert shortened(states["rewrite"]) > 0 and shortened(states["view"]) == 0
+    view = states["view"]
+    assert len([m for m in view["messages"] if isinstance(m, ToolMessage)]) == 2 * REQUESTS
+    edits = view["compaction"].get("view_edits") or {}
+    assert edits and set(edits) <= {m.id for m in view["messages"]}
