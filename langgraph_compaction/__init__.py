@@ -12,112 +12,51 @@ Add the compaction nodes in front of your model node::
     graph = builder.compile(checkpointer=InMemorySaver())
 """
 
-from .config import Budget, CompactionConfig, FidelityConfig, MicroCompactConfig, PruneConfig, TruncateArgsConfig
-from .consolidation import (
-    ConsolidationResult,
-    aconsolidate_memory,
-    amemory_for_prompt,
-    consolidate_memory,
-    consolidation_node,
-    memory_for_prompt,
-)
-from .conversation import SUMMARY_MESSAGE_NAME, is_summary
-from .fidelity import complete_summary, pin_constraint, stated_rules, unpin_constraint
-from .functional import CompactionResult, acompact_messages, compact_messages
-from .graph import add_compaction, subgraph_node
-from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
-from .overflow import (
-    ContextTooLongError,
-    ainvoke_with_recovery,
-    invoke_with_recovery,
-    is_context_overflow,
-    overflow_figures,
-    with_overflow_recovery,
-)
-from .plan import CompactionPlan, Cut, find_cutoff, plan_compaction
-from .prebuilt import make_pre_model_hook
-from .redact import redact_secrets
-from .state import CompactionState, merge_compaction, read_compaction
-from .storage import CompactionStorage, FileStorage, StoreStorage, open_storage, safe_label
-from .summary import build_summary_message, extractive_summary, summary_message_id
-from .tokens import TokenCounter, estimate_tokens, seed_estimate_tokens
-from .tools import make_compaction_tools
-from .transcript import aload_transcript, load_transcript
-from .validation import anthropic_violations, openai_violations, view_violations
+import importlib
+from typing import Any
 
-__all__ = [
-    "CompactionMiddleware",
-    "CompactionResult",
-    "acompact_messages",
-    "compact_messages",
-    "make_pre_model_hook",
-    "SUMMARY_MESSAGE_NAME",
-    "Budget",
-    "CompactionConfig",
-    "CompactionNodes",
-    "CompactionPlan",
-    "CompactionState",
-    "CompactionStorage",
-    "ConsolidationResult",
-    "ContextTooLongError",
-    "Cut",
-    "FLUSH",
-    "FidelityConfig",
-    "FileStorage",
-    "GATE",
-    "MicroCompactConfig",
-    "OFFLOAD",
-    "PruneConfig",
-    "SUMMARIZE",
-    "StoreStorage",
-    "TokenCounter",
-    "TruncateArgsConfig",
-    "aconsolidate_memory",
-    "add_compaction",
-    "ainvoke_with_recovery",
-    "aload_transcript",
-    "amemory_for_prompt",
-    "anthropic_violations",
-    "build_summary_message",
-    "complete_summary",
-    "consolidate_memory",
-    "consolidation_node",
-    "estimate_tokens",
-    "extractive_summary",
-    "find_cutoff",
-    "invoke_with_recovery",
-    "is_context_overflow",
-    "is_summary",
-    "load_transcript",
-    "make_compaction_tools",
-    "memory_for_prompt",
-    "merge_compaction",
-    "open_storage",
-    "openai_violations",
-    "overflow_figures",
-    "pin_constraint",
-    "plan_compaction",
-    "read_compaction",
-    "redact_secrets",
-    "safe_label",
-    "seed_estimate_tokens",
-    "stated_rules",
-    "subgraph_node",
-    "summary_message_id",
-    "unpin_constraint",
-    "view_violations",
-    "with_overflow_recovery",
-]
+# Public names by the module that defines them. They are imported on first use (PEP 562), so
+# ``import langgraph_compaction`` and the command line start fast, and the middleware's optional
+# dependency (``langchain``) is needed only by those who use it.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "config": ("Budget", "CompactionConfig", "FidelityConfig", "MicroCompactConfig", "PruneConfig", "TruncateArgsConfig"),
+    "consolidation": ("ConsolidationResult", "aconsolidate_memory", "amemory_for_prompt", "consolidate_memory", "consolidation_node", "memory_for_prompt"),
+    "conversation": ("SUMMARY_MESSAGE_NAME", "is_summary"),
+    "fidelity": ("complete_summary", "pin_constraint", "stated_rules", "unpin_constraint"),
+    "functional": ("CompactionResult", "acompact_messages", "compact_messages"),
+    "graph": ("add_compaction", "subgraph_node"),
+    "middleware": ("CompactionMiddleware",),
+    "nodes": ("CompactionNodes", "FLUSH", "GATE", "OFFLOAD", "SUMMARIZE"),
+    "overflow": ("ContextTooLongError", "ainvoke_with_recovery", "invoke_with_recovery", "is_context_overflow", "overflow_figures", "with_overflow_recovery"),
+    "plan": ("CompactionPlan", "Cut", "find_cutoff", "plan_compaction"),
+    "prebuilt": ("make_pre_model_hook",),
+    "redact": ("redact_secrets",),
+    "state": ("CompactionState", "merge_compaction", "read_compaction"),
+    "storage": ("CompactionStorage", "FileStorage", "StoreStorage", "open_storage", "safe_label"),
+    "summary": ("build_summary_message", "extractive_summary", "summary_message_id"),
+    "tokens": ("TokenCounter", "estimate_tokens", "seed_estimate_tokens"),
+    "tools": ("make_compaction_tools",),
+    "transcript": ("aload_transcript", "load_transcript"),
+    "validation": ("anthropic_violations", "openai_violations", "view_violations"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
 
 
-def __getattr__(name: str):
-    # the middleware needs ``langchain`` (create_agent's package), which the graph front does not
-    if name == "CompactionMiddleware":
-        try:
-            from .middleware import CompactionMiddleware
-        except ModuleNotFoundError as exc:
-            if exc.name != "langchain" and not str(exc.name).startswith("langchain."):
-                raise
-            raise ImportError("CompactionMiddleware needs LangChain's agents: pip install 'langchain>=1.5'") from exc
-        return CompactionMiddleware
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    except ModuleNotFoundError as exc:
+        if module != "middleware" or not str(exc.name).startswith("langchain"):
+            raise
+        raise ImportError("CompactionMiddleware needs LangChain's agents: pip install 'langchain>=1.5' (the [agents] extra)") from exc
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
