@@ -69,3 +69,30 @@ def test_on_a_real_trajectory_every_break_comes_with_a_summary_and_recall_stays_
     assert figures["breaks"] <= figures["compactions"]
     for kind in ("changed", "requests", "constraints"):
         assert figures[f"{kind}_found"] == figures[kind], kind
+
+
+def test_anthropic_requests_carry_breakpoints_on_the_system_prompt_the_summary_and_the_newest_message():
+    from langchain_anthropic import ChatAnthropic
+    from langchain_core.messages import AIMessage, SystemMessage
+
+    from langgraph_compaction import build_summary_message
+    from langgraph_compaction.caching import with_cache_breakpoints
+
+    call = {"name": "bash", "args": {"cmd": "pytest"}, "id": "toolu_1"}
+    messages = [
+        SystemMessage("You are a coding agent.", id="s"),
+        build_summary_message("## SESSION INTENT\nFix the build.\n\n## SUMMARY\nRan the tests."),
+        HumanMessage("Go on.", id="h"),
+        AIMessage("Running the tests.", tool_calls=[call], id="a"),
+        ToolMessage("3 passed", tool_call_id="toolu_1", name="bash", id="t"),
+    ]
+    marked = with_cache_breakpoints(messages)
+    assert [m.id for m in marked] == [m.id for m in messages]
+    assert marked[2] is messages[2] and marked[3] is messages[3]  # unmarked messages are passed through
+    payload = ChatAnthropic(model="claude-sonnet-4-5", api_key="not-used")._get_request_payload(marked)
+    assert payload["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    summary_turn, *_, newest = payload["messages"]
+    assert summary_turn["content"][0]["cache_control"] == {"type": "ephemeral"}  # the summary, first block of the turn
+    assert newest["content"][-1]["type"] == "tool_result" and newest["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    marks = [b for m in payload["messages"] for b in m["content"] if isinstance(b, dict) and "cache_control" in b]
+    assert len(marks) + 1 <= 4  # Anthropic accepts at most four breakpoints per request
