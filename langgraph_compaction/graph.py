@@ -33,8 +33,8 @@ from .config import CompactionConfig
 from .engine import arun_pass, run_pass
 from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, _get
 from .overflow import _adrive, _drive, _recovery, _replaced, in_front
-from .state import read_compaction
-from .state import CompactionChannel
+from .state import CompactionChannel, read_compaction
+from .storage import thread_key
 
 
 def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
@@ -60,7 +60,7 @@ def _graph_key(config: RunnableConfig) -> tuple:
     """Return (thread, graph namespace): a task's namespace ends with its own ``node:task`` segment."""
     configurable = config.get("configurable") or {}
     ns = str(configurable.get("checkpoint_ns") or "")
-    return str(configurable.get("thread_id") or ""), ns.rpartition("|")[0]
+    return thread_key(configurable.get("thread_id")), ns.rpartition("|")[0]
 
 
 class _Passed:

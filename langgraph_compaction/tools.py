@@ -38,7 +38,7 @@ from .conversation import is_summary
 from .memory import MEMORY_FILE, is_memory_text, memory_lines, search_terms
 from .nodes import _user_id
 from .plan import find_cutoff
-from .storage import CompactionStorage, StoreStorage, check_relpath, open_storage
+from .storage import CompactionStorage, StoreStorage, check_relpath, open_storage, thread_key
 from .summary import render_message
 from .tokens import TokenCounter
 from .transcript import messages_by_id, paginate, render_recalled
@@ -226,7 +226,7 @@ def _where(runtime: Any, storage: Optional[CompactionStorage]) -> _Where:
     thread = (config.get("configurable") or {}).get("thread_id")
     state = getattr(runtime, "state", None)
     messages = (state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)) or []
-    return _Where(chosen, str(thread) if thread else "default", _user_id(runtime, config), list(messages))
+    return _Where(chosen, thread_key(thread), _user_id(runtime, config), list(messages))
 
 
 def _tool(name: str, storage: Optional[CompactionStorage], answer: Callable[..., str], signature_of: Callable) -> BaseTool:

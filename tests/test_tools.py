@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -288,3 +288,15 @@ def test_a_corrupted_transcript_is_an_error_message_not_a_crash(tmp_path):
     graph = _tools_graph(make_compaction_tools(tmp_path))
     answer = _call(graph, "session_search", {"query": "hi"})
     assert answer.startswith("Error: session_search could not read the compaction storage: JSONDecodeError")
+
+
+@pytest.mark.parametrize("thread", ["", 0])
+def test_session_search_reads_the_transcript_of_its_own_thread_id(tmp_path, thread):
+    """``""`` and ``0`` are threads of their own: the tools read where the offload wrote, never ``"default"``."""
+    storage = FileStorage(tmp_path)
+    storage.append_transcript("default", messages_to_dict([HumanMessage("the default thread's secret plan", id="d1")]))
+    storage.append_transcript(str(thread), messages_to_dict([HumanMessage("this thread's deploy checklist", id="t1")]))
+    graph = _tools_graph(make_compaction_tools(tmp_path))
+    config = {"configurable": {"thread_id": thread}}
+    assert "deploy checklist" in _call(graph, "session_search", {"query": "deploy checklist"}, config=config)
+    assert "the default thread's" not in _call(graph, "session_search", {"query": "secret plan"}, config=config)
