@@ -64,3 +64,14 @@ def test_the_message_key_changes_with_what_the_provider_sees(field):
     changed = RESULT.model_copy(update={field: "other"})
     assert message_key(changed) != message_key(RESULT)
     assert message_key(RESULT.model_copy(update={"id": "another-id"})) == message_key(RESULT)
+
+
+def test_a_break_right_after_a_summarizer_call_is_counted_as_the_summarys():
+    ledger = CacheLedger()
+    ledger.add("agent", [SYSTEM, CALL, RESULT])
+    ledger.add("side", [SYSTEM, CALL, RESULT, HumanMessage("Summarize the conversation above.")])
+    summary = HumanMessage("## SESSION INTENT\nRun the tests.", id="s1")
+    ledger.add("agent", [summary, RESULT])
+    ledger.add("agent", [summary, RESULT.model_copy(update={"content": "3 passed"})])  # an edit, no summary
+    figures = ledger.figures()
+    assert (figures["breaks"], figures["summary_breaks"]) == (2, 1)
