@@ -56,7 +56,7 @@ def test_compacted_view_obeys_provider_rules(messages, keep_tokens, keep_message
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_gate_plan_never_evicts_the_latest_request(messages):
-    nodes = CompactionNodes(before="agent", model=None, config=CompactionConfig(context_window=4_000, keep_tokens=500))
+    nodes = CompactionNodes(before="agent", model=None, config=CompactionConfig(context_window=4_000, trigger_tokens=2_000, keep_tokens=500))
     plan = nodes.plan(messages, manual=True)
     latest = next(i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage))
     if plan.cut is not None:

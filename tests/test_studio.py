@@ -154,12 +154,13 @@ def test_a_thread_compacts_on_the_dev_server_and_reports_it_through_the_api(dev_
 
     # what left the state is in the server's store, once, and the ledger got memories
     transcript = client.store.search_items(["compaction", "transcripts", thread_id], limit=1000)["items"]
-    stored = [item["key"] for item in transcript]
-    assert len(stored) == len(set(stored)) and set(event["evicted_ids"]) <= set(stored)
-    memory = client.store.search_items(["compaction", "memory", USER], limit=100)["items"]
-    ledger = [item for item in memory if item["key"].startswith("memory/")]
-    assert ledger and "## Flush" in ledger[0]["value"]["text"]
-    assert "- The user asked: Task 0: fix module0" in ledger[0]["value"]["text"]
+    stored = [item["key"] for item in transcript]  # one item per version: "<message id>@<revision>"
+    assert len(stored) == len(set(stored)) and set(event["evicted_ids"]) <= {key.rpartition("@")[0] for key in stored}
+    # a store keeps each ledger bullet as an item of its own (two workers can never write one twice)
+    entries = client.store.search_items(["compaction", "memory", USER, "entries"], limit=100)["items"]
+    ledger = [item["value"] for item in entries if item["value"]["path"].startswith("memory/")]
+    assert ledger and all("## Flush" in value["header"] for value in ledger)
+    assert any(value["bullet"].startswith("The user asked: Task 0: fix module0") for value in ledger)
 
 
 def test_the_agent_searches_memory_and_asks_for_compaction_on_the_dev_server(dev_server):
