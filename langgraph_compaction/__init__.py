@@ -19,6 +19,7 @@ from typing import Any
 # ``import langgraph_compaction`` and the command line start fast, and the middleware's optional
 # dependency (``langchain``) is needed only by those who use it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "caching": ("with_cache_breakpoints",),
     "config": ("Budget", "CompactionConfig", "FidelityConfig", "MicroCompactConfig", "PruneConfig", "TruncateArgsConfig"),
     "consolidation": ("ConsolidationResult", "aconsolidate_memory", "amemory_for_prompt", "consolidate_memory", "consolidation_node", "memory_for_prompt"),
     "conversation": ("SUMMARY_MESSAGE_NAME", "is_summary"),
