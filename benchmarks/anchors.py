@@ -30,7 +30,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
-from langgraph_compaction.tokens import TokenCounter
+from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.trajectories import load_trajectory
 
 SYSTEMS = ("ours", "langchain", "langmem", "none")

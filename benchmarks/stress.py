@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.graph.message import add_messages
 
 from langgraph_compaction import CompactionConfig, CompactionNodes, FileStorage, StoreStorage, merge_compaction
-from langgraph_compaction.conversation import content_text, is_summary
+from langgraph_compaction.core.conversation import content_text, is_summary
 from langgraph_compaction.invariants import (
     INVARIANTS,
     ThreadLedger,

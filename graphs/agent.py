@@ -37,9 +37,9 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.conversation import is_user_turn, text_of
+from langgraph_compaction.core.conversation import is_user_turn, text_of
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tools import make_compaction_tools
+from langgraph_compaction.fronts.tools import make_compaction_tools
 
 SYSTEM_PROMPT = (
     "You are a careful coding agent working in a repository. Use run_tests, read_file and write_file "

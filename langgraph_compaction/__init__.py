@@ -19,26 +19,28 @@ from typing import Any
 # ``import langgraph_compaction`` and the command line start fast, and the middleware's optional
 # dependency (``langchain``) is needed only by those who use it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "caching": ("with_cache_breakpoints",),
-    "config": ("Budget", "CompactionConfig", "FidelityConfig", "MicroCompactConfig", "PruneConfig", "TruncateArgsConfig"),
-    "consolidation": ("ConsolidationResult", "aconsolidate_memory", "amemory_for_prompt", "consolidate_memory", "consolidation_node", "memory_for_prompt"),
-    "conversation": ("SUMMARY_MESSAGE_NAME", "is_summary"),
-    "fidelity": ("complete_summary", "pin_constraint", "stated_rules", "unpin_constraint"),
-    "functional": ("CompactionResult", "acompact_messages", "compact_messages"),
-    "graph": ("add_compaction", "subgraph_node"),
-    "middleware": ("CompactionMiddleware",),
-    "nodes": ("CompactionNodes", "FLUSH", "GATE", "OFFLOAD", "SUMMARIZE"),
-    "overflow": ("ContextTooLongError", "ainvoke_with_recovery", "invoke_with_recovery", "is_context_overflow", "overflow_figures", "with_overflow_recovery"),
-    "plan": ("CompactionPlan", "Cut", "find_cutoff", "plan_compaction"),
-    "prebuilt": ("make_pre_model_hook",),
-    "redact": ("redact_secrets",),
-    "state": ("CompactionState", "merge_compaction", "read_compaction"),
+    "core.caching": ("with_cache_breakpoints",),
+    "core.config": ("Budget", "CompactionConfig", "FidelityConfig", "MicroCompactConfig", "PruneConfig", "TruncateArgsConfig"),
+    "memory.consolidation": ("ConsolidationResult", "aconsolidate_memory", "amemory_for_prompt", "consolidate_memory", "memory_for_prompt"),
+    "core.conversation": ("SUMMARY_MESSAGE_NAME", "is_summary"),
+    "core.fidelity": ("complete_summary", "pin_constraint", "stated_rules", "unpin_constraint"),
+    "fronts.consolidation": ("consolidation_node",),
+    "fronts.functional": ("CompactionResult", "acompact_messages", "compact_messages"),
+    "fronts.graph": ("add_compaction", "subgraph_node"),
+    "fronts.middleware": ("CompactionMiddleware",),
+    "engine.errors": ("ContextTooLongError", "is_context_overflow", "overflow_figures"),
+    "engine.nodes": ("CompactionNodes", "FLUSH", "GATE", "OFFLOAD", "SUMMARIZE"),
+    "engine.overflow": ("ainvoke_with_recovery", "invoke_with_recovery", "with_overflow_recovery"),
+    "core.plan": ("CompactionPlan", "Cut", "find_cutoff", "plan_compaction"),
+    "fronts.prebuilt": ("make_pre_model_hook",),
+    "core.redact": ("redact_secrets",),
+    "engine.state": ("CompactionState", "merge_compaction", "read_compaction"),
     "storage": ("CompactionStorage", "FileStorage", "StoreStorage", "open_storage", "safe_label"),
-    "summary": ("build_summary_message", "extractive_summary", "summary_message_id"),
-    "tokens": ("TokenCounter", "estimate_tokens", "seed_estimate_tokens"),
-    "tools": ("make_compaction_tools",),
-    "transcript": ("aload_transcript", "load_transcript"),
-    "validation": ("anthropic_violations", "openai_violations", "view_violations"),
+    "core.summary": ("build_summary_message", "extractive_summary", "summary_message_id"),
+    "core.tokens": ("TokenCounter", "estimate_tokens", "seed_estimate_tokens"),
+    "fronts.tools": ("make_compaction_tools",),
+    "storage.transcript": ("aload_transcript", "load_transcript"),
+    "core.validation": ("anthropic_violations", "openai_violations", "view_violations"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -52,7 +54,7 @@ def __getattr__(name: str) -> Any:
     try:
         value = getattr(importlib.import_module(f".{module}", __name__), name)
     except ModuleNotFoundError as exc:
-        if module != "middleware" or not str(exc.name).startswith("langchain"):
+        if module != "fronts.middleware" or not str(exc.name).startswith("langchain"):
             raise
         raise ImportError("CompactionMiddleware needs LangChain's agents: pip install 'langchain>=1.5' (the [agents] extra)") from exc
     globals()[name] = value  # later lookups skip this function

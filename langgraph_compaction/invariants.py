@@ -26,8 +26,8 @@ from typing import Iterable, Mapping, Sequence, Union
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
 from .conversation import is_user_turn, tool_calls_of
-from .memory import normalize_bullet, parse_bullets
-from .codec import encode, revision
+from .memory.ledger import normalize_bullet, parse_bullets
+from .storage.codec import encode, revision
 from .storage import message_records, record_id
 
 INVARIANTS = ("valid_history", "nothing_lost", "bounded", "exactly_once", "contained")

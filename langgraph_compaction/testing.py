@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
-from .memory import normalize_bullet, parse_bullets
+from .memory.ledger import normalize_bullet, parse_bullets
 
 _USER_BLOCK = re.compile(r"^\[user\]\n(.*?)(?=\n\n\[|\Z)", re.MULTILINE | re.DOTALL)
 _PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w{1,5}")

@@ -18,8 +18,8 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import RetryPolicy
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.conversation import is_user_turn
-from langgraph_compaction.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
+from langgraph_compaction.core.conversation import is_user_turn
+from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from langgraph_compaction.invariants import ThreadLedger, history_problems, ledgers_of
 from support import TOOLS
 

@@ -25,7 +25,7 @@ from pydantic import Field
 from langgraph_compaction import CompactionConfig, is_summary, load_transcript, view_violations
 from langgraph_compaction.invariants import lost_messages
 from langgraph_compaction.storage import record_id
-from langgraph_compaction.tokens import estimate_text_tokens, estimate_tokens
+from langgraph_compaction.core.tokens import estimate_text_tokens, estimate_tokens
 
 WINDOW = 30_000
 CONFIG = CompactionConfig(context_window=WINDOW)

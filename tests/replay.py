@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, view_violations
-from langgraph_compaction.tokens import estimate_tokens
+from langgraph_compaction.core.tokens import estimate_tokens
 
 
 class Replayer:

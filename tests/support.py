@@ -11,7 +11,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, view_violations
-from langgraph_compaction.tokens import estimate_tokens
+from langgraph_compaction.core.tokens import estimate_tokens
 
 SYSTEM = SystemMessage(content="You are a careful coding agent. Use the tools.", id="system-prompt")
 

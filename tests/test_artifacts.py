@@ -15,9 +15,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langgraph_compaction import build_summary_message
-from langgraph_compaction.artifacts import expand_group, touches
-from langgraph_compaction.config import FidelityConfig
-from langgraph_compaction.summary import extractive_summary, section
+from langgraph_compaction.core.artifacts import expand_group, touches
+from langgraph_compaction.core.config import FidelityConfig
+from langgraph_compaction.core.summary import extractive_summary, section
 from langgraph_compaction.trajectories import load_trajectory
 
 SHAPES = Path(__file__).parent / "data" / "agent_shapes"

@@ -9,7 +9,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from benchmarks.anchors import ScriptedAgent, drive, system_graph, trajectory_turns
 from benchmarks.measures.cost import CacheLedger, RecordingModel, replay
 from benchmarks.measures.replay import THRESHOLDS
-from langgraph_compaction.plan import cache_aware_edits, edit_repays
+from langgraph_compaction.core.plan import cache_aware_edits, edit_repays
 
 TRAJECTORY = Path(__file__).parent / "data" / "trajectories" / "oh_claude35_swebv_django-11087.jsonl"
 
@@ -76,7 +76,7 @@ def test_anthropic_requests_carry_breakpoints_on_the_system_prompt_the_summary_a
     from langchain_core.messages import AIMessage, SystemMessage
 
     from langgraph_compaction import build_summary_message
-    from langgraph_compaction.caching import with_cache_breakpoints
+    from langgraph_compaction.core.caching import with_cache_breakpoints
 
     call = {"name": "bash", "args": {"cmd": "pytest"}, "id": "toolu_1"}
     messages = [

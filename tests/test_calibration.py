@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.calibration import (
+from langgraph_compaction.core.calibration import (
     RATIO_MAX,
     bound_tools,
     calibrated_budget,
@@ -23,7 +23,7 @@ from langgraph_compaction.calibration import (
     read_calibration,
 )
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tokens import TokenCounter, estimate_text_tokens
+from langgraph_compaction.core.tokens import TokenCounter, estimate_text_tokens
 from openai_server import count_text_tokens
 
 THREAD = {"configurable": {"thread_id": "t"}}

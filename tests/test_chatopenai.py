@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, openai_violations, read_compaction
-from langgraph_compaction.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
+from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from openai_server import count_prompt_tokens
 
 from graphs.agent import OfflineAgentModel, build_agent, openai_chat_model

@@ -40,7 +40,7 @@ from langgraph_compaction import (
     openai_violations,
     read_compaction,
 )
-from langgraph_compaction.nodes import SUMMARIZE
+from langgraph_compaction.engine.nodes import SUMMARIZE
 from langgraph_compaction.testing import ScriptedModel
 
 from graphs.agent import OFFLINE_CONTEXT_WINDOW, OfflineAgentModel, build_agent

@@ -13,7 +13,7 @@ import pytest
 
 from langgraph_compaction import FileStorage, StoreStorage
 from langgraph_compaction.invariants import duplicate_problems, ledgers_of
-from langgraph_compaction.memory import parse_bullets
+from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel
 from checked import CheckedThread, build_checked_graph, events, request
 

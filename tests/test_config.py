@@ -67,7 +67,7 @@ def test_a_small_window_chat_runs_without_refusals_or_a_summary_every_turn(windo
 
     from langgraph_compaction import CompactionState, add_compaction
     from langgraph_compaction.testing import ScriptedModel
-    from langgraph_compaction.tokens import estimate_tokens
+    from langgraph_compaction.core.tokens import estimate_tokens
 
     sizes = []
 

@@ -11,18 +11,14 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from langgraph_compaction import CompactionState, FileStorage
-from langgraph_compaction.consolidation import (
-    STATE_FILE,
-    consolidate_main,
-    consolidate_memory,
-    consolidation_node,
-    memory_for_prompt,
-)
-from langgraph_compaction.memory import dropped_entries, parse_answer, parse_bullets
+from langgraph_compaction import consolidation_node
+from langgraph_compaction.cli.consolidate import consolidate_main
+from langgraph_compaction.memory.consolidation import STATE_FILE, consolidate_memory, memory_for_prompt
+from langgraph_compaction.memory.ledger import dropped_entries, parse_answer, parse_bullets
 from langgraph_compaction.storage import StoreStorage
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tokens import estimate_text_tokens
-from langgraph_compaction.tools import make_compaction_tools
+from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.fronts.tools import make_compaction_tools
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 OLD_MEMORY = "# Memory\n\n- The user's name is Ada\n- The project uses Postgres 16\n- Deploys go to staging first\n- The user prefers tabs\n"
@@ -165,7 +161,7 @@ def test_daily_files_past_retention_move_to_the_archive_and_stay_searchable(tmp_
     # archived entries are not merged a second time, and memory_search still finds them
     assert consolidate_memory(tmp_path, ScriptedModel(reply=merge_answer), now=NOW + timedelta(hours=1)).status == "unchanged"
     answer = FileStorage(tmp_path)
-    from langgraph_compaction.tools import search_memory
+    from langgraph_compaction.fronts.tools import search_memory
 
     hits = search_memory(answer, "default", "trunk-based development")
     assert f"memory/archive/{old_day}.md#4 [{old_day}T10:00:00+00:00] The user adopted trunk-based development" in hits

@@ -8,7 +8,7 @@ from langgraph.graph import END, START, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tokens import estimate_tokens
+from langgraph_compaction.core.tokens import estimate_tokens
 
 THREAD = {"configurable": {"thread_id": "t"}}
 SIX_K = CompactionConfig(context_window=6_000, trigger_tokens=3_000, keep_tokens=800)
@@ -45,8 +45,8 @@ def test_a_system_reminder_every_turn_is_conversation_and_is_summarized():
 
 
 def test_over_budget_names_the_part_that_is_too_large():
-    from langgraph_compaction.plan import over_budget_reason
-    from langgraph_compaction.summary import build_summary_message
+    from langgraph_compaction.core.plan import over_budget_reason
+    from langgraph_compaction.core.summary import build_summary_message
 
     messages = [SystemMessage("rules", id="sys"), build_summary_message("## SUMMARY\nshort")]
     messages += [SystemMessage(f"reminder {i}", id=f"r{i}") for i in range(40)] + [HumanMessage("now?", id="h")]
@@ -107,7 +107,7 @@ def test_a_failing_memory_model_has_its_own_breaker(tmp_path):
 def test_counts_are_compactions_and_edited_messages_are_the_messages_they_touched():
     from support import build_graph, first_input
 
-    from langgraph_compaction.config import PruneConfig
+    from langgraph_compaction.core.config import PruneConfig
 
     config = CompactionConfig(context_window=100_000, prune=PruneConfig(protect_tokens=5_000, minimum_tokens=2_000))
     graph, _ = build_graph(ScriptedModel(), config=config, storage=None, checkpointer=InMemorySaver())
@@ -127,7 +127,7 @@ def test_counts_are_compactions_and_edited_messages_are_the_messages_they_touche
 
 
 def test_chained_extractive_summaries_carry_the_history_once_with_a_running_count():
-    from langgraph_compaction.summary import build_summary_message, extractive_summary, section
+    from langgraph_compaction.core.summary import build_summary_message, extractive_summary, section
 
     model_summary = build_summary_message("## SESSION INTENT\nShip it.\n\n## SUMMARY\nThe model wrote this once.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo.")
     call = {"name": "bash", "args": {"cmd": "make"}, "id": "c"}

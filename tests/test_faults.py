@@ -30,8 +30,8 @@ from langgraph.types import RetryPolicy
 
 import langgraph_compaction.storage as storage_module
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, FileStorage, StoreStorage
-from langgraph_compaction.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
-from langgraph_compaction.summary import EXTRACTIVE_MARK
+from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
+from langgraph_compaction.core.summary import EXTRACTIVE_MARK
 from langgraph_compaction.testing import ScriptedModel
 from checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
 

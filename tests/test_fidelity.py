@@ -16,9 +16,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, build_summary_message, read_compaction
-from langgraph_compaction.config import FidelityConfig
-from langgraph_compaction.conversation import is_user_turn, text_of
-from langgraph_compaction.fidelity import (
+from langgraph_compaction.core.config import FidelityConfig
+from langgraph_compaction.core.conversation import is_user_turn, text_of
+from langgraph_compaction.core.fidelity import (
     PINS_HEADER,
     complete_summary,
     merge_pins,
@@ -27,8 +27,8 @@ from langgraph_compaction.fidelity import (
     stated_rules,
     unpin_constraint,
 )
-from langgraph_compaction.artifacts import tool_artifacts
-from langgraph_compaction.summary import extractive_summary, section
+from langgraph_compaction.core.artifacts import tool_artifacts
+from langgraph_compaction.core.summary import extractive_summary, section
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
 from openai_server import request_text

@@ -10,7 +10,7 @@ from langgraph.func import entrypoint, task
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionConfig, FileStorage, acompact_messages, compact_messages, is_summary
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tokens import estimate_tokens
+from langgraph_compaction.core.tokens import estimate_tokens
 
 BY_NAME = {t.name: t for t in TOOLS}
 

@@ -16,7 +16,7 @@ from langgraph_compaction import (
     add_compaction,
     summary_message_id,
 )
-from langgraph_compaction.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
+from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from langgraph_compaction.testing import ScriptedModel
 from support import SMALL_WINDOW, build_graph, first_input
 

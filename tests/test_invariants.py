@@ -22,7 +22,7 @@ from langgraph.graph.message import add_messages
 
 from benchmarks.stress import random_config, random_conversation, replay_trajectory, run_example
 from langgraph_compaction import FileStorage, build_summary_message, find_cutoff
-from langgraph_compaction.plan import compacted_view
+from langgraph_compaction.core.plan import compacted_view
 from langgraph_compaction.invariants import (
     INVARIANTS,
     bounded_problems,
@@ -32,7 +32,7 @@ from langgraph_compaction.invariants import (
     history_problems,
     lost_messages,
 )
-from langgraph_compaction.nodes import CompactionNodes
+from langgraph_compaction.engine.nodes import CompactionNodes
 from langgraph_compaction.testing import ScriptedModel
 from checked import CheckedThread, build_checked_graph, request
 

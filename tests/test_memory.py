@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.sqlite import SqliteStore
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, StoreStorage, add_compaction, safe_label
-from langgraph_compaction.memory import (
+from langgraph_compaction.memory.ledger import (
     flush_marker,
     ledger_entry,
     memory_lines,
@@ -18,7 +18,7 @@ from langgraph_compaction.memory import (
     parse_bullets,
     search_terms,
 )
-from langgraph_compaction.redact import REDACTED, redact_record, redact_secrets
+from langgraph_compaction.core.redact import REDACTED, redact_record, redact_secrets
 from langgraph_compaction.testing import ScriptedModel
 from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
 

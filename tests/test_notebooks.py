@@ -62,7 +62,7 @@ def test_notebooks_are_stored_executed_with_public_names_only(name):
     assert set(FIGURES) == {p.name for p in NOTEBOOKS.glob("*.ipynb")}
     assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
     assert tempfile.gettempdir() + "/" not in stored_text(name)  # no path of the machine that ran it
-    public = {"langgraph_compaction", "langgraph_compaction.testing", "langgraph_compaction.demo"}
+    public = {"langgraph_compaction", "langgraph_compaction.testing", "langgraph_compaction.cli.demo"}
     for cell in code:
         source = "\n".join(line for line in cell.source.splitlines() if not line.startswith("%"))
         for node in ast.walk(ast.parse(source)):

@@ -15,11 +15,11 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, CompactionState, FileStorage, add_compaction
-from langgraph_compaction.memory import normalize_bullet, parse_bullets
-from langgraph_compaction.nodes import FLUSH, OFFLOAD, SUMMARIZE
+from langgraph_compaction.memory.ledger import normalize_bullet, parse_bullets
+from langgraph_compaction.engine.nodes import FLUSH, OFFLOAD, SUMMARIZE
 from langgraph_compaction.storage import StoreStorage
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.transcript import load_transcript
+from langgraph_compaction.storage.transcript import load_transcript
 from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}

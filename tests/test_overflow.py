@@ -16,7 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.overflow import (
+from langgraph_compaction.engine.overflow import (
     ContextTooLongError,
     invoke_with_recovery,
     is_context_overflow,

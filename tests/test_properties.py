@@ -6,9 +6,9 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Syst
 from langgraph.graph.message import add_messages
 
 from langgraph_compaction import CompactionConfig, build_summary_message, find_cutoff, view_violations
-from langgraph_compaction.nodes import CompactionNodes
-from langgraph_compaction.plan import compacted_view
-from langgraph_compaction.tokens import TokenCounter
+from langgraph_compaction.engine.nodes import CompactionNodes
+from langgraph_compaction.core.plan import compacted_view
+from langgraph_compaction.core.tokens import TokenCounter
 
 
 @st.composite
@@ -79,7 +79,7 @@ def with_reminders(draw):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(with_reminders(), st.integers(0, 3000), st.integers(1, 12))
 def test_only_the_leading_system_messages_are_pinned(messages, keep_tokens, keep_messages):
-    from langgraph_compaction.conversation import leading_systems
+    from langgraph_compaction.core.conversation import leading_systems
     from langgraph_compaction.invariants import history_problems
 
     counter = TokenCounter()

@@ -13,9 +13,9 @@ from langgraph.store.memory import InMemoryStore
 
 from langgraph_compaction import CompactionConfig, FileStorage, StoreStorage, safe_label
 from langgraph_compaction.invariants import escaped_paths, files_under
-from langgraph_compaction.prompts import SUMMARY_PROMPT
+from langgraph_compaction.core.prompts import SUMMARY_PROMPT
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tools import read_memory
+from langgraph_compaction.fronts.tools import read_memory
 from checked import TIGHT, CheckedThread, build_checked_graph, request
 
 HOSTILE_IDS = [

@@ -3,8 +3,8 @@
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langgraph_compaction import CompactionConfig, find_cutoff
-from langgraph_compaction.layers import prune_tool_results, truncate_arguments
-from langgraph_compaction.tokens import seed_estimate_tokens
+from langgraph_compaction.core.layers import prune_tool_results, truncate_arguments
+from langgraph_compaction.core.tokens import seed_estimate_tokens
 
 
 def _chat(n, prefix="m"):

@@ -311,7 +311,7 @@ class WriteFails(FileStorage):
 
 def test_a_failed_offload_never_lets_an_older_offload_vouch_for_a_replaced_message(tmp_path):
     from langgraph_compaction import CompactionConfig, merge_compaction
-    from langgraph_compaction.nodes import CompactionNodes
+    from langgraph_compaction.engine.nodes import CompactionNodes
 
     original = HumanMessage("deploy to staging " * 40, id="h1")
     FileStorage(tmp_path).append_transcript("t", message_records([original]))

@@ -9,7 +9,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
 from langgraph_compaction import CompactionState, add_compaction, is_summary, subgraph_node
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tokens import estimate_tokens
+from langgraph_compaction.core.tokens import estimate_tokens
 
 TRIGGER = CONFIG.resolve().trigger_tokens
 

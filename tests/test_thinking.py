@@ -18,7 +18,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from fronts import TOOLS
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, anthropic_violations, find_cutoff, is_summary
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tokens import estimate_tokens
+from langgraph_compaction.core.tokens import estimate_tokens
 
 ROUNDS = 4
 

@@ -7,10 +7,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, build_summary_message
-from langgraph_compaction.plan import plan_compaction
-from langgraph_compaction.summary import EXTRACTIVE_MARK
+from langgraph_compaction.core.plan import plan_compaction
+from langgraph_compaction.core.summary import EXTRACTIVE_MARK
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tokens import TokenCounter
+from langgraph_compaction.core.tokens import TokenCounter
 from support import SMALL_WINDOW, build_graph, first_input
 
 THREAD = {"configurable": {"thread_id": "t"}}
@@ -162,7 +162,7 @@ def _windowed_chat_graph(summarizer, config, window):
     """A chat agent that refuses, like a provider, any request over ``window`` tokens."""
     from langchain_core.exceptions import ContextOverflowError
 
-    from langgraph_compaction.tokens import estimate_tokens
+    from langgraph_compaction.core.tokens import estimate_tokens
 
     def agent(state):
         if estimate_tokens(state["messages"]) > window:
@@ -209,7 +209,7 @@ def test_a_manual_compaction_never_grows_the_context():
 
 def test_layer_3_waits_when_pruning_alone_brings_the_context_under_the_trigger():
     # the quickstart's case: pruning takes ~12.8k tokens to ~3.6k under a 10k trigger; a summary would only lose detail
-    from langgraph_compaction.config import PruneConfig
+    from langgraph_compaction.core.config import PruneConfig
 
     config = CompactionConfig(
         context_window=60_000, trigger_tokens=10_000, keep_tokens=2_000, prune=PruneConfig(protect_tokens=2_000, minimum_tokens=1_000)

@@ -23,7 +23,7 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from langgraph_compaction.tokens import (
+from langgraph_compaction.core.tokens import (
     MEDIA_TOKENS,
     MESSAGE_OVERHEAD,
     TOOL_CALL_OVERHEAD,

@@ -20,8 +20,8 @@ from langgraph_compaction import (
 )
 from langgraph_compaction.storage import StoreStorage
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.tools import NO_STORAGE, make_compaction_tools, rank
-from langgraph_compaction.transcript import load_transcript
+from langgraph_compaction.fronts.tools import NO_STORAGE, make_compaction_tools, rank
+from langgraph_compaction.storage.transcript import load_transcript
 from support import SMALL_WINDOW, TOOLS, ScriptedAgent, agent_builder, build_graph, first_input
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}

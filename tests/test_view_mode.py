@@ -7,7 +7,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 
 from fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingModel, request
 from langgraph_compaction import CompactionConfig, MicroCompactConfig, PruneConfig, is_summary, load_transcript
-from langgraph_compaction.view import model_view
+from langgraph_compaction.core.view import model_view
 from test_events import edge_graph
 from test_graph_routing import command_graph
 

@@ -24,7 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from benchmarks.anchors import billed_counter, drive, o200k_tokens, scripted_summarizer, trajectory_turns
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.calibration import calibrated_tokens
+from langgraph_compaction.core.calibration import calibrated_tokens
 
 NAME = "calibration"
 WINDOW = 32_000

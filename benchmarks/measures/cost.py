@@ -29,7 +29,7 @@ from benchmarks.anchors import SYSTEMS, ScriptedAgent, drive, o200k_tokens, scri
 from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.config import FidelityConfig
+from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.testing import ScriptedModel
 
 NAME = "billed_cost"

@@ -42,12 +42,12 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from benchmarks.anchors import ScriptedAgent, Thresholds, drive, scripted_summarizer, system_graph, trajectory_turns
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.artifacts import CHANGE_VERBS, expand_group, touches
-from langgraph_compaction.config import FidelityConfig
-from langgraph_compaction.conversation import content_text, is_summary, is_user_turn, text_of, tool_calls_of
-from langgraph_compaction.fidelity import stated_rules
-from langgraph_compaction.summary import render_messages
-from langgraph_compaction.tokens import estimate_text_tokens
+from langgraph_compaction.core.artifacts import CHANGE_VERBS, expand_group, touches
+from langgraph_compaction.core.config import FidelityConfig
+from langgraph_compaction.core.conversation import content_text, is_summary, is_user_turn, text_of, tool_calls_of
+from langgraph_compaction.core.fidelity import stated_rules
+from langgraph_compaction.core.summary import render_messages
+from langgraph_compaction.core.tokens import estimate_text_tokens
 
 NAME = "summary_fidelity"
 #: A tight window that compacts the short runs again and again, a middle one, and the replay measure's budget.

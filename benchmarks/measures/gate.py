@@ -32,7 +32,7 @@ from benchmarks.anchors import (
     system_graph,
 )
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.nodes import CompactionNodes
+from langgraph_compaction.engine.nodes import CompactionNodes
 
 NAME = "gate_overhead"
 SIZES = (100, 1_000, 5_000, 20_000)

@@ -16,7 +16,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from benchmarks.anchors import SAMPLES, o200k_tokens
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.tokens import estimate_text_tokens, message_tokens, seed_text_tokens
+from langgraph_compaction.core.tokens import estimate_text_tokens, message_tokens, seed_text_tokens
 from langgraph_compaction.trajectories import load_trajectory
 
 NAME = "token_accuracy"

@@ -22,29 +22,22 @@ command line (``langgraph-compaction consolidate``, ``consolidate_main``).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
-import os
-import re
-import sys
 import uuid
-from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 from zoneinfo import ZoneInfo
 
 from langchain_core.messages import HumanMessage
-from langchain_core.runnables import RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
 
-from .config import CompactionConfig
-from .conversation import content_text
-from .memory import (
+from ..core.config import CompactionConfig
+from ..core.conversation import content_text
+from .ledger import (
     ARCHIVE_DIR,
     BACKUP_DIR,
     MEMORY_FILE,
@@ -60,10 +53,9 @@ from .memory import (
     pending_entries,
     trim_to_tokens,
 )
-from .nodes import _emit, _runtime, _user_id
-from .redact import redact_secrets
-from .storage import DEFAULT_USER, CompactionStorage, StoreStorage, open_storage
-from .tokens import estimate_text_tokens
+from ..core.redact import redact_secrets
+from ..storage import DEFAULT_USER, CompactionStorage, open_storage
+from ..core.tokens import estimate_text_tokens
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -357,156 +349,3 @@ def memory_for_prompt(storage: Any, user_id: str = DEFAULT_USER, max_tokens: int
 async def amemory_for_prompt(storage: Any, user_id: str = DEFAULT_USER, max_tokens: int = 2000) -> str:
     """Return MEMORY.md cut to ``max_tokens`` for a system prompt (async; I/O off the event loop)."""
     return await asyncio.to_thread(memory_for_prompt, storage, user_id, max_tokens)
-
-
-# --- graph node ---------------------------------------------------------------
-
-
-def consolidation_node(model: Any, storage: Any = None, config: Optional[CompactionConfig] = None, **options: Any) -> Any:
-    """Return a graph node (sync and async) that consolidates the run's user's memory.
-
-    ``storage`` None means the graph's store (``runtime.store``); the user
-    is ``runtime.context.user_id``, else ``configurable["user_id"]``.
-    ``config`` supplies ``consolidation_max_tokens``, ``consolidation_min_gap``,
-    ``daily_file_retention_days``, ``timezone`` and ``redactor``; ``options``
-    (``consolidate_memory``'s keywords) override them. The rate limit makes
-    it cheap to run after every turn. The node writes the result as a
-    compaction event (``compaction["events"]`` and ``stream_mode="custom"``).
-    """
-    fixed = open_storage(storage)
-    if config is not None:
-        options = {
-            "max_tokens": config.consolidation_max_tokens,
-            "min_gap_seconds": config.consolidation_min_gap,
-            "retention_days": config.daily_file_retention_days,
-            "timezone": config.timezone,
-            "redactor": config.redactor,
-            **options,
-        }
-
-    def where(config: Any) -> tuple[Any, str]:
-        runtime = _runtime()
-        target = fixed
-        if target is None and getattr(runtime, "store", None) is not None:
-            target = StoreStorage(runtime.store)
-        return target, _user_id(runtime, config)
-
-    def update(result: ConsolidationResult) -> dict:
-        event = _emit(result.as_event())
-        return {"compaction": {"events": [event]}}
-
-    def missing() -> dict:
-        return {"compaction": {"events": [_emit({"stage": "consolidate", "note": "no storage configured"})]}}
-
-    def run(state: Any, config: Any) -> dict:
-        target, user = where(config)
-        return update(consolidate_memory(target, model, user_id=user, **options)) if target else missing()
-
-    async def arun(state: Any, config: Any) -> dict:
-        target, user = where(config)
-        return update(await aconsolidate_memory(target, model, user_id=user, **options)) if target else missing()
-
-    return RunnableLambda(run, afunc=arun, name="memory_consolidation")
-
-
-# --- command line -------------------------------------------------------------
-
-
-#: What a storage folder holds once compaction or the demo has used it (the default user's memory sits at its top).
-_STORAGE_MARKERS = ("MEMORY.md", "memory", "sessions", "users", "checkpoints.sqlite")
-
-
-def _storage_folder(spec: str) -> str:
-    """Return ``spec`` when it is a storage folder; raise ValueError naming it otherwise (so a typo creates nothing)."""
-    folder = Path(spec)
-    if not folder.is_dir():
-        raise ValueError(f"{spec}: no such directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)")
-    if not any((folder / name).exists() for name in _STORAGE_MARKERS):
-        raise ValueError(
-            f"{spec}: not a storage folder (it has no MEMORY.md, memory/, sessions/ or users/); "
-            "pass the folder given to add_compaction or the demo (e.g. .compaction)"
-        )
-    return spec
-
-
-def _cli_model(name: str, base_url: Optional[str]) -> tuple[Any, Optional[str]]:
-    """Return (the consolidation model, a note for the user or None): ChatOpenAI with a key, else the offline model."""
-    if os.environ.get("OPENAI_API_KEY"):
-        from langchain_openai import ChatOpenAI
-
-        return ChatOpenAI(model=name, base_url=base_url, max_retries=2), None
-    from .testing import ScriptedModel
-
-    # the same offline model as the demo: a deterministic merge (dedupe, nothing dropped)
-    return ScriptedModel(), "offline: no OPENAI_API_KEY, so the new entries are merged deterministically (duplicates dropped)"
-
-
-def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
-    """Return the storage a command-line argument names: a directory, ``sqlite:///file.db`` or a PostgreSQL DSN."""
-    if spec.startswith("sqlite:"):
-        from langgraph.store.sqlite import SqliteStore
-
-        path = re.sub(r"^sqlite:(//)?", "", spec) or ":memory:"
-        store = stack.enter_context(SqliteStore.from_conn_string(path))
-        store.setup()
-        return store
-    if spec.startswith(("postgres://", "postgresql://")):
-        from langgraph.store.postgres import PostgresStore
-
-        store = stack.enter_context(PostgresStore.from_conn_string(spec))
-        store.setup()
-        return store
-    return _storage_folder(spec)
-
-
-def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run ``langgraph-compaction consolidate`` with these arguments; return the exit status.
-
-    0: consolidated, unchanged, rate limited or busy; 1: refused or failed;
-    2: bad arguments.
-    """
-    parser = argparse.ArgumentParser(
-        prog="langgraph-compaction consolidate",
-        description="Merge new daily memory ledger entries into MEMORY.md (with a backup and a loss guard).",
-    )
-    parser.add_argument("storage", help="a directory, sqlite:///path/to/store.db, or a postgresql:// DSN of a LangGraph store")
-    parser.add_argument("--user", default=DEFAULT_USER, help="whose memory (default: %(default)s)")
-    parser.add_argument(
-        "--model", default="gpt-4o-mini",
-        help="chat model name for the OpenAI-compatible API when OPENAI_API_KEY is set; without a key an offline merge runs (default: %(default)s)",
-    )
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
-    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="size limit of MEMORY.md (default: %(default)s)")
-    parser.add_argument("--min-gap", type=float, default=DEFAULT_MIN_GAP, help="seconds between runs per user (default: %(default)s)")
-    parser.add_argument("--retention-days", type=int, default=DEFAULT_RETENTION_DAYS, help="archive daily files older than this (default: %(default)s)")
-    parser.add_argument("--timezone", default="UTC", help="time zone of the ledger's days (default: %(default)s)")
-    parser.add_argument("--force", action="store_true", help="ignore the rate limit")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
-
-    with ExitStack() as stack:
-        try:
-            target = _open_cli_storage(args.storage, stack)
-            model, note = _cli_model(args.model, args.base_url)
-            if note:
-                print(note, file=sys.stderr)
-            result = consolidate_memory(
-                target,
-                model,
-                user_id=args.user,
-                max_tokens=args.max_tokens,
-                min_gap_seconds=args.min_gap,
-                retention_days=args.retention_days,
-                timezone=args.timezone,
-                force=args.force,
-            )
-        except (ValueError, TypeError, OSError) as exc:
-            print(f"langgraph-compaction consolidate: error: {exc}", file=sys.stderr)
-            return 2
-    if args.json:
-        print(json.dumps(result.as_event(), ensure_ascii=False, indent=1))
-    else:
-        extra = f"; backup: {result.backup_path}" if result.backup_path else ""
-        extra += f"; archived {len(result.archived_files)} daily files" if result.archived_files else ""
-        print(f"{result.status}: {result.reason} ({result.entries_before} -> {result.entries_after} entries{extra})")
-    return 1 if result.status in ("refused", "failed") else 0

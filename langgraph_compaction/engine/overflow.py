@@ -1,11 +1,7 @@
 """Reactive overflow recovery: when the model refuses a request as too long, compact at once and retry once.
 
-``is_context_overflow`` recognises the refusal by exception type and
-provider error code first (LangChain's ``ContextOverflowError``, OpenAI's
-``context_length_exceeded``, HTTP 413), and by its wording (Anthropic's
-"prompt is too long" and the usual phrasings) only for errors a provider
-raised. A rate limit (HTTP 429, ``rate_limit_exceeded``) is never an overflow,
-and LangGraph's control flow (``interrupt()``, ``GraphBubbleUp``) always
+Whether an error is such a refusal is ``errors.is_context_overflow``'s
+call; LangGraph's control flow (``interrupt()``, ``GraphBubbleUp``) always
 passes through untouched.
 ``with_overflow_recovery`` wraps the user's model node (``add_compaction``
 does this unless ``overflow_recovery=False``); ``invoke_with_recovery`` /
@@ -21,10 +17,8 @@ window, ``ContextTooLongError`` says how large it is and why.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any, Callable, Generator, Optional, Sequence
 
-from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.utils.runnable import RunnableCallable
@@ -33,103 +27,10 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Command
 
-from .calibration import calibrated_tokens, observe, read_calibration
-from .nodes import FLUSH, OFFLOAD, SUMMARIZE, CompactionNodes, _describe, _emit, _get, _step
+from ..core.calibration import calibrated_tokens, observe, read_calibration
+from .errors import ContextTooLongError, is_context_overflow, overflow_figures
+from .nodes import FLUSH, OFFLOAD, SUMMARIZE, CompactionNodes, describe_error, emit_event, state_value, advance
 from .state import merge_compaction, read_compaction
-
-_PHRASES = re.compile(
-    r"context[_ ]length[_ ]exceeded|maximum context length|context window|context limit|prompt is too long"
-    r"|too many tokens|reduce the length|input is too long|request too large|exceeds the (?:model's )?max",
-    re.IGNORECASE,
-)
-# "maximum context length is 4000 tokens. However, your messages resulted in 4512 tokens" (OpenAI),
-# "prompt is too long: 208310 tokens > 200000 maximum" (Anthropic)
-_OPENAI_FIGURES = re.compile(r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens", re.S)
-_ANTHROPIC_FIGURES = re.compile(r"(\d+) tokens > (\d+) maximum")
-
-
-class ContextTooLongError(ContextOverflowError):
-    """The request is over the model's window even after compaction; the message says how large and why."""
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen and len(seen) < 8:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return seen
-
-
-def _error_code(exc: BaseException) -> Optional[str]:
-    code = getattr(exc, "code", None)
-    body = getattr(exc, "body", None)
-    if not isinstance(code, str) and isinstance(body, dict):
-        error = body.get("error") if isinstance(body.get("error"), dict) else body
-        code = error.get("code") or error.get("type")
-    return code if isinstance(code, str) else None
-
-
-#: Error codes that say "too many tokens per minute", not "too many tokens for the window".
-_RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "insufficient_quota", "too_many_requests"})
-#: Top-level packages of provider SDKs; an error they raise (or raised in their code) may be read by its text.
-_PROVIDER_PACKAGES = frozenset(
-    {"openai", "anthropic", "google", "vertexai", "botocore", "boto3", "httpx", "requests", "groq", "mistralai",
-     "cohere", "ollama", "litellm", "together", "fireworks", "huggingface_hub"}
-)
-
-
-def _provider_package(module: str) -> bool:
-    root = module.split(".", 1)[0]
-    return root in _PROVIDER_PACKAGES or (root.startswith("langchain_") and root != "langchain_core")
-
-
-def _raised_by_provider(e: BaseException) -> bool:
-    """Return True for an error of a provider SDK's type, or raised inside a provider integration's code.
-
-    Integrations such as langchain-aws re-raise a service error as a plain
-    ``ValueError``; where it was raised tells it from an application's own
-    error, whose text (an ``interrupt()`` payload, a tool's message) may quote anything.
-    """
-    if _provider_package(type(e).__module__):
-        return True
-    tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and _provider_package(tb.tb_frame.f_globals.get("__name__") or "")
-
-
-def _status(e: BaseException) -> Optional[int]:
-    status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-def is_context_overflow(exc: BaseException) -> bool:
-    """Return True when ``exc`` (or an exception it was raised from) says the input was too long for the model.
-
-    By type and error code first; by wording only for an error a provider
-    raised. A rate limit and LangGraph's control flow (``GraphInterrupt`` and
-    the other ``GraphBubbleUp``) are never an overflow.
-    """
-    chain = _chain(exc)
-    for e in chain:
-        if isinstance(e, GraphBubbleUp) or _status(e) == 429 or _error_code(e) in _RATE_LIMIT_CODES:
-            return False
-    for e in chain:
-        if isinstance(e, ContextOverflowError) or _error_code(e) == "context_length_exceeded" or _status(e) == 413:
-            return True
-    return any(_raised_by_provider(e) and _PHRASES.search(str(e)) for e in chain)
-
-
-def overflow_figures(exc: BaseException) -> tuple[Optional[int], Optional[int]]:
-    """Return (window, request size) in tokens when the provider's error states them, else Nones."""
-    for e in _chain(exc):
-        text = str(e)
-        if match := _OPENAI_FIGURES.search(text):
-            return int(match.group(1)), int(match.group(2))
-        if match := _ANTHROPIC_FIGURES.search(text):
-            return int(match.group(2)), int(match.group(1))
-    return None, None
-
 
 def smallest_request_problem(
     messages: Sequence[BaseMessage], counts: Sequence[int], window: int, fixed: int, calibration: dict
@@ -149,7 +50,7 @@ def smallest_request_problem(
     )
 
 
-def _replaced(state: Any, **values: Any) -> Any:
+def replaced_state(state: Any, **values: Any) -> Any:
     """Return a copy of the state (a dict, a pydantic model or a dataclass) with some keys replaced."""
     if isinstance(state, dict):
         return {**state, **values}
@@ -158,17 +59,17 @@ def _replaced(state: Any, **values: Any) -> Any:
     return dataclasses.replace(state, **values)
 
 
-def _apply(state: Any, update: dict) -> Any:
+def apply_update(state: Any, update: dict) -> Any:
     """Return the state after a compaction node's update (the graph's reducers, applied in place of the graph)."""
     values = {}
     if update.get("messages"):
-        values["messages"] = add_messages(list(_get(state, "messages") or []), update["messages"])
+        values["messages"] = add_messages(list(state_value(state, "messages") or []), update["messages"])
     if update.get("compaction"):
-        values["compaction"] = merge_compaction(_get(state, "compaction"), update["compaction"])
-    return _replaced(state, **values) if values else state
+        values["compaction"] = merge_compaction(state_value(state, "compaction"), update["compaction"])
+    return replaced_state(state, **values) if values else state
 
 
-def _delta(updates: list[dict]) -> dict:
+def update_delta(updates: list[dict]) -> dict:
     """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
     out: dict[str, Any] = {"counts": {}, "edited_messages": {}, "events": []}
     for update in updates:
@@ -204,7 +105,7 @@ def in_front(update: dict, output: Any) -> Any:
     new = [new] if isinstance(new, BaseMessage) else list(new)
     merged = {**output, **update, "messages": list(update.get("messages") or []) + new}
     if "compaction" in output and "compaction" in update:
-        merged["compaction"] = _delta([update, output])
+        merged["compaction"] = update_delta([update, output])
     return merged
 
 
@@ -216,7 +117,7 @@ def _merged(output: Any, messages: list, compaction: dict) -> Any:
 Recovery = Generator[tuple, Any, Any]
 
 
-def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
+def recovery_steps(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
     """Call, and on an overflow compact in overflow mode and call once more; return the node's output.
 
     Yields ``("call", state)`` for the model call and ``("compact", stage,
@@ -231,7 +132,7 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
             raise
         refusal = exc
     messages = nodes.messages_of(state)
-    view = read_compaction(_get(state, "compaction"))
+    view = read_compaction(state_value(state, "compaction"))
     counts = nodes.counter.counts(messages)
     window, requested = overflow_figures(refusal)
     calibration = read_calibration(view.get("calibration"))
@@ -239,11 +140,11 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
         calibration = observe(calibration, requested, sum(counts) + nodes.fixed_tokens, window=window)
     window = window or calibration["window"] or run.budget.hard_limit
     updates: list[dict] = [{"compaction": {"calibration": calibration}}]
-    working = _apply(state, updates[0])
+    working = apply_update(state, updates[0])
 
     update = yield ("compact", "gate", lambda s, r: nodes._gate_steps(s, r, overflow=True), working)
     updates.append(update)
-    working = _apply(working, update)
+    working = apply_update(working, update)
     targets = nodes.route(working)
     for stage, make_steps in ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps), (SUMMARIZE, nodes._summarize_steps)):
         if targets == nodes.before:
@@ -251,7 +152,7 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
         if stage in targets or stage == SUMMARIZE:
             update = yield ("compact", stage, make_steps, working)
             updates.append(update)
-            working = _apply(working, update)
+            working = apply_update(working, update)
 
     compacted = nodes.messages_of(working)
     sizes = nodes.counter.counts(compacted)
@@ -259,16 +160,16 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
     unchanged = [(m.id, m.content) for m in compacted] == [(m.id, m.content) for m in messages]
     event = {
         "stage": "overflow",
-        "error": _describe(refusal)[:300],
+        "error": describe_error(refusal)[:300],
         "window": window,
         "tokens_before": requested or calibrated_tokens(sum(counts), calibration, nodes.fixed_tokens),
         "tokens_after": after,
     }
     if unchanged or after > window:
         why = smallest_request_problem(compacted, sizes, window, nodes.fixed_tokens, calibration)
-        _emit({**event, "error": why})
+        emit_event({**event, "error": why})
         raise ContextTooLongError(f"the model refused the request as too long, and {why}") from refusal
-    updates.append({"compaction": {"events": [_emit({**event, "retried": True})], "counts": {"overflow": 1}}})
+    updates.append({"compaction": {"events": [emit_event({**event, "retried": True})], "counts": {"overflow": 1}}})
     try:
         output = yield ("call", working)
     except Exception as exc:  # noqa: BLE001 - one retry only: a second refusal surfaces
@@ -276,14 +177,14 @@ def _recovery(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
             raise
         raise ContextTooLongError(
             f"the model refused the request as too long again after compaction to ~{after:,} tokens "
-            f"(window {window:,}): {_describe(exc)}"
+            f"(window {window:,}): {describe_error(exc)}"
         ) from exc
     # the whole history after compaction: the compacted messages, or in view mode every message (the view is derived)
-    return _merged(output, list(_get(working, "messages") or []), _delta(updates))
+    return _merged(output, list(state_value(working, "messages") or []), update_delta(updates))
 
 
-def _drive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
-    done, item = _step(gen, None, None)
+def drive_recovery(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
+    done, item = advance(gen, None, None)
     while not done:
         value, error = None, None
         try:
@@ -294,12 +195,12 @@ def _drive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any]
                 value = nodes._guarded(stage, st, make_steps, run)
         except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
             error = exc
-        done, item = _step(gen, value, error)
+        done, item = advance(gen, value, error)
     return item
 
 
-async def _adrive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
-    done, item = _step(gen, None, None)
+async def adrive_recovery(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
+    done, item = advance(gen, None, None)
     while not done:
         value, error = None, None
         try:
@@ -310,7 +211,7 @@ async def _adrive(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callabl
                 value = await nodes._aguarded(stage, st, make_steps, run)
         except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
             error = exc
-        done, item = _step(gen, value, error)
+        done, item = advance(gen, value, error)
     return item
 
 
@@ -324,11 +225,11 @@ def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: Optional[str
 
     def invoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config)
-        return _drive(nodes, _recovery(nodes, state, run), run, lambda s: inner.invoke(s, config))
+        return drive_recovery(nodes, recovery_steps(nodes, state, run), run, lambda s: inner.invoke(s, config))
 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config)
-        return await _adrive(nodes, _recovery(nodes, state, run), run, lambda s: inner.ainvoke(s, config))
+        return await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, lambda s: inner.ainvoke(s, config))
 
     # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
     return RunnableCallable(invoke, ainvoke, name=name or getattr(inner, "name", None) or "model", trace=False)
@@ -357,7 +258,7 @@ def invoke_with_recovery(
     def call(s: Any) -> dict:
         return {"messages": [model.invoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
-    return _drive(nodes, _recovery(nodes, state, run), run, call)
+    return drive_recovery(nodes, recovery_steps(nodes, state, run), run, call)
 
 
 async def ainvoke_with_recovery(
@@ -370,4 +271,4 @@ async def ainvoke_with_recovery(
     async def call(s: Any) -> dict:
         return {"messages": [await model.ainvoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
-    return await _adrive(nodes, _recovery(nodes, state, run), run, call)
+    return await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, call)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
 
 from .codec import decode, encode, revision
-from .memory import entry_text, normalize_bullet, parse_bullets
+from ..memory.ledger import entry_text, normalize_bullet, parse_bullets
 
 _PLAIN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _REL_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")

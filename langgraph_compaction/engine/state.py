@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import _messages_delta_reducer
 
-from .fidelity import clean_pins, merge_pins
+from ..core.fidelity import clean_pins, merge_pins
 
 logger = logging.getLogger("langgraph_compaction")
 

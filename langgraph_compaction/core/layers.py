@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from .config import MicroCompactConfig, PruneConfig, TruncateArgsConfig
 from .conversation import content_text, tool_calls_of, tool_names_by_result, tool_rounds
 
-_PRUNED = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
+PRUNED_MARK = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
 MICRO_PLACEHOLDER = "[Old tool result of `{tool}` cleared to save context ({chars} chars); the full output is in the transcript.]"
 
 
@@ -133,7 +133,7 @@ def prune_tool_results(
         m = messages[i]
         if isinstance(m, ToolMessage):
             text = content_text(m.content)
-            if len(text) > cfg.max_output_chars and not _PRUNED.search(text):
+            if len(text) > cfg.max_output_chars and not PRUNED_MARK.search(text):
                 large.append((i, text))
     if sum(counts[i] for i, _ in large) < cfg.minimum_tokens:
         return {}
@@ -205,7 +205,7 @@ def settled_from(
             size = len(content) if isinstance(content, str) else len(content_text(content))
             if m.name in prune.excluded_tools and m.name is not None:
                 continue
-            if prune.enabled and size > prune.max_output_chars and not _PRUNED.search(content_text(content)):
+            if prune.enabled and size > prune.max_output_chars and not PRUNED_MARK.search(content_text(content)):
                 return i
             if micro.enabled and size > micro.min_chars and not content_text(content).startswith("[Old tool result of `"):
                 return i

@@ -17,10 +17,10 @@ from typing import Any, Optional, Sequence
 from langchain_core.messages import BaseMessage
 from langgraph.graph.message import add_messages
 
-from .config import CompactionConfig
-from .engine import PassResult, arun_pass, run_pass
-from .nodes import CompactionNodes
-from .state import read_compaction
+from ..core.config import CompactionConfig
+from ..engine import PassResult, arun_pass, run_pass
+from ..engine.nodes import CompactionNodes
+from ..engine.state import read_compaction
 
 
 @dataclass

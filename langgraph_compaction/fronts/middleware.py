@@ -28,12 +28,12 @@ from langgraph.config import get_config
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
-from .calibration import fixed_tokens
-from .config import CompactionConfig
-from .engine import arun_pass, run_pass
-from .nodes import CompactionNodes
-from .overflow import _adrive, _drive, _recovery
-from .state import merge_compaction
+from ..core.calibration import fixed_tokens
+from ..core.config import CompactionConfig
+from ..engine import arun_pass, run_pass
+from ..engine.nodes import CompactionNodes
+from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps
+from ..engine.state import merge_compaction
 from .tools import make_compaction_tools
 
 
@@ -164,7 +164,7 @@ class CompactionMiddleware(AgentMiddleware):
             responses.append(handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = _drive(nodes, _recovery(nodes, request.state, run), run, call)
+        output = drive_recovery(nodes, recovery_steps(nodes, request.state, run), run, call)
         return self._response(output, responses[-1])
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
@@ -180,5 +180,5 @@ class CompactionMiddleware(AgentMiddleware):
             responses.append(await handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = await _adrive(nodes, _recovery(nodes, request.state, run), run, call)
+        output = await adrive_recovery(nodes, recovery_steps(nodes, request.state, run), run, call)
         return self._response(output, responses[-1])

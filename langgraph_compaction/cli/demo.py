@@ -37,13 +37,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 from langgraph.constants import TAG_NOSTREAM
 
-from .config import CompactionConfig, PruneConfig
-from .conversation import is_summary, latest_user_index
-from .consolidation import consolidate_memory
+from ..core.config import CompactionConfig, PruneConfig
+from ..core.conversation import is_summary, latest_user_index
+from ..memory.consolidation import consolidate_memory
 from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
-from .memory import MEMORY_FILE, ledger_relpath, local_now
-from .storage import DEFAULT_USER, FileStorage
-from .tokens import TokenCounter
+from ..memory.ledger import MEMORY_FILE, ledger_relpath, local_now
+from ..storage import DEFAULT_USER, FileStorage
+from ..core.tokens import TokenCounter
 
 #: Tool rounds an online agent may take per request before it must answer.
 MAX_TOOL_ROUNDS = 6
@@ -409,8 +409,8 @@ def build_demo_graph(decide, tools: list, summarizer: Any, flush_model: Any, con
     from langgraph.graph import START, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
-    from .graph import add_compaction
-    from .state import CompactionState
+    from ..fronts.graph import add_compaction
+    from ..engine.state import CompactionState
 
     def agent(state: dict) -> dict:
         messages = list(state["messages"])
@@ -443,7 +443,7 @@ def _models(options: DemoOptions) -> tuple[str, Callable, Any, Any, Any, list]:
         where = os.environ.get("OPENAI_BASE_URL") or "api.openai.com"
         line = f"online: ChatOpenAI {options.model} at {where} is the agent, the summarizer and the memory extractor"
         return line, _openai_agent(llm, tools), llm, llm, llm, tools
-    from .testing import ScriptedModel
+    from ..testing import ScriptedModel
 
     line = (
         "offline: no OPENAI_API_KEY, so a scripted coding agent, deterministic extractive summaries and "

@@ -274,7 +274,7 @@ def seed_estimate_tokens(messages: Sequence[BaseMessage]) -> int:
 # --- Memoising counter ------------------------------------------------------------
 
 
-def _fingerprint(message: BaseMessage) -> int:
+def fingerprint(message: BaseMessage) -> int:
     """Return a hash that changes whenever the message's content, tool calls or name change."""
     # The gate fingerprints every message of the history on every call: read the
     # pydantic fields from ``__dict__`` (a missing attribute costs an exception in
@@ -321,7 +321,7 @@ class TokenCounter:
         message_id = getattr(message, "id", None)
         if not isinstance(message_id, str) or not message_id:
             return self._count(message)
-        key = (message_id, type(message).__name__, _fingerprint(message))
+        key = (message_id, type(message).__name__, fingerprint(message))
         cached = self._cache.get(key)
         if cached is None:
             if len(self._cache) >= self.max_entries:

@@ -21,10 +21,10 @@ from zoneinfo import ZoneInfo
 
 from langchain_core.messages import BaseMessage
 
-from .conversation import is_summary
-from .prompts import MEMORY_INSTRUCTION, MEMORY_PROMPT, NO_REPLY
-from .summary import render_messages
-from .tokens import estimate_text_tokens
+from ..core.conversation import is_summary
+from ..core.prompts import MEMORY_INSTRUCTION, MEMORY_PROMPT, NO_REPLY
+from ..core.summary import render_messages
+from ..core.tokens import estimate_text_tokens
 
 MEMORY_FILE = "MEMORY.md"
 ARCHIVE_DIR = "memory/archive"

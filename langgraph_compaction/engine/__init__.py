@@ -21,8 +21,8 @@ from typing import Any, Generator, Sequence
 from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, _get, _Run, _step
-from .overflow import _apply, _delta
+from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, state_value, Run, advance
+from .overflow import apply_update, update_delta
 
 #: A stage to run: (name, the node's steps, the state it reads).
 Stage = tuple
@@ -40,13 +40,13 @@ class PassResult:
     @property
     def messages(self) -> list:
         """Return the state's messages after the pass (in view mode the whole history, not what the model is sent)."""
-        return list(_get(self.state, "messages") or [])
+        return list(state_value(self.state, "messages") or [])
 
 
 def _stages(nodes: CompactionNodes, state: Any) -> Pass:
     """Yield the stages to run, each batch side by side; return the updates in the order applied, and the state after."""
     updates = [(yield [(GATE, nodes._gate_steps, state)])[0]]
-    state = _apply(state, updates[0])
+    state = apply_update(state, updates[0])
     targets = nodes.route(state)
     if targets == nodes.before:
         return updates, state
@@ -55,9 +55,9 @@ def _stages(nodes: CompactionNodes, state: Any) -> Pass:
     if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
         for update in (yield side):
             updates.append(update)
-            state = _apply(state, update)
+            state = apply_update(state, update)
     updates.append((yield [(SUMMARIZE, nodes._summarize_steps, state)])[0])
-    return updates, _apply(state, updates[-1])
+    return updates, apply_update(state, updates[-1])
 
 
 def _combined(updates: Sequence[dict]) -> dict:
@@ -69,7 +69,7 @@ def _combined(updates: Sequence[dict]) -> dict:
         last = max((i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=0)
         update["messages"] = writes[last:]
     if any(u.get("compaction") for u in updates):  # {"pending": None} alone is a write too
-        update["compaction"] = _delta(updates)
+        update["compaction"] = update_delta(updates)
     return update
 
 
@@ -78,7 +78,7 @@ def _result(updates: list[dict], state: Any) -> PassResult:
     return PassResult(update=update, state=state, events=list((update.get("compaction") or {}).get("events") or []))
 
 
-def _run_batch(nodes: CompactionNodes, batch: list[Stage], run: _Run) -> list[dict]:
+def _run_batch(nodes: CompactionNodes, batch: list[Stage], run: Run) -> list[dict]:
     if len(batch) == 1:  # the gate runs before every model call: no thread hop for it
         name, steps, state = batch[0]
         return [nodes._guarded(name, state, steps, run)]
@@ -88,24 +88,24 @@ def _run_batch(nodes: CompactionNodes, batch: list[Stage], run: _Run) -> list[di
         return [f.result() for f in futures]
 
 
-def run_pass(nodes: CompactionNodes, state: Any, run: _Run) -> PassResult:
+def run_pass(nodes: CompactionNodes, state: Any, run: Run) -> PassResult:
     """Run one compaction pass synchronously; offload and flush run side by side in two threads.
 
     Every failure inside a stage is recorded in the update (the stage's own
     guard), so this never raises and never drops a message.
     """
     stages = _stages(nodes, state)
-    done, batch = _step(stages, None, None)
+    done, batch = advance(stages, None, None)
     while not done:
-        done, batch = _step(stages, _run_batch(nodes, batch, run), None)
+        done, batch = advance(stages, _run_batch(nodes, batch, run), None)
     return _result(*batch)
 
 
-async def arun_pass(nodes: CompactionNodes, state: Any, run: _Run) -> PassResult:
+async def arun_pass(nodes: CompactionNodes, state: Any, run: Run) -> PassResult:
     """Run one compaction pass with ``await``; offload and flush run side by side (``asyncio.gather``)."""
     stages = _stages(nodes, state)
-    done, batch = _step(stages, None, None)
+    done, batch = advance(stages, None, None)
     while not done:
         results = await asyncio.gather(*(nodes._aguarded(name, st, steps, run) for name, steps, st in batch))
-        done, batch = _step(stages, list(results), None)
+        done, batch = advance(stages, list(results), None)
     return _result(*batch)

@@ -17,10 +17,10 @@ from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import NotRequired
 
-from .config import CompactionConfig
-from .engine import PassResult, arun_pass, run_pass
-from .nodes import CompactionNodes
-from .state import merge_compaction
+from ..core.config import CompactionConfig
+from ..engine import PassResult, arun_pass, run_pass
+from ..engine.nodes import CompactionNodes
+from ..engine.state import merge_compaction
 
 
 class CompactionReactState(AgentState):

@@ -36,12 +36,12 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import get_runtime
 
-from .calibration import calibrated_budget, fixed_tokens, observe_usage, read_calibration
-from .config import Budget, CompactionConfig, model_context_window
-from .conversation import content_text
-from .fidelity import complete_summary
-from .layers import _PRUNED, MICRO_PLACEHOLDER  # the marks of layer 2's edits, to tell them from a user's
-from .memory import (
+from ..core.calibration import calibrated_budget, fixed_tokens, observe_usage, read_calibration
+from ..core.config import Budget, CompactionConfig, model_context_window
+from ..core.conversation import content_text
+from ..core.fidelity import complete_summary
+from ..core.layers import PRUNED_MARK, MICRO_PLACEHOLDER  # the marks of layer 2's edits, to tell them from a user's
+from ..memory.ledger import (
     MEMORY_FILE,
     flush_input,
     flush_marker,
@@ -53,10 +53,11 @@ from .memory import (
     ledger_relpath,
     local_now,
 )
-from .plan import CompactionPlan, compacted_view, over_budget_reason, plan_compaction, tokens_since
-from .redact import redact_record, redact_secrets
+from ..core.plan import CompactionPlan, compacted_view, over_budget_reason, plan_compaction, tokens_since
+from ..core.redact import redact_record, redact_secrets
+from .errors import is_context_overflow, overflow_figures
 from .state import read_compaction
-from .storage import (
+from ..storage import (
     DEFAULT_USER,
     CompactionStorage,
     StoreStorage,
@@ -66,7 +67,7 @@ from .storage import (
     thread_key,
     unencodable_fields,
 )
-from .summary import (
+from ..core.summary import (
     build_summary_message,
     chunk_for_window,
     compaction_note,
@@ -77,8 +78,8 @@ from .summary import (
     summary_instruction,
     summary_prompt,
 )
-from .tokens import TokenCounter, _fingerprint, estimate_text_tokens
-from .view import kept_edits, model_view, view_record
+from ..core.tokens import TokenCounter, fingerprint, estimate_text_tokens
+from ..core.view import kept_edits, model_view, view_record
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -95,7 +96,7 @@ Steps = Generator[Effect, Any, dict]
 
 
 @dataclass
-class _Run:
+class Run:
     """What one node run knows about where it runs."""
 
     thread_id: str
@@ -104,13 +105,13 @@ class _Run:
     budget: Budget
 
 
-def _get(state: Any, key: str, default: Any = None) -> Any:
+def state_value(state: Any, key: str, default: Any = None) -> Any:
     if isinstance(state, dict):
         return state.get(key, default)
     return getattr(state, key, default)
 
 
-def _runtime() -> Any:
+def current_runtime() -> Any:
     try:
         return get_runtime()
     except Exception:  # noqa: BLE001 - outside a graph run there is no runtime
@@ -126,12 +127,12 @@ def _context_value(runtime: Any, key: str) -> Any:
     return context.get(key) if isinstance(context, dict) else getattr(context, key, None)
 
 
-def _user_id(runtime: Any, config: RunnableConfig) -> str:
+def run_user_id(runtime: Any, config: RunnableConfig) -> str:
     value = _context_value(runtime, "user_id") or (config.get("configurable") or {}).get("user_id")
     return str(value) if value else DEFAULT_USER
 
 
-def _emit(event: dict) -> dict:
+def emit_event(event: dict) -> dict:
     """Send a compaction event to ``stream_mode="custom"`` and the log; return it for the state."""
     event = {"type": "compaction", "time": time.time(), **event}
     log = logger.warning if event.get("error") else logger.info
@@ -154,7 +155,7 @@ def _stage_started(stage: str) -> Optional[float]:
     stage = stage.removeprefix("compaction_")  # the engine names the steps by their graph node
     if stage not in LIFECYCLE_STEPS:
         return None
-    _emit({"stage": "lifecycle", "phase": "start", "step": stage})
+    emit_event({"stage": "lifecycle", "phase": "start", "step": stage})
     return time.monotonic()
 
 
@@ -163,11 +164,11 @@ def _stage_ended(stage: str, started: Optional[float], update: Any) -> Any:
     if started is not None:
         error = ((update or {}).get("compaction") or {}).get("last_error") if isinstance(update, dict) else None
         ms = round((time.monotonic() - started) * 1000, 1)
-        _emit({"stage": "lifecycle", "phase": "end", "step": stage.removeprefix("compaction_"), "ms": ms, "ok": not error})
+        emit_event({"stage": "lifecycle", "phase": "end", "step": stage.removeprefix("compaction_"), "ms": ms, "ok": not error})
     return update
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
@@ -177,7 +178,7 @@ MEMO_THREADS = 256
 
 def _key(message: BaseMessage) -> tuple:
     """Return what a message's token count depends on: id, type, and a hash of content, tool calls and name."""
-    return message.id, message.__class__, _fingerprint(message)
+    return message.id, message.__class__, fingerprint(message)
 
 
 class _Memo:
@@ -218,7 +219,7 @@ class _Memo:
             self.counts[i] = counter.message(message)
 
 
-def _step(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, Any]:
+def advance(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, Any]:
     """Advance a node's steps with an effect's result (or error); return (finished, next effect or update)."""
     try:
         return False, (steps.throw(error) if error is not None else steps.send(value))
@@ -228,7 +229,7 @@ def _step(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, A
 
 def _failed(stage: str, exc: Exception) -> dict:
     """Return the update of a node that failed: nothing pending, the error recorded, messages untouched."""
-    event = _emit({"stage": stage, "error": _describe(exc)})
+    event = emit_event({"stage": stage, "error": describe_error(exc)})
     logger.debug("compaction %s failed", stage, exc_info=exc)
     return {"compaction": {"pending": None, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
 
@@ -269,7 +270,7 @@ def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
     """Return True for layers 1-2's own shortened copy of a message, which offload never writes as a new version."""
     if isinstance(message, ToolMessage):
         text = content_text(message.content)
-        return bool(_PRUNED.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
+        return bool(PRUNED_MARK.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
     return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
 
 
@@ -321,15 +322,15 @@ class CompactionNodes:
         self._flush_breaker = "breaker" if same else "flush_breaker"
 
     # -- where a run happens
-    def _run(self, config: RunnableConfig) -> _Run:
-        runtime = _runtime()
+    def _run(self, config: RunnableConfig) -> Run:
+        runtime = current_runtime()
         storage = self.storage
         if storage is None and getattr(runtime, "store", None) is not None:
             storage = StoreStorage(runtime.store)
         thread = (config.get("configurable") or {}).get("thread_id")
-        return _Run(
+        return Run(
             thread_id=thread_key(thread),
-            user_id=_user_id(runtime, config),
+            user_id=run_user_id(runtime, config),
             storage=storage,
             budget=self._budget_for(runtime),
         )
@@ -378,20 +379,20 @@ class CompactionNodes:
             return None
         return prefix
 
-    def _effect(self, effect: Effect, run: _Run) -> Any:
+    def _effect(self, effect: Effect, run: Run) -> Any:
         kind, target, args = effect
         if kind == "model":
             return self._call_sync(target, *args)
         return getattr(run.storage, target)(*args)
 
-    async def _aeffect(self, effect: Effect, run: _Run) -> Any:
+    async def _aeffect(self, effect: Effect, run: Run) -> Any:
         kind, target, args = effect
         if kind == "model":
             return await self._call_async(target, *args)
         return await getattr(run.storage, "a" + target)(*args)
 
-    def _drive(self, steps: Steps, run: _Run) -> dict:
-        done, item = _step(steps, None, None)
+    def _drive(self, steps: Steps, run: Run) -> dict:
+        done, item = advance(steps, None, None)
         while not done:
             try:
                 value, error = self._effect(item, run), None
@@ -399,11 +400,11 @@ class CompactionNodes:
                 raise
             except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
                 value, error = None, exc
-            done, item = _step(steps, value, error)
+            done, item = advance(steps, value, error)
         return item
 
-    async def _adrive(self, steps: Steps, run: _Run) -> dict:
-        done, item = _step(steps, None, None)
+    async def _adrive(self, steps: Steps, run: Run) -> dict:
+        done, item = advance(steps, None, None)
         while not done:
             try:
                 value, error = await self._aeffect(item, run), None
@@ -411,10 +412,10 @@ class CompactionNodes:
                 raise
             except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
                 value, error = None, exc
-            done, item = _step(steps, value, error)
+            done, item = advance(steps, value, error)
         return item
 
-    def _guarded(self, stage: str, state: Any, make_steps, run: _Run) -> Any:
+    def _guarded(self, stage: str, state: Any, make_steps, run: Run) -> Any:
         """Run a node's steps synchronously; any failure leaves the messages alone and is recorded."""
         started = _stage_started(stage)
         try:
@@ -456,12 +457,12 @@ class CompactionNodes:
     async def asummarize(self, state: Any, config: RunnableConfig) -> dict:
         return await self._aguarded("summarize", state, self._summarize_steps, self._run(config))
 
-    async def _aguarded(self, stage: str, state: Any, make_steps, run: _Run) -> Any:
+    async def _aguarded(self, stage: str, state: Any, make_steps, run: Run) -> Any:
         started = _stage_started(stage)
         try:
             update = await self._adrive(make_steps(state, run), run)
         except asyncio.CancelledError:  # the caller's to handle; the log still says where it stopped
-            _emit({"stage": stage, "error": "cancelled; this step wrote no state update"})
+            emit_event({"stage": stage, "error": "cancelled; this step wrote no state update"})
             raise
         except GraphBubbleUp:
             raise
@@ -471,17 +472,17 @@ class CompactionNodes:
 
     def messages_of(self, state: Any, compaction: Optional[dict] = None) -> list[BaseMessage]:
         """Return the messages compaction works on and the model is sent: the state's, or in view mode their view."""
-        messages = list(_get(state, "messages") or [])
+        messages = list(state_value(state, "messages") or [])
         if self.config.mode != "view":
             return messages
-        compaction = compaction if compaction is not None else read_compaction(_get(state, "compaction"))
+        compaction = compaction if compaction is not None else read_compaction(state_value(state, "compaction"))
         return model_view(messages, compaction.get("view"), compaction.get("view_edits"))
 
     def route(self, state: Any) -> list[str] | str:
         """Return where the gate leads: the side branches when compaction is pending, else the model node."""
-        if not read_compaction(_get(state, "compaction")).get("pending"):
+        if not read_compaction(state_value(state, "compaction")).get("pending"):
             return self.before
-        if self.storage is None and getattr(_runtime(), "store", None) is None:
+        if self.storage is None and getattr(current_runtime(), "store", None) is None:
             return [SUMMARIZE]  # nowhere to write a transcript or a ledger: skip a step of no-ops
         targets = []
         if self.config.flush_before_compact:
@@ -546,7 +547,7 @@ class CompactionNodes:
         return calibrated_budget(budget, calibration, self.fixed_tokens), observed
 
     # -- the steps of each node
-    def _offload_update(self, messages: Sequence[BaseMessage], run: _Run) -> Steps:
+    def _offload_update(self, messages: Sequence[BaseMessage], run: Run) -> Steps:
         """Append each message, or new version of one, the transcript lacks; return the ``compaction`` update (or raise).
 
         The whole transcript is read every time, whatever the state says was
@@ -572,8 +573,8 @@ class CompactionNodes:
             update["_unencodable"] = marked
         return update
 
-    def _gate_steps(self, state: Any, run: _Run, overflow: bool = False) -> Steps:
-        view = read_compaction(_get(state, "compaction"))
+    def _gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps:
+        view = read_compaction(state_value(state, "compaction"))
         messages = self.messages_of(state, view)
         manual = view.get("manual")
         memo = self.memo(run.thread_id, messages)
@@ -584,7 +585,7 @@ class CompactionNodes:
         compaction: dict[str, Any] = {"calibration": calibration} if calibration else {}
         events: list[dict] = []
         if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
-            _emit({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
+            emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
         if plan.edits:
             offloaded = True
             if self.config.offload_before_compact and run.storage is not None:
@@ -592,11 +593,11 @@ class CompactionNodes:
                     result = yield from self._offload_update(messages, run)
                     result.pop("_fresh")
                     if marked := result.pop("_unencodable", None):
-                        events.append(_emit({"stage": "offload", "note": _UNENCODABLE, "unencodable": marked}))
+                        events.append(emit_event({"stage": "offload", "note": _UNENCODABLE, "unencodable": marked}))
                     compaction.update(result)
                 except Exception as exc:  # noqa: BLE001 - the originals must reach disk first
                     offloaded = False
-                    events.append(_emit({"stage": "gate", "error": f"offload before layer edits failed: {_describe(exc)}"}))
+                    events.append(emit_event({"stage": "gate", "error": f"offload before layer edits failed: {describe_error(exc)}"}))
             if offloaded:
                 memo.edited(plan.edits, self.counter)
                 if self.config.mode == "view":  # the model's copy is shortened; the state keeps the message as added
@@ -607,7 +608,7 @@ class CompactionNodes:
                 compaction["counts"] = {layer: 1 for layer in plan.layer_counts}
                 compaction["edited_messages"] = dict(plan.layer_counts)
                 events.append(
-                    _emit(
+                    emit_event(
                         {
                             "stage": "gate",
                             "layer": "+".join(plan.layer_counts),
@@ -624,7 +625,7 @@ class CompactionNodes:
         if plan.summarize:
             cut = plan.cut
             # streamed, not kept: a UI shows "compacting..." until the summarize stage ends
-            _emit({"stage": "lifecycle", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
+            emit_event({"stage": "lifecycle", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
                    "tokens_after_layers": plan.tokens_after_layers, "evict": len(cut.evict)})
             compaction["pending"] = {
                 "reason": plan.reason,
@@ -637,7 +638,7 @@ class CompactionNodes:
             }
         elif manual:
             compaction["manual"] = None
-            events.append(_emit({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))
+            events.append(emit_event({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))
         if events:
             compaction["events"] = events
             compaction["last_error"] = next((e["error"] for e in events if e.get("error")), view.get("last_error"))
@@ -645,24 +646,24 @@ class CompactionNodes:
             update["compaction"] = compaction
         return update
 
-    def _offload_steps(self, state: Any, run: _Run) -> Steps:
+    def _offload_steps(self, state: Any, run: Run) -> Steps:
         if run.storage is None:
-            return {"compaction": {"events": [_emit({"stage": "offload", "note": "no storage configured"})]}}
-        view = read_compaction(_get(state, "compaction"))
+            return {"compaction": {"events": [emit_event({"stage": "offload", "note": "no storage configured"})]}}
+        view = read_compaction(state_value(state, "compaction"))
         messages = self.messages_of(state, view)
         try:
             result = yield from self._offload_update(messages, run)
         except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
-            event = _emit({"stage": "offload", "error": _describe(exc)})
+            event = emit_event({"stage": "offload", "error": describe_error(exc)})
             # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
             return {"compaction": {"offloaded_ids": [], "last_error": event["error"], "events": [event]}}
         fresh, marked = result.pop("_fresh"), result.pop("_unencodable", None)
         event = {"stage": "offload", "offloaded": fresh, "offload_path": result["offload_path"]}
-        result["events"] = [_emit({**event, **({"note": _UNENCODABLE, "unencodable": marked} if marked else {})})]
+        result["events"] = [emit_event({**event, **({"note": _UNENCODABLE, "unencodable": marked} if marked else {})})]
         return {"compaction": result}
 
-    def _flush_steps(self, state: Any, run: _Run) -> Steps:
-        view = read_compaction(_get(state, "compaction"))
+    def _flush_steps(self, state: Any, run: Run) -> Steps:
+        view = read_compaction(state_value(state, "compaction"))
         messages = self.messages_of(state, view)
         pending = view.get("pending") or {}
         evict = set(pending.get("evict_ids") or [])
@@ -671,7 +672,7 @@ class CompactionNodes:
             return {}
         breaker = _breaker(view, self._flush_breaker)
         if breaker["open_until"] > time.time():  # the model failed too often lately; the transcript keeps these messages
-            return {"compaction": {"events": [_emit({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]}}
+            return {"compaction": {"events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]}}
         now = local_now(self.config.timezone)
         day = now.date().isoformat()
         marker = flush_marker(m.id for m in todo)
@@ -702,7 +703,7 @@ class CompactionNodes:
 
                 _, entry = yield ("storage", "append_memory_entry", (run.user_id, ledger_relpath(day), compose))
         except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
-            event = _emit({"stage": "flush", "error": _describe(exc)})
+            event = emit_event({"stage": "flush", "error": describe_error(exc)})
             if asking:
                 tripped = {self._flush_breaker: _breaker_after(breaker, event["error"], self.config.breaker_failures, self.config.breaker_cooldown)}
             return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
@@ -712,7 +713,7 @@ class CompactionNodes:
             "compaction": {
                 **tripped,
                 "flushed_ids": [m.id for m in messages if m.id in flushed],
-                "events": [_emit({"stage": "flush", "flushed_messages": len(todo), "memories": written})],
+                "events": [emit_event({"stage": "flush", "flushed_messages": len(todo), "memories": written})],
             }
         }
 
@@ -742,15 +743,13 @@ class CompactionNodes:
         When the summarizer refuses a part as too long (its window is smaller
         than configured), the prefix is split again into parts half as large.
         """
-        from .overflow import is_context_overflow, overflow_figures  # overflow.py builds on this module
-
         if prefix is not None:
             try:
                 answer = yield ("model", self._agent_model, ([*prefix, HumanMessage(summary_instruction(focus))],))
             except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
                 if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
                     return (yield from self._summary_text(evicted, focus))
-                return None, f"the summarizer failed: {_describe(exc)}"
+                return None, f"the summarizer failed: {describe_error(exc)}"
             problem = summary_problem(answer)
             return (None, problem) if problem else (answer, None)
         budget = budget or self._summarizer_budget()
@@ -767,15 +766,15 @@ class CompactionNodes:
                 smaller = min(budget // 2, (window or budget) // 2)
                 if is_context_overflow(exc) and smaller >= 250:
                     return (yield from self._summary_text(evicted, focus, smaller))
-                return None, f"the summarizer failed: {_describe(exc)}"
+                return None, f"the summarizer failed: {describe_error(exc)}"
             problem = summary_problem(answer)
             if problem:
                 return None, problem
             text = answer
         return text, None
 
-    def _summarize_steps(self, state: Any, run: _Run) -> Steps:
-        view = read_compaction(_get(state, "compaction"))
+    def _summarize_steps(self, state: Any, run: Run) -> Steps:
+        view = read_compaction(state_value(state, "compaction"))
         messages = self.messages_of(state, view)
         pending = view.get("pending")
         if not pending:
@@ -787,7 +786,7 @@ class CompactionNodes:
         if not evicted:
             return {"compaction": done}
         if offload_on and not evict_ids.issubset(view["offloaded_ids"]):
-            event = _emit({"stage": "summarize", "error": "offload did not complete; nothing was removed"})
+            event = emit_event({"stage": "summarize", "error": "offload did not complete; nothing was removed"})
             return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
 
         path = view.get("offload_path") if offload_on else None
@@ -825,13 +824,13 @@ class CompactionNodes:
             breaker = _breaker_after(breaker, problem, self.config.breaker_failures, self.config.breaker_cooldown)
             if breaker["open_until"]:
                 breaker_events.append(
-                    _emit({"stage": "summarize", "breaker": "open", **breaker, "error": f"{problem}; using extractive summaries"})
+                    emit_event({"stage": "summarize", "breaker": "open", **breaker, "error": f"{problem}; using extractive summaries"})
                 )
             done = {**done, "breaker": breaker}
         if problem and composed is None:  # the model gave no usable answer at all
             urgent = pending.get("reason") == "overflow" or breaker["open_until"]
             if not urgent and pending.get("tokens_after_layers", 0) < run.budget.hard_limit:
-                event = _emit({"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"})
+                event = emit_event({"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"})
                 return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
             text, kind = extractive_summary(evicted), "extractive"
         text, pins, summary, result, after = composed or compose(text)
@@ -840,9 +839,9 @@ class CompactionNodes:
         if after >= before:  # no progress, whatever the reason (a manual request too): keep the history
             note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
             event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
-            event = _emit({**event, **({"over_budget": why} if why else {})})
+            event = emit_event({**event, **({"over_budget": why} if why else {})})
             return {"compaction": {**done, "events": [event], "cooldown_id": messages[-1].id}}
-        event = _emit(
+        event = emit_event(
             {
                 "stage": "summarize",
                 "layer": kind,

@@ -14,8 +14,8 @@ from typing import Any, Literal, Sequence
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
-from .storage import open_storage, record_id, thread_key
-from .summary import render_message
+from . import open_storage, record_id, thread_key
+from ..core.summary import render_message
 
 
 def _require(storage: Any):

@@ -29,12 +29,12 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable
 from langgraph.types import Send
 
-from .config import CompactionConfig
-from .engine import arun_pass, run_pass
-from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, _get
-from .overflow import _adrive, _drive, _recovery, _replaced, in_front
-from .state import CompactionChannel, read_compaction
-from .storage import thread_key
+from ..core.config import CompactionConfig
+from ..engine import arun_pass, run_pass
+from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, state_value
+from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps, replaced_state, in_front
+from ..engine.state import CompactionChannel, read_compaction
+from ..storage import thread_key
 
 
 def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
@@ -94,14 +94,14 @@ def _after(state: Any, update: Any) -> list[BaseMessage]:
     """Return the state's messages after a compaction node's update (edits keep ids; a rewrite replaces all)."""
     writes = list((update or {}).get("messages") or []) if isinstance(update, dict) else []
     at = max((i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None)
-    return writes[at + 1 :] if at is not None else _get(state, "messages") or []
+    return writes[at + 1 :] if at is not None else state_value(state, "messages") or []
 
 
 def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
     """Return the gate and summarize nodes, each recording the messages it lets through to the model node."""
 
     def let_through(state: Any, config: RunnableConfig, update: Any, stage: str) -> Any:
-        pending = ((update or {}).get("compaction") or {}).get("pending", _get(_get(state, "compaction") or {}, "pending"))
+        pending = ((update or {}).get("compaction") or {}).get("pending", state_value(state_value(state, "compaction") or {}, "pending"))
         if stage == SUMMARIZE or not pending:
             passed.mark(config, _after(state, update))
         return update
@@ -130,7 +130,7 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
     inner = node if isinstance(node, Runnable) else RunnableLambda(node)
 
     def model_input(state: Any) -> Any:
-        return _replaced(state, messages=nodes.messages_of(state)) if nodes.config.mode == "view" else state
+        return replaced_state(state, messages=nodes.messages_of(state)) if nodes.config.mode == "view" else state
 
     def pushed(config: RunnableConfig) -> bool:
         return _PUSH in ((config.get("metadata") or {}).get("langgraph_triggers") or ())
@@ -138,24 +138,24 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
     def invoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config)
         done = None
-        if pushed(config) or not passed.check(config, _get(state, "messages") or []):
+        if pushed(config) or not passed.check(config, state_value(state, "messages") or []):
             done = run_pass(nodes, state, run)
             state = done.state
         call = lambda s: inner.invoke(model_input(s), config)  # noqa: E731
-        output = _drive(nodes, _recovery(nodes, state, run), run, call) if recover else call(state)
+        output = drive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else call(state)
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config)
         done = None
-        if pushed(config) or not passed.check(config, _get(state, "messages") or []):
+        if pushed(config) or not passed.check(config, state_value(state, "messages") or []):
             done = await arun_pass(nodes, state, run)
             state = done.state
 
         async def call(s: Any) -> Any:
             return await inner.ainvoke(model_input(s), config)
 
-        output = await _adrive(nodes, _recovery(nodes, state, run), run, call) if recover else await call(state)
+        output = await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else await call(state)
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
@@ -171,7 +171,7 @@ def _subgraph_update(before: Any, after: dict) -> dict:
     events as deltas, since the parent's reducer adds them up; other keys as
     they are now.
     """
-    sent = list(_get(before, "messages") or [])
+    sent = list(state_value(before, "messages") or [])
     out = dict(after)
     messages = list(after.get("messages") or [])
     index = {m.id: i for i, m in enumerate(messages)}
@@ -182,7 +182,7 @@ def _subgraph_update(before: Any, after: dict) -> dict:
     else:
         out["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
     if isinstance(after.get("compaction"), dict):
-        start, end = read_compaction(_get(before, "compaction")), read_compaction(after["compaction"])
+        start, end = read_compaction(state_value(before, "compaction")), read_compaction(after["compaction"])
         counts = {k: v - start["counts"].get(k, 0) for k, v in end["counts"].items() if v != start["counts"].get(k, 0)}
         events = [e for e in end["events"] if e not in start["events"]]
         out["compaction"] = {**end, "counts": counts, "events": events}

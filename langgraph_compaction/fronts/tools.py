@@ -33,15 +33,15 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from rank_bm25 import BM25Plus
 
-from .config import CompactionConfig
-from .conversation import is_summary
-from .memory import MEMORY_FILE, is_memory_text, memory_lines, search_terms
-from .nodes import _user_id
-from .plan import find_cutoff
-from .storage import CompactionStorage, StoreStorage, check_relpath, open_storage, thread_key
-from .summary import render_message
-from .tokens import TokenCounter
-from .transcript import messages_by_id, paginate, render_recalled
+from ..core.config import CompactionConfig
+from ..core.conversation import is_summary
+from ..memory.ledger import MEMORY_FILE, is_memory_text, memory_lines, search_terms
+from ..engine.nodes import run_user_id
+from ..core.plan import find_cutoff
+from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage, thread_key
+from ..core.summary import render_message
+from ..core.tokens import TokenCounter
+from ..storage.transcript import messages_by_id, paginate, render_recalled
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -226,7 +226,7 @@ def _where(runtime: Any, storage: Optional[CompactionStorage]) -> _Where:
     thread = (config.get("configurable") or {}).get("thread_id")
     state = getattr(runtime, "state", None)
     messages = (state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)) or []
-    return _Where(chosen, thread_key(thread), _user_id(runtime, config), list(messages))
+    return _Where(chosen, thread_key(thread), run_user_id(runtime, config), list(messages))
 
 
 def _tool(name: str, storage: Optional[CompactionStorage], answer: Callable[..., str], signature_of: Callable) -> BaseTool:

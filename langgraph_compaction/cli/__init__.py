@@ -1,6 +1,6 @@
 """The ``langgraph-compaction`` command: ``demo``, ``inspect`` and ``consolidate``.
 
-``demo`` runs the long demo session (see ``langgraph_compaction.demo``) and
+``demo`` runs the long demo session (see ``langgraph_compaction.cli.demo``) and
 prints its totals, file paths and plot; ``inspect`` reads a thread back from
 ``<storage>/checkpoints.sqlite`` and the storage directory. Errors a user can
 cause print one line naming the flag and exit with status 2.
@@ -132,7 +132,7 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import START, StateGraph
 
-    from .state import CompactionState
+    from ..engine.state import CompactionState
 
     db = storage / CHECKPOINTS_FILE
     if not storage.is_dir():
@@ -161,11 +161,11 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     """Run ``inspect``: the thread's compaction records, current summary, transcript and memory files."""
     from rich.table import Table
 
-    from .conversation import is_summary
+    from ..core.conversation import is_summary
     from .demo import compaction_counts
-    from .state import read_compaction
-    from .storage import FileStorage
-    from .tokens import estimate_tokens
+    from ..engine.state import read_compaction
+    from ..storage import FileStorage
+    from ..core.tokens import estimate_tokens
 
     console = _console()
     storage = Path(args.storage)
@@ -215,7 +215,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line and return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["consolidate"]:
-        from .consolidation import consolidate_main
+        from .consolidate import consolidate_main
 
         return consolidate_main(argv[1:])
     args = parser().parse_args(argv)
