@@ -86,7 +86,10 @@ def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessa
     if rng.random() < 0.7:
         messages.append(SystemMessage(content="You are a coding agent.", id=mid()))
     call_ids = [0]
+    reminders = rng.random() < 0.2  # an app that adds a system reminder before user turns
     for turn in range(rng.randint(1, 8)):
+        if reminders and turn and rng.random() < 0.7:
+            messages.append(SystemMessage(content=f"Reminder: the time is 10:{turn:02d}; stay in the repository.", id=mid()))
         content: Any = f"request {turn}: " + _text(rng, rng.choice([0, 20, 400, 4000]))
         if rng.random() < 0.1:
             content = [{"type": "text", "text": content}, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG * 50}"}}]
