@@ -25,7 +25,7 @@ from typing import Iterable, Mapping, Sequence, Union
 
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from .conversation import is_user_turn, tool_calls_of
+from .core.conversation import is_user_turn, tool_calls_of
 from .memory.ledger import normalize_bullet, parse_bullets
 from .storage.codec import encode, revision
 from .storage import message_records, record_id

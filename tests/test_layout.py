@@ -83,3 +83,14 @@ def test_no_import_cycles_and_no_private_names_across_modules():
         if name.startswith("_") and not name.startswith("__")
     ]
     assert cycles == [] and private == []
+
+
+def test_every_import_of_the_package_names_one_of_its_modules():
+    """An import of a module that moved must fail here, not resolve through an older installed copy."""
+    missing = []
+    for module, edges in _imports().items():
+        for target, _ in edges:
+            path = PACKAGE.parent.joinpath(*target.split("."))
+            if not (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()):
+                missing.append(f"{module} imports {target}")
+    assert missing == []
