@@ -7,6 +7,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
+from langgraph_compaction import load_transcript
 from langgraph_compaction import CompactionState, add_compaction, is_summary, subgraph_node
 from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.core.tokens import estimate_tokens
@@ -55,6 +56,9 @@ def test_the_parent_stays_bounded_and_counts_each_compaction_once(tmp_path):
     assert [is_summary(m) for m in state["messages"]].count(True) == 1 and is_summary(state["messages"][0])
     # each compaction counted once, in the parent's state too
     assert state["compaction"]["counts"]["summarize"] == session.summaries_seen()
+    # and each message a summary evicted counted once: never more than the thread ever held
+    edited = state["compaction"]["edited_messages"]
+    assert 0 < edited.get("summarize", 0) + edited.get("extractive", 0) <= len(load_transcript(tmp_path, "parent"))
     assert session.lost(state["messages"], tmp_path, "parent") == []
 
 

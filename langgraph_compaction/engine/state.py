@@ -27,8 +27,8 @@ MAX_EVENTS = 20
 #: ``counts``: how many compactions each layer made (and how many failed); ``edited_messages``: how many
 #: messages each layer touched (shortened by layers 1-2, replaced by a summary), under the same names.
 COUNT_KEYS = ("truncate", "prune", "micro", "summarize", "extractive", "failed")
-#: The keys whose updates add up instead of replacing.
-_SUMMED = ("counts", "edited_messages")
+#: The keys whose values the reducer adds up (per layer), rather than replacing them.
+SUMMED_KEYS = ("counts", "edited_messages")
 
 _DEFAULTS: dict[str, Any] = {
     "pending": None,
@@ -82,7 +82,7 @@ def read_compaction(raw: Any) -> dict[str, Any]:
         out[key] = list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
     out["offloaded_ids"] = [i for i in out["offloaded_ids"] if isinstance(i, str)]
     out["flushed_ids"] = [i for i in out["flushed_ids"] if isinstance(i, str)]
-    for key in _SUMMED:
+    for key in SUMMED_KEYS:
         out[key] = {k: v for k, v in out[key].items() if isinstance(v, int) and not isinstance(v, bool)}
     out["pins"] = clean_pins(out["pins"])
     return out
@@ -102,9 +102,9 @@ def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
     if not isinstance(right, dict):
         logger.warning("ignored a compaction update of type %s", type(right).__name__)
         return base
-    merged = {**base, **{k: v for k, v in right.items() if k not in (*_SUMMED, "events", "pins")}}
+    merged = {**base, **{k: v for k, v in right.items() if k not in (*SUMMED_KEYS, "events", "pins")}}
     merged["pins"] = merge_pins(base["pins"], right.get("pins"))
-    for summed in _SUMMED:
+    for summed in SUMMED_KEYS:
         totals = dict(base[summed])
         added = right.get(summed)
         for key, value in (added if isinstance(added, dict) else {}).items():  # a hand edit may put anything here

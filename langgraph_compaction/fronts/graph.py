@@ -33,7 +33,7 @@ from ..core.config import CompactionConfig
 from ..engine import arun_pass, run_pass
 from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, state_value
 from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps, replaced_state, in_front
-from ..engine.state import CompactionChannel, read_compaction
+from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
 
 
@@ -183,9 +183,11 @@ def _subgraph_update(before: Any, after: dict) -> dict:
         out["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
     if isinstance(after.get("compaction"), dict):
         start, end = read_compaction(state_value(before, "compaction")), read_compaction(after["compaction"])
-        counts = {k: v - start["counts"].get(k, 0) for k, v in end["counts"].items() if v != start["counts"].get(k, 0)}
+        added = {  # the parent's reducer adds these up: hand it what this run added, not the running totals
+            key: {k: v - start[key].get(k, 0) for k, v in end[key].items() if v != start[key].get(k, 0)} for key in SUMMED_KEYS
+        }
         events = [e for e in end["events"] if e not in start["events"]]
-        out["compaction"] = {**end, "counts": counts, "events": events}
+        out["compaction"] = {**end, **added, "events": events}
     return out
 
 
