@@ -103,3 +103,17 @@ def test_layer_edits_shorten_the_models_copy_only_and_it_gets_what_rewrite_mode_
     assert len([m for m in view["messages"] if isinstance(m, ToolMessage)]) == 2 * REQUESTS
     edits = view["compaction"].get("view_edits") or {}
     assert edits and set(edits) <= {m.id for m in view["messages"]}
+
+
+def test_a_later_system_reminder_is_summarized_in_the_view_as_in_rewrite_mode():
+    """Only the leading system messages are pinned; a reminder added later goes with its turn."""
+    from langchain_core.messages import AIMessage, SystemMessage
+
+    from langgraph_compaction import build_summary_message
+    from langgraph_compaction.core.view import view_record
+
+    history = [SystemMessage("rules", id="sys"), HumanMessage("first", id="h1"), SystemMessage("reminder", id="r1"),
+               AIMessage("done", id="a1"), HumanMessage("second", id="h2"), AIMessage("ok", id="a2")]
+    summary = build_summary_message("## SUMMARY\nfirst turn done")
+    record = view_record(history, {"h1", "r1", "a1"}, "h2", summary)
+    assert [m.id for m in model_view(history, record)] == ["sys", summary.id, "h2", "a2"]

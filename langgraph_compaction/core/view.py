@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from .conversation import is_system
+from .conversation import leading_systems
 from .plan import compacted_view
 
 logger = logging.getLogger("langgraph_compaction")
@@ -36,12 +36,13 @@ def view_record(
     """Return the JSON-native record of a compaction of ``messages`` (themselves a view or the whole history).
 
     ``cutoff_id`` is the first message of the kept tail (None: nothing after
-    the cut); the messages before it that stay (system messages and the
-    latest request) are named, so the view can be rebuilt after new messages
+    the cut); the messages before it that stay (besides the leading system
+    messages: the latest request) are named, so the view can be rebuilt after new messages
     arrive.
     """
     end = next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages)) if cutoff_id else len(messages)
-    kept_before = [m.id for m in messages[:end] if m.id not in evict_ids and not is_system(m)]
+    lead = leading_systems(messages)  # pinned; a system message after them is conversation
+    kept_before = [m.id for m in messages[lead:end] if m.id not in evict_ids]
     return {
         "summary": message_to_dict(summary),
         "cutoff_id": cutoff_id,
@@ -51,7 +52,7 @@ def view_record(
 
 
 def model_view(messages: Sequence[BaseMessage], record: Any, edits: Any = None) -> list[BaseMessage]:
-    """Return what the model is sent in view mode: system messages, the summary, then the kept tail.
+    """Return what the model is sent in view mode: the leading system messages, the summary, then the kept tail.
 
     ``edits`` (message id -> ``message_to_dict`` of the shortened copy)
     replaces those messages. Without a record (nothing compacted yet) the
@@ -75,6 +76,6 @@ def model_view(messages: Sequence[BaseMessage], record: Any, edits: Any = None) 
         logger.warning("the compaction view names message %r, which is not in the state; sending the whole history", cutoff_id or last_id)
         return messages
     kept = set(record.get("kept_ids") or [])
-    evict_ids = {m.id for m in messages[:end] if not is_system(m) and m.id not in kept}
+    evict_ids = {m.id for m in messages[leading_systems(messages):end] if m.id not in kept}
     (summary,) = messages_from_dict([record["summary"]])
     return compacted_view(messages, evict_ids, summary)
