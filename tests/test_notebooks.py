@@ -53,6 +53,17 @@ def postgres_env(postgres_dsn, monkeypatch):
     monkeypatch.setenv("COMPACTION_TEST_POSTGRES", postgres_dsn)
 
 
+@pytest.fixture
+def workdir():
+    """A folder like the one ``python -m benchmarks.readme --notebooks`` runs them in (``tempfile``'s, same name length).
+
+    The summaries name the transcript's absolute path, so its length moves token counts; the stored figures
+    come from a folder of this shape.
+    """
+    with tempfile.TemporaryDirectory() as work:
+        yield Path(work)
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
 def test_notebooks_are_stored_executed_with_public_names_only(name):
     book = nbformat.read(NOTEBOOKS / name, as_version=4)
@@ -71,8 +82,8 @@ def test_notebooks_are_stored_executed_with_public_names_only(name):
                 assert not any(alias.name.startswith("_") for alias in node.names)
 
 
-def test_quickstart_compacts_a_thread_and_keeps_every_message(tmp_path):
-    out = run_notebook("01_quickstart.ipynb", tmp_path)
+def test_quickstart_compacts_a_thread_and_keeps_every_message(workdir):
+    out = run_notebook("01_quickstart.ipynb", workdir)
     assert "compaction_gate" in out and "compaction_summarize" in out  # the mermaid picture
     assert re.search(r"turn \d: summarize +extractive +[\d,]+ -> +[\d,]+ tokens", out)
     assert "__compaction_summary__" in out and "## SESSION INTENT" in out
@@ -80,8 +91,8 @@ def test_quickstart_compacts_a_thread_and_keeps_every_message(tmp_path):
     assert on_disk > in_state
 
 
-def test_persistence_notebook_runs_on_sqlite_and_postgres(tmp_path, postgres_env):
-    out = run_notebook("02_persistence_and_memory.ipynb", tmp_path)
+def test_persistence_notebook_runs_on_sqlite_and_postgres(workdir, postgres_env):
+    out = run_notebook("02_persistence_and_memory.ipynb", workdir)
     before = int(re.search(r"before the restart: (\d+) messages", out).group(1))
     assert re.search(r"after three more turns: \d+ messages, \{.*'extractive': \d+", out) and before > 0
     disk, distinct = map(int, re.search(r"(\d+) messages on disk; (\d+) distinct ids", out).groups())
@@ -91,8 +102,8 @@ def test_persistence_notebook_runs_on_sqlite_and_postgres(tmp_path, postgres_env
     assert re.search(r"pg-[0-9a-f]{8}: \d+ checkpoints, [1-9]\d* transcript records in the store", out)
 
 
-def test_cost_curve_notebook_measures_quadratic_against_linear(tmp_path):
-    out = run_notebook("03_cost_curve.ipynb", tmp_path)
+def test_cost_curve_notebook_measures_quadratic_against_linear(workdir):
+    out = run_notebook("03_cost_curve.ipynb", workdir)
     without, with_ = map(float, re.search(r"without compaction: ([\d.]+), with compaction: ([\d.]+)", out).groups())
     assert without > 1.6 and with_ < 1.2
     saved = float(re.search(r"saved: ([\d.]+)%", out).group(1))
