@@ -20,12 +20,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
 
-from langgraph_compaction import CompactionConfig, is_summary, load_transcript, view_violations
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary, load_transcript, view_violations
 from langgraph_compaction.invariants import lost_messages
 from langgraph_compaction.storage import record_id
 from langgraph_compaction.core.tokens import estimate_text_tokens, estimate_tokens
+from langgraph_compaction.testing import ScriptedModel
 
 WINDOW = 30_000
 CONFIG = CompactionConfig(context_window=WINDOW)
@@ -205,3 +208,16 @@ class Session:
             evicted = {m.id for messages in runs[:-1] for m in messages if m.id is not None and m.id not in last}
             problems += [f"subagent message {i!r} left the view and is not in the transcript" for i in evicted if i not in originals]
         return problems
+
+
+def edge_builder(model: "ToolCallingModel", storage: Any, config: CompactionConfig) -> StateGraph:
+    """Return the usual agent <-> tools loop (tools -> agent by an edge) with compaction added, not yet compiled."""
+    bound = model.bind_tools(TOOLS)
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode(TOOLS))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=config, storage=storage, agent_model=bound)
+    return builder

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,3 +102,16 @@ def first_input(turn: int) -> dict:
 
 SMALL_WINDOW = CompactionConfig(context_window=30_000)
 __all__ = ["SMALL_WINDOW", "ScriptedAgent", "agent_builder", "build_graph", "first_input"]
+
+
+def run_in_two_processes(target: Any, args_of: Any, *, barrier: bool = False, timeout: float = 120) -> None:
+    """Run ``target(*args_of(w))`` in two spawned processes at once (with a shared ``Barrier(2)`` appended
+    when ``barrier``); assert both exit 0."""
+    context = multiprocessing.get_context("spawn")
+    meet = (context.Barrier(2),) if barrier else ()
+    workers = [context.Process(target=target, args=(*args_of(w), *meet)) for w in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=timeout)
+        assert w.exitcode == 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
@@ -16,6 +15,7 @@ from langgraph_compaction.invariants import duplicate_problems, ledgers_of
 from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel
 from checked import CheckedThread, build_checked_graph, events, request
+from support import run_in_two_processes
 
 THREADS = 50
 TURNS = 4
@@ -64,13 +64,7 @@ def _append_many(root: str, writer: int, batches: int, per_batch: int) -> None:
 
 
 def test_two_processes_append_to_one_transcript_in_whole_lines(tmp_path):
-    context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_append_many, args=(str(tmp_path), w, 40, 5)) for w in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=120)
-        assert w.exitcode == 0
+    run_in_two_processes(_append_many, lambda w: (str(tmp_path), w, 40, 5))
     lines = (tmp_path / "sessions" / "shared-thread.jsonl").read_bytes().split(b"\n")
     assert lines[-1] == b""
     records = [json.loads(line) for line in lines[:-1]]
@@ -115,14 +109,7 @@ def test_two_threads_of_one_user_flushing_at_once_write_each_bullet_once(tmp_pat
     if dsn:
         with PostgresStore.from_conn_string(dsn) as store:
             store.setup()
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(2)
-    workers = [context.Process(target=_flush_in_worker, args=(str(tmp_path), dsn, f"worker-{w}", barrier)) for w in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=180)
-        assert w.exitcode == 0
+    run_in_two_processes(_flush_in_worker, lambda w: (str(tmp_path), dsn, f"worker-{w}"), barrier=True, timeout=180)
     if dsn:
         with PostgresStore.from_conn_string(dsn) as store:
             ledgers = ledgers_of(StoreStorage(store), "default")

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
-from fronts import CONFIG, TOOLS, ToolCallingModel, request
-from langgraph_compaction import CompactionState, add_compaction, is_summary
-from langgraph_compaction.testing import ScriptedModel
+from fronts import CONFIG, ToolCallingModel, edge_builder, request
+from langgraph_compaction import is_summary
 from test_graph_routing import command_graph, subtask
 
 
 def edge_graph(model, tmp_path, config):
     """The usual loop: tools -> agent by an edge, so compaction runs as the graph's own nodes."""
-    bound = model.bind_tools(TOOLS)
-    builder = StateGraph(CompactionState)
-    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
-    builder.add_node("tools", ToolNode(TOOLS))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
-    builder.add_edge("tools", "agent")
-    add_compaction(builder, before="agent", model=ScriptedModel(), config=config, storage=tmp_path, agent_model=bound)
-    return builder.compile(checkpointer=InMemorySaver())
+    return edge_builder(model, tmp_path, config).compile(checkpointer=InMemorySaver())
 
 
 def _stream(graph, message, thread):

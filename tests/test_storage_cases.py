@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import multiprocessing
 import os
 from decimal import Decimal
 
@@ -19,7 +18,7 @@ from langgraph_compaction import FileStorage, StoreStorage, aload_transcript, lo
 from langgraph_compaction.invariants import duplicate_problems, lost_messages
 from langgraph_compaction.storage import message_records
 from langgraph_compaction.testing import ScriptedModel
-from support import SMALL_WINDOW, TOOLS, agent_builder, build_graph, first_input
+from support import SMALL_WINDOW, agent_builder, build_graph, first_input, run_in_two_processes
 from langgraph_compaction import add_compaction
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}
@@ -240,14 +239,7 @@ def test_two_workers_writing_the_same_thread_store_each_message_once(tmp_path, p
     if dsn:
         with PostgresStore.from_conn_string(dsn) as store:
             store.setup()
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(2)
-    workers = [context.Process(target=_append_same, args=(str(tmp_path), dsn, barrier)) for _ in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=120)
-        assert w.exitcode == 0
+    run_in_two_processes(_append_same, lambda _: (str(tmp_path), dsn), barrier=True)
     if dsn:
         with PostgresStore.from_conn_string(dsn) as store:
             records = StoreStorage(store).read_transcript("shared")

@@ -4,27 +4,16 @@ from __future__ import annotations
 
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
-from langgraph_compaction import load_transcript
-from langgraph_compaction import CompactionState, add_compaction, is_summary, subgraph_node
-from langgraph_compaction.testing import ScriptedModel
+from fronts import CONFIG, REQUESTS, WINDOW, Session, ToolCallingModel, edge_builder, request
+from langgraph_compaction import CompactionState, is_summary, load_transcript, subgraph_node
 from langgraph_compaction.core.tokens import estimate_tokens
 
 TRIGGER = CONFIG.resolve().trigger_tokens
 
 
 def compacting_agent(model: ToolCallingModel, tmp_path):
-    bound = model.bind_tools(TOOLS)
-    builder = StateGraph(CompactionState)
-    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
-    builder.add_node("tools", ToolNode(TOOLS))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
-    builder.add_edge("tools", "agent")
-    add_compaction(builder, before="agent", model=ScriptedModel(), config=CONFIG, storage=tmp_path, agent_model=bound)
-    return builder.compile()
+    return edge_builder(model, tmp_path, CONFIG).compile()
 
 
 def parent_graph(agent, node):
