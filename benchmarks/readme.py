@@ -17,6 +17,7 @@ committed files. ``tests/test_readme.py`` runs that check.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from benchmarks.report import verdict
 
@@ -60,6 +61,22 @@ def run_demo_sample() -> None:
         shutil.copyfile(Path(work, ".compaction", "demo.png"), DEMO_PLOT)
 
 
+@contextlib.contextmanager
+def notebook_workdir() -> Iterator[Path]:
+    """Yield the folder notebooks run in, the same path on every run (emptied first, removed after).
+
+    A summary names the transcript's absolute path, so the folder's name moves token counts: the stored
+    figures and the test that re-executes the notebooks must come from a folder of the same name.
+    """
+    work = Path(tempfile.gettempdir()) / "langgraph-compaction-notebook"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def execute_notebook(path: Path, workdir: Path):
     """Return the notebook at ``path`` executed top to bottom in ``workdir`` with the python3 kernel."""
     import nbformat
@@ -87,8 +104,8 @@ def regenerate_notebooks(names: Sequence[str] = ()) -> None:
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         if names and path.name not in names and path.stem not in names:
             continue
-        with tempfile.TemporaryDirectory() as work:
-            book = execute_notebook(path, Path(work))
+        with notebook_workdir() as work:
+            book = execute_notebook(path, work)
         nbformat.write(book, path)
         print(f"[readme] executed {path.relative_to(REPO_ROOT)}", flush=True)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from benchmarks.readme import execute_notebook, outputs_text
+from benchmarks.readme import execute_notebook, notebook_workdir, outputs_text
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 #: Per notebook, the printed figures a rerun must reproduce exactly (the stored outputs show them to readers).
@@ -55,13 +55,9 @@ def postgres_env(postgres_dsn, monkeypatch):
 
 @pytest.fixture
 def workdir():
-    """A folder like the one ``python -m benchmarks.readme --notebooks`` runs them in (``tempfile``'s, same name length).
-
-    The summaries name the transcript's absolute path, so its length moves token counts; the stored figures
-    come from a folder of this shape.
-    """
-    with tempfile.TemporaryDirectory() as work:
-        yield Path(work)
+    """The folder ``python -m benchmarks.readme --notebooks`` ran them in, where their stored figures come from."""
+    with notebook_workdir() as work:
+        yield work
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
