@@ -204,3 +204,46 @@ def test_a_2000_path_session_compacted_three_times_names_every_changed_file_and_
         assert expected <= named
         assert len([line for line in artifacts.splitlines() if line.startswith("- ")]) <= max(limit, len(expected_changed) + limit // 5)
         summary, start = build_summary_message(text), cut
+
+
+def test_a_trail_over_its_token_budget_drops_older_commands_first_and_keeps_every_changed_file():
+    from langgraph_compaction.core.tokens import estimate_text_tokens
+
+    specs = [("apply_patch", {"input": f"*** Begin Patch\n*** Update File: src/mod{i}.py\n@@\n-a\n+b\n*** End Patch"}, "ok") for i in range(10)]
+    specs += [("shell_command", {"command": f"make check-{i} VERBOSE=1 JOBS=8 TARGET=service-{i} PROFILE=ci"}, "Exit code: 0") for i in range(120)]
+    messages = [HumanMessage("Fix the flush race.", id="u1"), *_calls(*specs)]
+
+    def trail(settings: FidelityConfig) -> str:
+        return section(extractive_summary(messages, settings=settings), "ARTIFACTS")
+
+    budget = 500
+    unbounded, bounded = trail(FidelityConfig(trail_tokens=None)), trail(FidelityConfig(trail_tokens=budget))
+    assert estimate_text_tokens(unbounded) > 2 * budget  # the budget has work to do
+    assert estimate_text_tokens(bounded) <= budget
+    named, changed = _findable(bounded)
+    assert {f"src/mod{i}.py" for i in range(10)} <= changed
+    assert "$ make check-119 VERBOSE=1 JOBS=8 TARGET=service-119 PROFILE=ci" in named  # the newest command stays
+    assert "older commands not shown" in bounded
+
+
+def test_a_long_session_trail_over_its_token_budget_still_finds_every_path():
+    from langgraph_compaction.core.tokens import estimate_text_tokens
+
+    messages = load_trajectory(SHAPES / "codex_rollout_long.jsonl")
+    truth = _truth("codex_rollout_long")
+    seen = [c["id"] for m in messages for c in getattr(m, "tool_calls", None) or []]
+    settings = FidelityConfig(max_artifacts=300)  # lines enough for 4,000+ tokens: the token budget bounds it
+    artifacts = section(extractive_summary(messages, settings=settings), "ARTIFACTS")
+    unbounded = section(extractive_summary(messages, settings=settings.model_copy(update={"trail_tokens": None})), "ARTIFACTS")
+    assert estimate_text_tokens(artifacts) < estimate_text_tokens(unbounded)  # commands left, every file name kept
+    named, changed = _findable(artifacts)
+    assert {p for i in seen for p in truth[i]["changed"]} <= changed
+    assert {p for i in seen for p in truth[i]["read"]} <= named
+
+
+def test_a_folder_line_gives_back_dot_slash_paths_as_they_were_written():
+    from langgraph_compaction.core.artifacts import group_paths
+
+    entries = ["./session (read)", "./main.go (read)", "notes.md (read)", "cmd/a.go (read)", "cmd/b.go (read)"]
+    lines = group_paths(entries, 1)
+    assert {p for line in lines for p in expand_group(line)} == {"./session", "./main.go", "notes.md", "cmd/a.go", "cmd/b.go"}

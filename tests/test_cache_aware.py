@@ -96,3 +96,37 @@ def test_anthropic_requests_carry_breakpoints_on_the_system_prompt_the_summary_a
     assert newest["content"][-1]["type"] == "tool_result" and newest["content"][-1]["cache_control"] == {"type": "ephemeral"}
     marks = [b for m in payload["messages"] for b in m["content"] if isinstance(b, dict) and "cache_control" in b]
     assert len(marks) + 1 <= 4  # Anthropic accepts at most four breakpoints per request
+
+
+def _pruning_plan(prompt_cache: bool):
+    """Plan one call whose only edit (layer 2 on an old 10k-token result) would not repay its cache break."""
+    from langchain_core.messages import AIMessage
+
+    from langgraph_compaction import CompactionConfig
+    from langgraph_compaction.core.plan import plan_compaction
+    from langgraph_compaction.core.tokens import TokenCounter
+
+    messages = [
+        HumanMessage("Read the log.", id="u1"),
+        AIMessage("", tool_calls=[{"name": "shell", "args": {"command": "cat build.log"}, "id": "c1"}], id="a1"),
+        ToolMessage("build step ok\n" * 3_000, tool_call_id="c1", name="shell", id="t1"),
+        HumanMessage("Now explain the design. " * 2_000, id="u2"),
+        AIMessage("The design, in detail. " * 1_500, id="a2"),
+    ]
+    counter = TokenCounter()
+    counts = counter.counts(messages)
+    config = CompactionConfig(
+        trigger_tokens=sum(counts) + 10_000,  # about two calls of this size before a summary
+        keep_tokens=2_000,
+        trigger_messages=0,
+        prune={"protect_tokens": 0, "minimum_tokens": 0},
+        prompt_cache=prompt_cache,
+    )
+    return plan_compaction(messages, counts, config.resolve(), config, counter.message)
+
+
+def test_an_edit_that_does_not_repay_waits_under_prompt_caching_and_is_made_without_it():
+    cached, uncached = _pruning_plan(True), _pruning_plan(False)
+    assert cached.edits == {} and cached.reason is None  # 0.9 x ~17k re-billed now, 0.1 x ~5k saved on ~2 calls
+    assert list(uncached.edits) == [2] and uncached.layer_counts == {"prune": 1}
+    assert uncached.tokens_after_layers < cached.tokens_after_layers

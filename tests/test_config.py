@@ -6,14 +6,22 @@ from pydantic import ValidationError
 from langgraph_compaction import CompactionConfig
 
 
-def test_gpt4o_window_gives_trigger_108000_keep_8000():
-    budget = CompactionConfig(context_window=128_000).resolve()
+def test_gpt4o_window_gives_trigger_108000_keep_8000_without_prompt_caching():
+    budget = CompactionConfig(context_window=128_000, prompt_cache=False).resolve()
     assert (budget.trigger_tokens, budget.keep_tokens) == (108_000, 8_000)
 
 
-def test_claude_window_gives_trigger_180000_keep_8000():
-    budget = CompactionConfig(context_window=200_000).resolve()
+def test_claude_window_gives_trigger_180000_keep_8000_without_prompt_caching():
+    budget = CompactionConfig(context_window=200_000, prompt_cache=False).resolve()
     assert (budget.trigger_tokens, budget.keep_tokens) == (180_000, 8_000)
+
+
+@pytest.mark.parametrize("window", [60_000, 128_000, 200_000, 1_000_000])
+def test_under_prompt_caching_the_derived_tail_is_the_smallest_one(window):
+    # the tail is billed in full after every summary and read on every call until the next: keep_tokens_min
+    assert CompactionConfig(context_window=window).resolve().keep_tokens == 2_000
+    assert CompactionConfig(context_window=window, keep_tokens_min=3_000).resolve().keep_tokens == 3_000
+    assert CompactionConfig(context_window=window, keep_tokens=8_000).resolve().keep_tokens == 8_000  # explicit wins
 
 
 def test_unknown_window_falls_back_to_160000_and_20_messages():

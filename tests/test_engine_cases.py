@@ -109,7 +109,9 @@ def test_counts_are_compactions_and_edited_messages_are_the_messages_they_touche
 
     from langgraph_compaction.core.config import PruneConfig
 
-    config = CompactionConfig(context_window=100_000, prune=PruneConfig(protect_tokens=5_000, minimum_tokens=2_000))
+    config = CompactionConfig(
+        context_window=100_000, keep_tokens=8_000, prune=PruneConfig(protect_tokens=5_000, minimum_tokens=2_000)
+    )
     graph, _ = build_graph(ScriptedModel(), config=config, storage=None, checkpointer=InMemorySaver())
     seen: list[dict] = []
     for t in range(12):

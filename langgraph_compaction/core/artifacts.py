@@ -38,7 +38,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from langchain_core.messages import BaseMessage
 
@@ -484,13 +484,16 @@ def _is_change(entry: str) -> bool:
 
 
 def _split_folder(key: str) -> tuple[Optional[str], str]:
-    """Return (folder, name) of a path or URL, with ``key == folder + "/" + name`` (folder ``.`` for a bare name)."""
+    """Return (folder, name) of a path or URL, with ``key == folder + "/" + name`` (folder ``.`` and the key as the name
+    for a bare name or ``./name``)."""
     cut = key.rstrip("/").rfind("/")
     if cut < 0:
         return ".", key
     folder = key[:cut]
     if folder.endswith(":/") or folder.endswith(":"):  # ``https://host`` is as far up as a URL goes
         return None, key
+    if folder == ".":  # ``./name`` keeps its ``./`` (a group line gives back the key it came from)
+        return ".", key
     return folder, key[cut + 1 :]
 
 
@@ -549,15 +552,7 @@ def expand_group(line: str) -> list[str]:
     return [n if folder == "." else f"{folder}/{n}" for n in names]
 
 
-def bound_trail(entries: Sequence[str], limit: int) -> tuple[list[str], int]:
-    """Return the trail in about ``limit`` lines, and how many older commands were left out.
-
-    Every changed path keeps its own line, whatever the bound. Then the
-    newest commands (a tenth of the bound: what was run last and whether it
-    passed); then the other paths and URLs, each on its line while they fit,
-    else grouped by folder (``group_paths``) so that none is lost; older
-    commands fill what room is left. Newest first within each kind.
-    """
+def _bound_lines(entries: Sequence[str], limit: int) -> tuple[list[str], int]:
     if len(entries) <= limit:
         return list(entries), 0
     commands = [e for e in entries if e.startswith("$ ")]
@@ -569,3 +564,36 @@ def bound_trail(entries: Sequence[str], limit: int) -> tuple[list[str], int]:
     kept_older = older[: max(0, room - len(grouped or reads))]
     keep = set(changed) | set(recent) | set(kept_older) | set([] if grouped else reads)
     return [e for e in entries if e in keep] + grouped, len(older) - len(kept_older)
+
+
+def bound_trail(
+    entries: Sequence[str],
+    limit: int,
+    max_tokens: Optional[int] = None,
+    count_tokens: Optional[Callable[[str], int]] = None,
+) -> tuple[list[str], int]:
+    """Return the trail in about ``limit`` lines (and ``max_tokens`` tokens), and how many older commands were left out.
+
+    Every changed path keeps its own line, whatever the bound. Then the
+    newest commands (a tenth of the bound: what was run last and whether it
+    passed); then the other paths and URLs, each on its line while they fit,
+    else grouped by folder (``group_paths``) so that none is lost; older
+    commands fill what room is left. Newest first within each kind. Over
+    ``max_tokens`` (counted by ``count_tokens``) the line bound shrinks by a
+    quarter at a time: older commands leave first, then more paths share a
+    folder's line; changed paths and every file name stay.
+    """
+    best = _bound_lines(entries, limit)
+    if max_tokens is None or count_tokens is None:
+        return best
+
+    def size(trail: tuple[list[str], int]) -> int:
+        return sum(count_tokens(e) + 2 for e in trail[0])
+
+    tried, smallest = best, size(best)
+    while limit > 1 and smallest > max_tokens:
+        limit = limit * 3 // 4
+        tried = _bound_lines(entries, limit)
+        if size(tried) < smallest:  # merging folders into their parents can lengthen the names: keep the shortest
+            best, smallest = tried, size(tried)
+    return best

@@ -72,16 +72,26 @@ class FidelityConfig(_Settings):
 
     request_tokens: int = Field(2_000, ge=0, description="Budget of the user's verbatim requests in SESSION INTENT.")
     max_artifacts: int = Field(100, ge=1, description="Entries of the ARTIFACTS trail; older ones are counted, not listed.")
+    trail_tokens: Optional[int] = Field(
+        1_200,
+        ge=0,
+        description=(
+            "About this many tokens for the ARTIFACTS trail: over it, older commands leave first, then read files "
+            "share their folder's line (changed files and every file name stay). None: max_artifacts lines only."
+        ),
+    )
     auto_pin: bool = Field(True, description="Pin the rules users state ('never ...', '必须 ...') automatically.")
     max_auto_pins: int = Field(20, ge=0, description="Automatic pins kept in force; the oldest are unpinned first.")
 
 
 class CompactionConfig(_Settings):
-    """All compaction settings; every field defaults to the design's table.
+    """All compaction settings; every field defaults to the design's table, except the kept tail under prompt caching.
 
     >>> budget = CompactionConfig(context_window=128_000).resolve()
     >>> (budget.trigger_tokens, budget.keep_tokens)
-    (108000, 8000)
+    (108000, 2000)
+    >>> CompactionConfig(context_window=128_000, prompt_cache=False).resolve().keep_tokens  # the design's keep
+    8000
     """
 
     model_config = ConfigDict(
@@ -102,6 +112,17 @@ class CompactionConfig(_Settings):
     keep_tokens_ratio: float = Field(0.25, gt=0, le=1)
     flush_before_compact: bool = True
     offload_before_compact: bool = True
+    prompt_cache: bool = Field(
+        True,
+        description=(
+            "The provider bills a cached prompt prefix at a fraction of the price (OpenAI, Anthropic, Gemini). "
+            "A summary changes the prefix, so the tail kept after it is billed in full once and then read on "
+            "every call: the derived keep is keep_tokens_min (the newest tool round is always kept whole). "
+            "Layers 1-2 edit the history only together with a summary or when the edit repays its cache "
+            "break. False: the design's keep (min(keep_tokens_max, max(keep_tokens_min, ratio x trigger))) "
+            "and layers 1-2 edit whenever they fire. An explicit keep_tokens is kept either way."
+        ),
+    )
 
     truncate_args: TruncateArgsConfig = TruncateArgsConfig()
     prune: PruneConfig = PruneConfig()
@@ -197,11 +218,16 @@ class CompactionConfig(_Settings):
         """Return (trigger, keep) derived from a window: the design's rules, scaled down for small windows.
 
         The reserve is at most half the window (so the trigger grows with the
-        window, never below half of it), and the kept tail is at most what
-        leaves room for a summary under the target: ``keep + summary <= target``.
+        window, never below half of it). The kept tail is ``keep_tokens_min``
+        under ``prompt_cache``, else the design's share of the trigger, and at
+        most what leaves room for a summary under the target:
+        ``keep + summary <= target``.
         """
         trigger = window - min(self.reserved, window // 2)
-        keep = min(self.keep_tokens_max, max(self.keep_tokens_min, int(trigger * self.keep_tokens_ratio)))
+        if self.prompt_cache:
+            keep = self.keep_tokens_min
+        else:
+            keep = min(self.keep_tokens_max, max(self.keep_tokens_min, int(trigger * self.keep_tokens_ratio)))
         return trigger, min(keep, int(trigger * self.target_ratio) - self._summary_tokens())
 
     def _fits(self, window: int) -> bool:

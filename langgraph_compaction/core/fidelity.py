@@ -288,11 +288,20 @@ def _trail(body: str) -> tuple[list[str], int]:
     return entries, _count(_OLDER, body)
 
 
-def artifacts_section(own: str, messages: Sequence[BaseMessage], limit: int) -> str:
-    """Return the ARTIFACTS body: what the summarizer wrote, then the tool-call trail (with the previous summary's)."""
+def artifacts_section(
+    own: str,
+    messages: Sequence[BaseMessage],
+    limit: int,
+    max_tokens: Optional[int] = None,
+    count_tokens: Callable[[str], int] = estimate_text_tokens,
+) -> str:
+    """Return the ARTIFACTS body: what the summarizer wrote, then the tool-call trail (with the previous summary's).
+
+    The trail has at most ``limit`` lines and about ``max_tokens`` tokens (``bound_trail``).
+    """
     carried, carried_omitted = _trail(section(_previous_summary(messages), "ARTIFACTS"))
     trail = merge_entries(tool_artifacts(messages) + carried)
-    kept, dropped = bound_trail(trail, limit)
+    kept, dropped = bound_trail(trail, limit, max_tokens, count_tokens)
     own = _own_text(own, set(trail) | set(kept) | {split_entry(e)[0] for e in trail})
     omitted = carried_omitted + dropped
     parts = [own] if own else []
@@ -328,7 +337,9 @@ def complete_summary(
             section(text, "SESSION INTENT"), messages, in_force, settings.request_tokens, count_tokens
         ),
         "SUMMARY": section(text, "SUMMARY") or "None",
-        "ARTIFACTS": artifacts_section(section(text, "ARTIFACTS"), messages, settings.max_artifacts),
+        "ARTIFACTS": artifacts_section(
+            section(text, "ARTIFACTS"), messages, settings.max_artifacts, settings.trail_tokens, count_tokens
+        ),
         "NEXT STEPS": section(text, "NEXT STEPS") or "None",
     }
     preamble = summary_preamble(text)

@@ -230,7 +230,7 @@ def plan_compaction(
         return reason, None
 
     reason, held = decide(sum(sizes))
-    if edits and reason is None and held is None:
+    if edits and reason is None and held is None and config.prompt_cache:
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job
         if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=calls_ahead(working, sizes, budget, conversation)):
             working, sizes, edits, layer_counts = messages, counts, {}, {}
