@@ -98,8 +98,12 @@ def test_anthropic_requests_carry_breakpoints_on_the_system_prompt_the_summary_a
     assert len(marks) + 1 <= 4  # Anthropic accepts at most four breakpoints per request
 
 
-def _pruning_plan(prompt_cache: bool):
-    """Plan one call whose only edit (layer 2 on an old 10k-token result) would not repay its cache break."""
+def _pruning_plan(prompt_cache: bool, calls: int = 1):
+    """Plan one call whose only edit is layer 2 on an old 10k-token result, ``calls`` calls of this turn's size before a summary.
+
+    The edit saves ~9.7k tokens ahead of a ~20.6k suffix: 0.9 x 20.6k re-billed once against 0.1 x 9.7k per
+    later call, so it repays after ~19 calls.
+    """
     from langchain_core.messages import AIMessage
 
     from langgraph_compaction import CompactionConfig
@@ -116,7 +120,7 @@ def _pruning_plan(prompt_cache: bool):
     counter = TokenCounter()
     counts = counter.counts(messages)
     config = CompactionConfig(
-        trigger_tokens=sum(counts) + 10_000,  # about two calls of this size before a summary
+        trigger_tokens=sum(counts) + calls * counts[-1],
         keep_tokens=2_000,
         trigger_messages=0,
         prune={"protect_tokens": 0, "minimum_tokens": 0},
@@ -127,6 +131,12 @@ def _pruning_plan(prompt_cache: bool):
 
 def test_an_edit_that_does_not_repay_waits_under_prompt_caching_and_is_made_without_it():
     cached, uncached = _pruning_plan(True), _pruning_plan(False)
-    assert cached.edits == {} and cached.reason is None  # 0.9 x ~17k re-billed now, 0.1 x ~5k saved on ~2 calls
+    assert cached.edits == {} and cached.reason is None  # ~2 calls ahead: it would never repay
     assert list(uncached.edits) == [2] and uncached.layer_counts == {"prune": 1}
     assert uncached.tokens_after_layers < cached.tokens_after_layers
+
+
+def test_an_edit_must_repay_within_half_the_calls_forecast_before_the_next_summary():
+    # forecast ~31 calls: it would repay after ~19 of them, but not within half; at ~51 it does
+    assert _pruning_plan(True, calls=30).edits == {}
+    assert list(_pruning_plan(True, calls=50).edits) == [2]

@@ -232,7 +232,8 @@ def plan_compaction(
     reason, held = decide(sum(sizes))
     if edits and reason is None and held is None and config.prompt_cache:
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job
-        if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=calls_ahead(working, sizes, budget, conversation)):
+        ahead = FORECAST_SHARE * calls_ahead(working, sizes, budget, conversation)
+        if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=ahead):
             working, sizes, edits, layer_counts = messages, counts, {}, {}
             reason, held = decide(before)
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
@@ -263,6 +264,10 @@ def plan_compaction(
 
 #: What a cached input token costs, as a share of an uncached one (OpenAI gpt-5 caching, Anthropic cache reads).
 CACHED_PRICE = 0.1
+#: An edit without a summary must repay within this share of the calls forecast before the next one: the
+#: forecast (the newest turn's growth) is uncertain, a summary that comes sooner ends the saving, and the
+#: break is paid at once.
+FORECAST_SHARE = 0.5
 
 
 def edit_repays(saved: int, suffix: int, calls_ahead: float) -> bool:
