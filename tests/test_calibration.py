@@ -72,12 +72,12 @@ def test_the_budget_in_estimator_units():
     # the provider counts 25 % more than the estimate, and 2,000 tokens of system prompt and tools are sent too
     calibrated = calibrated_budget(budget, {"ratio": 1.25, "samples": 3}, fixed=2_000)
     assert calibrated.trigger_tokens == 108_000 * 4 // 5 - 2_000
-    assert calibrated.keep_tokens == 8_000 * 4 // 5
+    assert calibrated.keep_tokens == 2_000 * 4 // 5  # the derived tail under prompt caching, in estimator units
     assert calibrated_tokens(calibrated.trigger_tokens, {"ratio": 1.25}, 2_000) == 108_000
 
 
 def test_a_smaller_window_reported_by_the_provider_lowers_trigger_and_keep():
-    budget = CompactionConfig(context_window=128_000).resolve()
+    budget = CompactionConfig(context_window=128_000, prompt_cache=False).resolve()  # the design's 8k tail
     calibrated = calibrated_budget(budget, {"ratio": 1.0, "samples": 1, "window": 32_000})
     assert (calibrated.context_window, calibrated.trigger_tokens) == (32_000, 12_000)
     assert calibrated.keep_tokens == 3_000 and calibrated.target_tokens == 7_200
@@ -149,3 +149,22 @@ def test_the_prompt_cache_figures_a_provider_reports_are_kept_with_the_calibrati
     assert (observed["cache_read"], observed["cache_creation"]) == (1_024, 100)
     plain = reply.model_copy(update={"id": "r2", "usage_metadata": {"input_tokens": 1_200, "output_tokens": 5, "total_tokens": 1_205}})
     assert "cache_read" not in observe_usage({}, [HumanMessage("hi", id="h1"), plain], [1_000, 5], 0)
+
+
+def test_the_provider_reported_usage_adds_up_over_the_thread_into_a_billed_figure():
+    from langgraph_compaction.core.calibration import billed_input
+
+    def reply(i: int, read: int, write: int = 0) -> AIMessage:
+        details = {"cache_read": read, "cache_creation": write}
+        usage = {"input_tokens": 10_000, "output_tokens": 5, "total_tokens": 10_005, "input_token_details": details}
+        return AIMessage("done", id=f"r{i}", usage_metadata=usage)
+
+    calibration: dict = {}
+    for i, (read, write) in enumerate([(0, 9_000), (9_000, 500), (9_500, 0)]):
+        calibration = observe_usage(calibration, [HumanMessage("hi", id="h1"), reply(i, read, write)], [9_000, 5], 0)
+    usage = read_calibration(calibration)["usage"]
+    assert usage == {"calls": 3, "input": 30_000, "cache_read": 18_500, "cache_creation": 9_500}
+    assert billed_input(usage) == 2_000 + 1_850 + 9_500  # OpenAI: no write surcharge
+    assert billed_input(usage, write_price=1.25) == 2_000 + 1_850 + 11_875  # Anthropic
+    # observing the same reply again adds nothing
+    assert observe_usage(calibration, [HumanMessage("hi", id="h1"), reply(2, 9_500)], [9_000, 5], 0) is None

@@ -45,7 +45,44 @@ def read_calibration(raw: Any) -> dict:
             out[key] = value
     if isinstance(raw.get("last_id"), str):
         out["last_id"] = raw["last_id"]
+    if usage := read_usage(raw.get("usage")):
+        out["usage"] = usage
     return out
+
+
+#: The running totals of what the provider reported for the thread's calls.
+USAGE_KEYS = ("calls", "input", "cache_read", "cache_creation")
+
+
+def read_usage(raw: Any) -> dict[str, int]:
+    """Return stored usage totals (``calls``, ``input``, ``cache_read``, ``cache_creation``), {} when there are none."""
+    if not isinstance(raw, dict):
+        return {}
+    values = {k: raw.get(k) for k in USAGE_KEYS}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()):
+        return {}
+    return values
+
+
+def add_usage(usage: dict, reported: int, cache: dict[str, int]) -> dict[str, int]:
+    """Return the usage totals with one more call of ``reported`` input tokens and its cache figures."""
+    totals = read_usage(usage) or dict.fromkeys(USAGE_KEYS, 0)
+    return {
+        "calls": totals["calls"] + 1,
+        "input": totals["input"] + reported,
+        "cache_read": totals["cache_read"] + cache.get("cache_read", 0),
+        "cache_creation": totals["cache_creation"] + cache.get("cache_creation", 0),
+    }
+
+
+def billed_input(usage: dict, cached_price: float = 0.1, write_price: float = 1.0) -> float:
+    """Return the input tokens ``usage`` bills at full price: uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
+
+    OpenAI (gpt-5): reads at 0.1, no write surcharge (the defaults); Anthropic: reads 0.1, writes 1.25.
+    """
+    totals = read_usage(usage) or dict.fromkeys(USAGE_KEYS, 0)
+    uncached = max(0, totals["input"] - totals["cache_read"] - totals["cache_creation"])
+    return uncached + cached_price * totals["cache_read"] + write_price * totals["cache_creation"]
 
 
 def bound_tools(model: Any) -> list:
@@ -111,7 +148,9 @@ def observe_usage(calibration: dict, messages: Sequence[BaseMessage], counts: Se
     reported = _input_tokens(messages[i]) if i is not None else None
     if reported is None or (messages[i].id and messages[i].id == current["last_id"]):
         return None
-    return observe(current, reported, sum(counts[:i]) + fixed, last_id=messages[i].id, **cache_details(messages[i]))
+    cache = cache_details(messages[i])
+    usage = add_usage(current.get("usage", {}), reported, cache)
+    return observe(current, reported, sum(counts[:i]) + fixed, last_id=messages[i].id, usage=usage, **cache)
 
 
 def cache_details(message: BaseMessage) -> dict[str, int]:
