@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, messages_from_dict
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, messages_from_dict
 from langchain_core.tools import tool
 from langgraph.constants import TAG_NOSTREAM
 
@@ -403,6 +403,33 @@ def _openai_agent(model: Any, tools: list) -> Callable[[list[BaseMessage]], AIMe
     return decide
 
 
+def _tool_result_ids() -> Callable[[Any, Callable[[Any], Any]], Any]:
+    """Return a ToolNode ``wrap_tool_call`` that gives each tool result the id ``tool-<tool call id>``.
+
+    ToolNode leaves results without an id, so ``add_messages`` would give
+    each a random uuid4; summaries quote the ids of the messages they
+    compact, so a random id would change every later context's token count
+    from run to run (and the offline demo's figures with it). A tool call id
+    seen before (a server that reuses them) keeps the random id rather than
+    replace the earlier result.
+    """
+    given: set[str] = set()
+    lock = threading.Lock()
+
+    def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:
+        result = execute(request)
+        if isinstance(result, ToolMessage) and result.id is None and result.tool_call_id:
+            ident = f"tool-{result.tool_call_id}"
+            with lock:
+                fresh = ident not in given
+                given.add(ident)
+            if fresh:
+                return result.model_copy(update={"id": ident})
+        return result
+
+    return wrap
+
+
 def build_demo_graph(decide, tools: list, summarizer: Any, flush_model: Any, config: CompactionConfig, storage: FileStorage,
                      checkpointer: Any, on_call: Callable[[list[BaseMessage], AIMessage], None]):
     """Return the compiled agent graph: agent -> tools loop with compaction in front of the agent."""
@@ -420,7 +447,7 @@ def build_demo_graph(decide, tools: list, summarizer: Any, flush_model: Any, con
 
     builder = StateGraph(CompactionState)
     builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode(tools))
+    builder.add_node("tools", ToolNode(tools, wrap_tool_call=_tool_result_ids()))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
