@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -69,6 +70,65 @@ def test_a_message_replaced_by_id_with_the_same_content_length_is_recounted():
     assert estimate_tokens(graph.get_state(THREAD).values["messages"]) > 6_000
     graph.invoke({"messages": [HumanMessage("And now b.py.", id="h1")]}, THREAD)
     assert estimate_tokens(views[-1]) <= 6_000
+
+
+def _restored(messages):
+    """Return the messages as a checkpointer hands them back: new objects, equal values."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    serde = JsonPlusSerializer()
+    return serde.loads_typed(serde.dumps_typed(list(messages)))
+
+
+def _flagged(messages):
+    """A token counter that charges 1,000 for every "HEAVY" in a message's content or tool calls."""
+    return sum(10 + 1_000 * repr((m.content, getattr(m, "tool_calls", None))).count("HEAVY") for m in messages)
+
+
+def _history(edit=None):
+    args = {"path": "light.py", "edits": [{"old": "light", "new": "light"}]}
+    if edit == "flat arguments":
+        args = {**args, "path": "HEAVY.py"}
+    if edit == "nested arguments":
+        args = {**args, "edits": [{"old": "light", "new": "HEAVY"}]}
+    block = "HEAVY" if edit == "block text" else "light"
+    result = "HEAVY" if edit == "tool result" else "light"
+    return [
+        HumanMessage("Edit a.py.", id="h0"),
+        AIMessage([{"type": "text", "text": f"I will edit it ({block})."}], tool_calls=[{"name": "edit", "args": args, "id": "c1"}], id="a1"),
+        ToolMessage(f"edited: {result}", tool_call_id="c1", name="edit", id="t1"),
+        HumanMessage("Thanks.", id="h1"),
+    ]
+
+
+@pytest.mark.parametrize("edit", ["flat arguments", "nested arguments", "block text", "tool result"])
+def test_the_gate_memo_recounts_a_same_length_edit_of_a_restored_history(edit):
+    from langgraph_compaction.engine.nodes import CompactionNodes
+
+    seen = []
+    nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=CompactionConfig(token_counter=lambda ms: seen.extend(ms) or _flagged(ms)))
+    assert nodes.memo("t", _restored(_history())).counts == [10, 10, 10, 10]
+    seen.clear()
+    assert nodes.memo("t", _restored(_history())).counts == [10, 10, 10, 10] and seen == []  # nothing counted twice
+    edited = _restored(_history(edit))
+    changed = 2 if edit == "tool result" else 1
+    assert sum(nodes.memo("t", edited).counts) == 1_040
+    assert [m.id for m in seen] == [edited[changed].id]  # the edited message is counted again, and only it
+
+
+def test_a_same_length_edit_of_tool_call_arguments_by_update_state_is_recounted():
+    graph, _ = _graph(SIX_K.model_copy(update={"token_counter": _flagged}))
+
+    def calls(path):
+        return [{"name": "write_file", "args": {"path": path}, "id": f"c{i}"} for i in range(7)]
+
+    results = [ToolMessage("wrote it", tool_call_id=f"c{i}", name="write_file", id=f"t{i}") for i in range(7)]
+    graph.invoke({"messages": [HumanMessage("Write them.", id="h0"), AIMessage("", tool_calls=calls("light.py"), id="a1"), *results]}, THREAD)
+    # the same lengths, 7,000 more tokens: the gate must count them, and ask for a compaction
+    graph.update_state(THREAD, {"messages": [AIMessage("", tool_calls=calls("HEAVY.py"), id="a1")]})
+    events = graph.stream({"messages": [HumanMessage("And now the next one.", id="h1")]}, THREAD, stream_mode="custom")
+    started = [e for e in events if e.get("phase") == "started"]
+    assert started and started[0]["tokens_before"] > 7_000
 
 
 # --- the memory model's breaker, and what counts count ------------------------------------------

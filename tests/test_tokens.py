@@ -31,6 +31,7 @@ from langgraph_compaction.core.tokens import (
     TokenCounter,
     estimate_text_tokens,
     estimate_tokens,
+    fingerprint,
     message_tokens,
     seed_estimate_tokens,
     seed_text_tokens,
@@ -345,6 +346,62 @@ def test_cache_misses_when_content_tool_calls_name_or_type_change():
     assert counter.counts(variants) == [1, 2, 3, 4, 5, 6]
     assert counter.counts(_fresh(variants)) == [1, 2, 3, 4, 5, 6]
     assert len(seen) == len(variants)
+
+
+def _call(name: str = "read", args: object = None, call_id: str = "c1") -> dict:
+    return {"name": name, "args": {"path": "a.py"} if args is None else args, "id": call_id}
+
+
+# Each pair differs in one place and keeps every length: a count keyed on lengths would not see it.
+_SAME_LENGTH_EDITS = {
+    "str content": (HumanMessage("draft", id="m"), HumanMessage("final", id="m")),
+    "tool result": (ToolMessage("exit 0", tool_call_id="c1", id="m"), ToolMessage("exit 1", tool_call_id="c1", id="m")),
+    "name": (HumanMessage("hi", name="alpha", id="m"), HumanMessage("hi", name="gamma", id="m")),
+    "tool-call arguments": (
+        AIMessage("", tool_calls=[_call()], id="m"),
+        AIMessage("", tool_calls=[_call(args={"path": "b.py"})], id="m"),
+    ),
+    "nested tool-call arguments": (
+        AIMessage("", tool_calls=[_call(args={"edits": [{"old": "x = 1", "new": "x = 2"}]})], id="m"),
+        AIMessage("", tool_calls=[_call(args={"edits": [{"old": "x = 1", "new": "x = 3"}]})], id="m"),
+    ),
+    "tool-call name": (AIMessage("", tool_calls=[_call()], id="m"), AIMessage("", tool_calls=[_call("load")], id="m")),
+    "tool-call id": (AIMessage("", tool_calls=[_call()], id="m"), AIMessage("", tool_calls=[_call(call_id="c2")], id="m")),
+    "second tool call": (
+        AIMessage("", tool_calls=[_call(), _call(call_id="c2")], id="m"),
+        AIMessage("", tool_calls=[_call(), _call(args={"path": "b.py"}, call_id="c2")], id="m"),
+    ),
+    "block text": (
+        AIMessage([{"type": "text", "text": "draft"}], id="m"),
+        AIMessage([{"type": "text", "text": "final"}], id="m"),
+    ),
+    "tool_use block input": (
+        AIMessage([{"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a.py"}}], id="m"),
+        AIMessage([{"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "b.py"}}], id="m"),
+    ),
+    "invalid tool-call arguments": (
+        AIMessage("", invalid_tool_calls=[{"name": "f", "args": "{'p': 1", "id": "c1", "error": None}], id="m"),
+        AIMessage("", invalid_tool_calls=[{"name": "f", "args": "{'p': 2", "id": "c1", "error": None}], id="m"),
+    ),
+}
+
+
+@pytest.mark.parametrize("before, after", list(_SAME_LENGTH_EDITS.values()), ids=list(_SAME_LENGTH_EDITS))
+def test_a_same_length_edit_changes_the_fingerprint_and_is_recounted(before, after):
+    assert fingerprint(before) != fingerprint(after)
+    # a copy restored from a checkpoint keeps its fingerprint, or every gate call would count everything again
+    assert fingerprint(_fresh([before])[0]) == fingerprint(before)
+    assert fingerprint(_fresh([after])[0]) == fingerprint(after)
+    seen: list[BaseMessage] = []
+    counter = TokenCounter(lambda ms: seen.extend(ms) or len(seen))
+    assert counter.counts(_fresh([before])) == [1]
+    assert counter.counts(_fresh([after])) == [2]
+    assert counter.counts(_fresh([before])) == [1]
+
+
+def test_the_fingerprint_tells_the_message_type_and_id_apart():
+    assert fingerprint(HumanMessage("same", id="m")) != fingerprint(SystemMessage("same", id="m"))
+    assert fingerprint(HumanMessage("same", id="m")) != fingerprint(HumanMessage("same", id="n"))
 
 
 def test_messages_without_id_are_not_cached():

@@ -19,6 +19,7 @@ so that re-counting a checkpointed history is nearly free.
 from __future__ import annotations
 
 import json
+import marshal
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -274,19 +275,49 @@ def seed_estimate_tokens(messages: Sequence[BaseMessage]) -> int:
 # --- Memoising counter ------------------------------------------------------------
 
 
+def _frozen(value: Any) -> Any:
+    """Return bytes that differ whenever `value` (a structure of lists, dicts, str, numbers) differs.
+
+    ``marshal`` walks the structure in C; version 2 writes no back-references,
+    so equal values give equal bytes whatever their reference counts. Objects
+    it cannot write (and circular values) fall back to their ``repr``; a value
+    whose ``repr`` fails too gives a new object, which matches nothing.
+    """
+    try:
+        return marshal.dumps(value, 2)
+    except ValueError:
+        try:
+            return repr(value)
+        except Exception:  # noqa: BLE001 - a hostile __repr__ or a structure too deep even for repr
+            return object()
+
+
 def fingerprint(message: BaseMessage) -> int:
-    """Return a hash that changes whenever the message's content, tool calls or name change."""
-    # The gate fingerprints every message of the history on every call: read the
-    # pydantic fields from ``__dict__`` (a missing attribute costs an exception in
-    # pydantic's ``__getattr__``) and repr only the tool calls that exist.
-    fields = getattr(message, "__dict__", {})
-    content = fields.get("content")
-    key = hash(content) if isinstance(content, str) else hash(repr(content))
-    calls, invalid = fields.get("tool_calls"), fields.get("invalid_tool_calls")
-    if calls or invalid:
-        key = hash((key, repr(calls), repr(invalid)))
-    name = fields.get("name")
-    return hash((key, name)) if name is not None else key
+    """Return a hash of a message's type, id, name, content and tool calls: what its token count depends on.
+
+    The gate fingerprints every message of a history freshly restored from a
+    checkpoint on every call, so the usual message costs one tuple hash: str
+    content is hashed in C, and a tool call's name, id and flat arguments go
+    in the tuple as they are. The pydantic fields are read from ``__dict__``
+    (a missing attribute costs an exception in pydantic's ``__getattr__``).
+    Block content, invalid tool calls and any other shape go through `_frozen`.
+    """
+    fields = message.__dict__
+    try:
+        content = fields["content"]
+        key = (message.__class__, fields["id"], fields["name"], content)
+        if content.__class__ is str:
+            calls = fields.get("tool_calls")
+            if calls is None:  # not an AIMessage
+                return hash(key)
+            if not fields["invalid_tool_calls"]:
+                for call in calls:
+                    key += ((call["name"], call["id"], *call["args"].items()),)
+                return hash(key)
+    except Exception:  # noqa: BLE001 - another shape (of a call, of the fields) or an unhashable value: serialised below
+        pass
+    values = [fields.get(name) for name in ("id", "name", "content", "tool_calls", "invalid_tool_calls")]
+    return hash((message.__class__, _frozen(values)))
 
 
 class TokenCounter:
@@ -295,7 +326,7 @@ class TokenCounter:
     Wraps `message_tokens` (with `text_tokens`) or, when `counter` is given, any
     ``counter(list[BaseMessage]) -> int`` such as
     ``model.get_num_tokens_from_messages``, called as ``counter([message])``.
-    Counts are cached by ``(id, type, fingerprint of content/tool calls/name)``,
+    Counts are cached by `fingerprint` (type, id, name, content, tool calls),
     so messages re-created from a checkpoint hit the cache; messages without an
     id are counted every time. The cache keeps at most `max_entries` counts and
     drops its oldest half when full.
@@ -306,7 +337,7 @@ class TokenCounter:
     def __init__(self, counter: MessagesCounter | None = None, *, text_tokens: TextTokens = estimate_text_tokens):
         self._counter = counter
         self._text_tokens = text_tokens
-        self._cache: dict[tuple[str, str, int], int] = {}
+        self._cache: dict[int, int] = {}
         # The last list counted, held so its objects stay alive (their ids cannot be reused).
         self._last: tuple[list[BaseMessage], list[int]] = ([], [])
 
@@ -317,11 +348,11 @@ class TokenCounter:
         return int(self._counter([message]))
 
     def message(self, message: BaseMessage) -> int:
-        """Return the tokens of one message, from the cache when its id and fingerprint match."""
+        """Return the tokens of one message, from the cache when its fingerprint matches."""
         message_id = getattr(message, "id", None)
         if not isinstance(message_id, str) or not message_id:
             return self._count(message)
-        key = (message_id, type(message).__name__, fingerprint(message))
+        key = fingerprint(message)
         cached = self._cache.get(key)
         if cached is None:
             if len(self._cache) >= self.max_entries:

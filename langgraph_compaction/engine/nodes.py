@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import operator
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, Generator, Optional, Sequence
 
 from langchain_core.messages import (
@@ -176,13 +178,8 @@ def describe_error(exc: BaseException) -> str:
 MEMO_THREADS = 256
 
 
-def _key(message: BaseMessage) -> tuple:
-    """Return what a message's token count depends on: id, type, and a hash of content, tool calls and name."""
-    return message.id, message.__class__, fingerprint(message)
-
-
 class _Memo:
-    """What the gate saw of one thread at its last call: each message's key (``_key``) and token count.
+    """What the gate saw of one thread at its last call: each message's `fingerprint` and token count.
 
     A graph's next call sees the same messages plus new ones at the end, so
     only those are counted; a message changed in place (``update_state`` by
@@ -194,28 +191,25 @@ class _Memo:
     __slots__ = ("keys", "counts", "settled")
 
     def __init__(self) -> None:
-        self.keys: list[tuple] = []
+        self.keys: list[int] = []
         self.counts: list[int] = []
         self.settled = 0
 
     def sync(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
-        known = 0
-        for message, key in zip(messages, self.keys):
-            if _key(message) != key:
-                break
-            known += 1
+        # the length of the prefix whose fingerprints match, without a Python loop over the history
+        known = sum(takewhile(bool, map(operator.eq, map(fingerprint, messages), self.keys)))
         if known < len(self.keys):
             del self.keys[known:], self.counts[known:]
             self.settled = min(self.settled, known)
         if known < len(messages):
             fresh = messages[known:]
-            self.keys.extend(_key(m) for m in fresh)
+            self.keys.extend(map(fingerprint, fresh))
             self.counts.extend(counter.counts(fresh))
 
     def edited(self, edits: dict[int, BaseMessage], counter: TokenCounter) -> None:
         """Record the gate's own in-place edits, so the next call does not count those messages again."""
         for i, message in edits.items():
-            self.keys[i] = _key(message)
+            self.keys[i] = fingerprint(message)
             self.counts[i] = counter.message(message)
 
 
