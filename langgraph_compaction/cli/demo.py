@@ -11,12 +11,15 @@ Without ``OPENAI_API_KEY`` the agent is scripted (deterministic for a
 ``seed``), summaries are the package's deterministic extractive summaries and
 memories (and their consolidation into MEMORY.md at the end) come from
 ``ScriptedModel``; with it, ``ChatOpenAI`` plays the agent,
-the summarizer and the memory extractor.
+the summarizer and the memory extractor. The scripted agent's replies report
+``usage_metadata`` as OpenAI's automatic prompt caching would (`PromptCache`),
+so the thread's calibration and the billed figures see cache reads offline too.
 
 What the session would have cost without compaction is computed, not run:
 every model call would have re-sent the whole conversation so far, which the
 transcript (every message once, as first written) plus the live state rebuild
-exactly; both sides are counted with the same token estimator.
+exactly; both sides are counted with the same token estimator. Billed, each of
+those calls would have read the previous call's whole request from the cache.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 from langgraph.constants import TAG_NOSTREAM
 
+from ..core.calibration import add_usage, billed_input, cache_details
 from ..core.config import CompactionConfig, PruneConfig
 from ..core.conversation import is_summary, latest_user_index
 from ..memory.consolidation import consolidate_memory
@@ -47,6 +51,12 @@ from ..core.tokens import TokenCounter
 
 #: Tool rounds an online agent may take per request before it must answer.
 MAX_TOOL_ROUNDS = 6
+#: OpenAI caches the prefix of a request of at least this many tokens.
+CACHE_MIN_TOKENS = 1_024
+#: How many earlier requests the offline agent's prompt cache holds.
+CACHE_DEPTH = 4
+#: OpenAI's price of a cached input token, a full-price one being 1 (gpt-5; billed_input's default).
+CACHED_PRICE = 0.1
 
 SYSTEM_PROMPT = (
     "You are a senior engineer working in the `acme` Python repository. For every request: look around "
@@ -214,17 +224,61 @@ def scripted_round(turn: int, step: int, seed: int) -> AIMessage:
     )
 
 
+def _cache_key(message: BaseMessage) -> tuple:
+    """Return what a provider's cache compares of a message: role, content, tool calls, tool call id and name."""
+    calls = [(c.get("name"), c.get("args"), c.get("id")) for c in getattr(message, "tool_calls", None) or ()]
+    return message.type, message.content, calls, getattr(message, "tool_call_id", None), message.name
+
+
+def _common_prefix(a: Sequence[tuple], b: Sequence[tuple]) -> int:
+    """Return how many leading items ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def cache_read(tokens: int, prefix: int) -> int:
+    """Return the tokens the cache serves of a ``tokens``-token request whose first ``prefix`` tokens it holds."""
+    return prefix if tokens >= CACHE_MIN_TOKENS else 0
+
+
+class PromptCache:
+    """OpenAI's automatic prompt caching, as the offline agent's ``usage_metadata`` reports it.
+
+    A request's cached prefix is the longest run of leading messages
+    identical (`_cache_key`) to the start of one of the last `CACHE_DEPTH`
+    requests, counted with ``counter``; a request under `CACHE_MIN_TOKENS`
+    reads nothing. Message granularity stands in for OpenAI's 128-token blocks.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._recent: list[list[tuple]] = []
+
+    def usage(self, messages: Sequence[BaseMessage], reply: AIMessage) -> dict:
+        """Return the ``usage_metadata`` of ``reply`` to the request ``messages``, and remember the request."""
+        keys = [_cache_key(m) for m in messages]
+        counts = self.counter.counts(list(messages))
+        shared = max((_common_prefix(keys, earlier) for earlier in self._recent), default=0)
+        self._recent = [*self._recent, keys][-CACHE_DEPTH:]
+        tokens, output = sum(counts), self.counter.message(reply)
+        return {
+            "input_tokens": tokens,
+            "output_tokens": output,
+            "total_tokens": tokens + output,
+            "input_token_details": {"cache_read": cache_read(tokens, sum(counts[:shared]))},
+        }
+
+
 @dataclass
 class CallRecord:
     """One agent model call: the context it sent and the newest message in it.
 
     ``compaction_tokens`` is what the compaction model read just before this
-    call (summary and memory prompts); ``reported`` the API's input tokens.
+    call (summary and memory prompts). What the API reported is added up in
+    ``DemoReport.usage``.
     """
 
     tokens: int
     last_id: Optional[str]
-    reported: Optional[int] = None
     compaction_tokens: int = 0
 
 
@@ -291,6 +345,7 @@ class DemoReport:
     checkpoints: int = 0
     checkpoint_bytes: int = 0
     transcript_bytes: int = 0
+    usage: dict = field(default_factory=dict)  # the usage the agent's replies reported, added up by calibration.add_usage
 
     @property
     def with_tokens(self) -> list[int]:
@@ -311,6 +366,28 @@ class DemoReport:
     def cumulative_without(self) -> int:
         """Return the input tokens the same agent calls would have sent without compaction."""
         return sum(self.without)
+
+    @property
+    def usage_without(self) -> dict:
+        """Return the usage the same agent calls would have reported without compaction.
+
+        Each would have sent the whole conversation so far, whose start is the
+        previous call's whole request: the cache serves that prefix.
+        """
+        usage: dict = {}
+        for previous, tokens in zip([0, *self.without], self.without):
+            usage = add_usage(usage, tokens, {"cache_read": cache_read(tokens, previous)})
+        return usage
+
+    @property
+    def billed_with(self) -> float:
+        """Return the billed input: the agent's reported usage (cached prefix at `CACHED_PRICE`), the compaction model's input in full."""
+        return billed_input(self.usage, CACHED_PRICE) + self.compaction_input_tokens
+
+    @property
+    def billed_without(self) -> float:
+        """Return the billed input of the same agent calls without compaction (`usage_without`, cached prefix at `CACHED_PRICE`)."""
+        return billed_input(self.usage_without, CACHED_PRICE)
 
 
 def uncompacted_history(transcript: Sequence[dict], live: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -375,8 +452,9 @@ def demo_config(window: int) -> CompactionConfig:
     )
 
 
-def _offline_agent(seed: int) -> Callable[[list[BaseMessage]], AIMessage]:
+def _offline_agent(seed: int, counter: TokenCounter) -> Callable[[list[BaseMessage]], AIMessage]:
     steps: dict[str, int] = {}
+    cache = PromptCache(counter)
 
     def decide(messages: list[BaseMessage]) -> AIMessage:
         request = messages[latest_user_index(messages)]
@@ -384,7 +462,8 @@ def _offline_agent(seed: int) -> Callable[[list[BaseMessage]], AIMessage]:
         # the step counter lives outside the view: compaction may evict this turn's first rounds
         step = steps.get(request.id, 0)
         steps[request.id] = step + 1
-        return scripted_round(turn, step, seed)
+        reply = scripted_round(turn, step, seed)
+        return reply.model_copy(update={"usage_metadata": cache.usage(messages, reply)})
 
     return decide
 
@@ -460,8 +539,11 @@ def default_thread() -> str:
     return "demo-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
-def _models(options: DemoOptions) -> tuple[str, Callable, Any, Any, Any, list]:
-    """Return (mode line, agent, summarizer, memory model, consolidation model, tools) for the environment."""
+def _models(options: DemoOptions, counter: TokenCounter) -> tuple[str, Callable, Any, Any, Any, list]:
+    """Return (mode line, agent, summarizer, memory model, consolidation model, tools) for the environment.
+
+    ``counter`` counts the offline agent's reported usage.
+    """
     tools = make_tools(options.seed)
     if os.environ.get("OPENAI_API_KEY"):
         from langchain_openai import ChatOpenAI
@@ -476,7 +558,7 @@ def _models(options: DemoOptions) -> tuple[str, Callable, Any, Any, Any, list]:
         "offline: no OPENAI_API_KEY, so a scripted coding agent, deterministic extractive summaries and "
         "scripted memory extraction and consolidation run this session (set OPENAI_API_KEY to use ChatOpenAI)"
     )
-    return line, _offline_agent(options.seed), None, ScriptedModel(), ScriptedModel(), tools
+    return line, _offline_agent(options.seed, counter), None, ScriptedModel(), ScriptedModel(), tools
 
 
 def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
@@ -497,7 +579,7 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
     counter = TokenCounter()
     config = demo_config(options.window)
     budget = config.resolve()
-    mode, decide, summarizer, flush_model, consolidator, tools = _models(options)
+    mode, decide, summarizer, flush_model, consolidator, tools = _models(options, counter)
     console.print(mode)
     console.print(
         f"thread {thread} · window {options.window:,} tokens · compaction at {budget.trigger_tokens:,} tokens or "
@@ -509,8 +591,10 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
 
     def on_call(messages: list[BaseMessage], reply: AIMessage) -> None:
         reported = (getattr(reply, "usage_metadata", None) or {}).get("input_tokens")
+        if isinstance(reported, int):
+            report.usage = add_usage(report.usage, reported, cache_details(reply))
         last_id = messages[-1].id if messages else None
-        report.calls.append(CallRecord(counter.total(messages), last_id, reported, usage.take()))
+        report.calls.append(CallRecord(counter.total(messages), last_id, usage.take()))
 
     conn = sqlite3.connect(root / CHECKPOINTS_FILE, check_same_thread=False)
     try:
@@ -609,9 +693,19 @@ def totals_table(report: DemoReport) -> Any:
         "the whole conversation so far (rebuilt from the transcript plus the live state), counted with the same "
         "estimator; past the window those calls would have failed."
     )
-    reported = [c.reported for c in report.calls if c.reported is not None]
-    if reported:
-        table.add_row("agent input tokens (API usage)", f"{sum(reported):,}", "-")
+    if report.usage:
+        without = report.usage_without
+        table.add_row("agent input tokens (API usage)", f"{report.usage['input']:,}", "-")
+        table.add_row("agent input tokens read from the cache", f"{report.usage['cache_read']:,}", f"{without['cache_read']:,}")
+        billed_with, billed_without = report.billed_with, report.billed_without
+        table.add_row(
+            f"[bold]billed input (cached prefix at {CACHED_PRICE}×)", f"[bold]{billed_with:,.0f}", f"[bold]{billed_without:,.0f}"
+        )
+        table.caption += (
+            f" Billed at OpenAI's prices (a cached prefix at {CACHED_PRICE}×, the compaction model's input in full; "
+            "without compaction each call reads the previous call's whole request from the cache), the input costs "
+            f"{billed_without / max(1.0, billed_with):.1f}× as much without compaction as with it."
+        )
     table.add_row("transcript (every message once)", _size(report.transcript_bytes), "-")
     table.add_row(f"checkpoints ({report.checkpoints:,} in SQLite)", _size(report.checkpoint_bytes), "-")
     return table
