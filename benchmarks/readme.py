@@ -50,10 +50,13 @@ _SAVED = re.compile(r"saved: ([\d.]+%)")
 
 
 def run_demo_sample() -> None:
-    """Run the offline demo as a user would (no API key, a fresh folder); store its output and plot under docs/."""
+    """Run the offline demo as a user would (no API key, an empty folder); store its output and plot under docs/.
+
+    The folder is the same on every run (`fixed_workdir`), so a rerun of the same code gives the same figures.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env["COLUMNS"] = "100"  # the table's width, whatever the terminal
-    with tempfile.TemporaryDirectory() as work:
+    with fixed_workdir("langgraph-compaction-demo") as work:
         run = subprocess.run(
             [sys.executable, "-m", "langgraph_compaction", *DEMO_ARGS], cwd=work, env=env, capture_output=True, text=True, check=True
         )
@@ -62,19 +65,24 @@ def run_demo_sample() -> None:
 
 
 @contextlib.contextmanager
-def notebook_workdir() -> Iterator[Path]:
-    """Yield the folder notebooks run in, the same path on every run (emptied first, removed after).
+def fixed_workdir(name: str) -> Iterator[Path]:
+    """Yield the temporary folder ``name``, the same path on every run (emptied first, removed after).
 
-    A summary names the transcript's absolute path, so the folder's name moves token counts: the stored
-    figures and the test that re-executes the notebooks must come from a folder of the same name.
+    A summary names the transcript's absolute path, so the folder's name moves token counts: stored figures
+    and the runs compared with them must come from a folder of the same name.
     """
-    work = Path(tempfile.gettempdir()) / "langgraph-compaction-notebook"
+    work = Path(tempfile.gettempdir()) / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
         yield work
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def notebook_workdir() -> contextlib.AbstractContextManager[Path]:
+    """Return the folder notebooks run in (`fixed_workdir`), for their stored outputs and the test that reruns them."""
+    return fixed_workdir("langgraph-compaction-notebook")
 
 
 def execute_notebook(path: Path, workdir: Path):
