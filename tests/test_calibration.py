@@ -168,3 +168,28 @@ def test_the_provider_reported_usage_adds_up_over_the_thread_into_a_billed_figur
     assert billed_input(usage, write_price=1.25) == 2_000 + 1_850 + 11_875  # Anthropic
     # observing the same reply again adds nothing
     assert observe_usage(calibration, [HumanMessage("hi", id="h1"), reply(2, 9_500)], [9_000, 5], 0) is None
+
+
+def test_the_gate_streams_each_replys_cache_figures_and_the_threads_billed_input():
+    def agent(state):  # a provider whose cache served every earlier message of the request
+        prompt = TokenCounter().total(state["messages"])
+        details = {"cache_read": prompt - 10, "cache_creation": 0}
+        usage = {"input_tokens": prompt, "output_tokens": 5, "total_tokens": prompt + 5, "input_token_details": details}
+        return {"messages": [AIMessage("Noted.", usage_metadata=usage)]}
+
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=CompactionConfig(context_window=60_000))
+    graph = builder.compile(checkpointer=InMemorySaver())
+    events = []
+    for t in range(3):
+        chunks = graph.stream({"messages": [HumanMessage(f"Entry {t}: record the refund")]}, THREAD, stream_mode="custom")
+        events += [c["usage"] for c in chunks if c.get("stage") == "gate" and "usage" in c]
+    assert len(events) == 2  # the replies to the first two calls, each seen once at the next gate
+    last = events[-1]
+    assert last["cache_read"] == last["input_tokens"] - 10 and last["cache_creation"] == 0
+    assert last["thread"]["calls"] == 2 and last["thread"]["input"] == sum(e["input_tokens"] for e in events)
+    assert last["billed_input"] == round(2 * 10 + 0.1 * last["thread"]["cache_read"])
+    assert "usage" not in str(graph.get_state(THREAD).values["compaction"].get("events", []))  # streamed, not kept

@@ -75,6 +75,18 @@ def add_usage(usage: dict, reported: int, cache: dict[str, int]) -> dict[str, in
     }
 
 
+def usage_event(calibration: dict) -> dict[str, Any]:
+    """Return the figures of a calibration just observed, for an event: the reply's input and cache figures, the thread's totals.
+
+    ``billed_input`` is the thread's input so far at OpenAI's prices (cache reads at 0.1x).
+    """
+    figures = {"input_tokens": calibration.get("reported")}
+    figures.update({k: calibration[k] for k in ("cache_read", "cache_creation") if k in calibration})
+    figures["thread"] = dict(calibration["usage"])
+    figures["billed_input"] = round(billed_input(calibration["usage"]))
+    return figures
+
+
 def billed_input(usage: dict, cached_price: float = 0.1, write_price: float = 1.0) -> float:
     """Return the input tokens ``usage`` bills at full price: uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
 

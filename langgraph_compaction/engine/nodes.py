@@ -38,7 +38,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import get_runtime
 
-from ..core.calibration import calibrated_budget, fixed_tokens, observe_usage, read_calibration
+from ..core.calibration import calibrated_budget, fixed_tokens, observe_usage, read_calibration, usage_event
 from ..core.config import Budget, CompactionConfig, model_context_window
 from ..core.conversation import content_text
 from ..core.fidelity import complete_summary
@@ -580,6 +580,8 @@ class CompactionNodes:
         events: list[dict] = []
         if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
             emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
+        if calibration and "usage" in calibration:  # the newest reply's usage, as its provider reported it (streamed)
+            emit_event({"stage": "gate", "usage": usage_event(calibration)})
         if plan.edits:
             offloaded = True
             if self.config.offload_before_compact and run.storage is not None:
