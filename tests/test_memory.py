@@ -277,3 +277,12 @@ def test_redact_record_keeps_ids_names_and_call_pairing():
     assert cleaned["data"]["id"] == "a1" and cleaned["data"]["tool_calls"][0]["id"] == "c1"
     assert cleaned["data"]["content"][0] == {"type": "text", "text": "using [REDACTED]"}
     assert record["data"]["content"][0]["text"] == f"using {secret}"  # the input is not modified
+
+
+def test_redact_record_looks_inside_tuples_and_sets_of_an_artifact_and_keeps_their_types():
+    secret = SECRETS["github"]
+    record = {"type": "tool", "data": {"id": "t1", "tool_call_id": "c1", "content": "ok",
+                                       "artifact": {"argv": ("gh", secret), "tokens": {secret}, "frozen": frozenset({secret})}}}
+    cleaned = redact_record(record, redact_secrets)["data"]["artifact"]
+    assert secret not in str(cleaned)
+    assert cleaned["argv"] == ("gh", REDACTED) and cleaned["tokens"] == {REDACTED} and cleaned["frozen"] == frozenset({REDACTED})

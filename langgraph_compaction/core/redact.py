@@ -91,8 +91,8 @@ def redact_secrets(text: str) -> str:
 def _redact_value(value: Any, redactor: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return redactor(value)
-    if isinstance(value, list):
-        return [_redact_value(v, redactor) for v in value]
+    if isinstance(value, (list, tuple, set, frozenset)):  # artifacts keep their type (the codec encodes it)
+        return type(value)(_redact_value(v, redactor) for v in value)
     if isinstance(value, dict):
         return {k: _redact_value(v, redactor) for k, v in value.items()}
     return value
