@@ -12,21 +12,14 @@ each update in memory with the graph's reducers (``add_messages`` and
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generator, Sequence
+from typing import Any, Sequence
 
 from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, state_value, Run, advance
-from .overflow import apply_update, update_delta
-
-#: A stage to run: (name, the node's steps, the state it reads).
-Stage = tuple
-Pass = Generator[list[Stage], list[dict], tuple[list[dict], Any]]
+from .nodes import CompactionNodes, Run, advance, state_value
+from .passes import arun_batch, pass_stages, run_batch, update_delta
 
 
 @dataclass
@@ -41,23 +34,6 @@ class PassResult:
     def messages(self) -> list:
         """Return the state's messages after the pass (in view mode the whole history, not what the model is sent)."""
         return list(state_value(self.state, "messages") or [])
-
-
-def _stages(nodes: CompactionNodes, state: Any) -> Pass:
-    """Yield the stages to run, each batch side by side; return the updates in the order applied, and the state after."""
-    updates = [(yield [(GATE, nodes._gate_steps, state)])[0]]
-    state = apply_update(state, updates[0])
-    targets = nodes.route(state)
-    if targets == nodes.before:
-        return updates, state
-    branches = ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps))
-    side = [(name, steps, state) for name, steps in branches if name in targets]
-    if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
-        for update in (yield side):
-            updates.append(update)
-            state = apply_update(state, update)
-    updates.append((yield [(SUMMARIZE, nodes._summarize_steps, state)])[0])
-    return updates, apply_update(state, updates[-1])
 
 
 def _combined(updates: Sequence[dict]) -> dict:
@@ -78,34 +54,23 @@ def _result(updates: list[dict], state: Any) -> PassResult:
     return PassResult(update=update, state=state, events=list((update.get("compaction") or {}).get("events") or []))
 
 
-def _run_batch(nodes: CompactionNodes, batch: list[Stage], run: Run) -> list[dict]:
-    if len(batch) == 1:  # the gate runs before every model call: no thread hop for it
-        name, steps, state = batch[0]
-        return [nodes._guarded(name, state, steps, run)]
-    with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="compaction") as pool:
-        # each thread gets a copy of this context: the stream writer and the runtime travel with it
-        futures = [pool.submit(contextvars.copy_context().run, nodes._guarded, name, st, steps, run) for name, steps, st in batch]
-        return [f.result() for f in futures]
-
-
 def run_pass(nodes: CompactionNodes, state: Any, run: Run) -> PassResult:
     """Run one compaction pass synchronously; offload and flush run side by side in two threads.
 
     Every failure inside a stage is recorded in the update (the stage's own
     guard), so this never raises and never drops a message.
     """
-    stages = _stages(nodes, state)
+    stages = pass_stages(nodes, state)
     done, batch = advance(stages, None, None)
     while not done:
-        done, batch = advance(stages, _run_batch(nodes, batch, run), None)
+        done, batch = advance(stages, run_batch(nodes, batch, run), None)
     return _result(*batch)
 
 
 async def arun_pass(nodes: CompactionNodes, state: Any, run: Run) -> PassResult:
     """Run one compaction pass with ``await``; offload and flush run side by side (``asyncio.gather``)."""
-    stages = _stages(nodes, state)
+    stages = pass_stages(nodes, state)
     done, batch = advance(stages, None, None)
     while not done:
-        results = await asyncio.gather(*(nodes._aguarded(name, st, steps, run) for name, steps, st in batch))
-        done, batch = advance(stages, list(results), None)
+        done, batch = advance(stages, await arun_batch(nodes, batch, run), None)
     return _result(*batch)

@@ -16,7 +16,6 @@ window, ``ContextTooLongError`` says how large it is and why.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Generator, Optional, Sequence
 
 from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
@@ -24,13 +23,14 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.utils.runnable import RunnableCallable
 
 from langgraph.errors import GraphBubbleUp
-from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from ..core.calibration import calibrated_tokens, observe, read_calibration
 from .errors import ContextTooLongError, is_context_overflow, overflow_figures
-from .nodes import FLUSH, OFFLOAD, SUMMARIZE, CompactionNodes, describe_error, emit_event, state_value, advance
-from .state import merge_compaction, read_compaction
+from .nodes import CompactionNodes, describe_error, emit_event, state_value, advance
+from .passes import apply_update, arun_batch, pass_stages, run_batch, update_delta
+from .state import read_compaction
 
 def smallest_request_problem(
     messages: Sequence[BaseMessage], counts: Sequence[int], window: int, fixed: int, calibration: dict
@@ -48,40 +48,6 @@ def smallest_request_problem(
         f"{head}: what cannot be summarized (system prompt, tool schemas, the latest request and the newest tool round) "
         f"is that large; its largest message is {messages[i].id!r} ({messages[i].type}, ~{largest:,} tokens)"
     )
-
-
-def replaced_state(state: Any, **values: Any) -> Any:
-    """Return a copy of the state (a dict, a pydantic model or a dataclass) with some keys replaced."""
-    if isinstance(state, dict):
-        return {**state, **values}
-    if hasattr(state, "model_copy"):
-        return state.model_copy(update=values)
-    return dataclasses.replace(state, **values)
-
-
-def apply_update(state: Any, update: dict) -> Any:
-    """Return the state after a compaction node's update (the graph's reducers, applied in place of the graph)."""
-    values = {}
-    if update.get("messages"):
-        values["messages"] = add_messages(list(state_value(state, "messages") or []), update["messages"])
-    if update.get("compaction"):
-        values["compaction"] = merge_compaction(state_value(state, "compaction"), update["compaction"])
-    return replaced_state(state, **values) if values else state
-
-
-def update_delta(updates: list[dict]) -> dict:
-    """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
-    out: dict[str, Any] = {"counts": {}, "edited_messages": {}, "events": []}
-    for update in updates:
-        for key, value in (update.get("compaction") or {}).items():
-            if key in ("counts", "edited_messages"):
-                for name, n in value.items():
-                    out[key][name] = out[key].get(name, 0) + n
-            elif key == "events":
-                out["events"].extend(value)
-            else:
-                out[key] = value
-    return out
 
 
 def in_front(update: dict, output: Any) -> Any:
@@ -120,8 +86,9 @@ Recovery = Generator[tuple, Any, Any]
 def recovery_steps(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
     """Call, and on an overflow compact in overflow mode and call once more; return the node's output.
 
-    Yields ``("call", state)`` for the model call and ``("compact", stage,
-    make_steps, state)`` for a compaction node; the drivers below run them.
+    Yields ``("call", state)`` for the model call and ``("compact", batch)``
+    for a batch of compaction stages (``passes.pass_stages``); the drivers
+    below run them.
     """
     try:
         return (yield ("call", state))
@@ -142,17 +109,12 @@ def recovery_steps(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
     updates: list[dict] = [{"compaction": {"calibration": calibration}}]
     working = apply_update(state, updates[0])
 
-    update = yield ("compact", "gate", lambda s, r: nodes._gate_steps(s, r, overflow=True), working)
-    updates.append(update)
-    working = apply_update(working, update)
-    targets = nodes.route(working)
-    for stage, make_steps in ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps), (SUMMARIZE, nodes._summarize_steps)):
-        if targets == nodes.before:
-            break
-        if stage in targets or stage == SUMMARIZE:
-            update = yield ("compact", stage, make_steps, working)
-            updates.append(update)
-            working = apply_update(working, update)
+    stages = pass_stages(nodes, working, overflow=True)  # the pass every front runs, its gate in overflow mode
+    done, batch = advance(stages, None, None)
+    while not done:
+        done, batch = advance(stages, (yield ("compact", batch)), None)
+    compacted_updates, working = batch
+    updates += compacted_updates
 
     compacted = nodes.messages_of(working)
     sizes = nodes.counter.counts(compacted)
@@ -188,11 +150,7 @@ def drive_recovery(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callab
     while not done:
         value, error = None, None
         try:
-            if item[0] == "call":
-                value = call(item[1])
-            else:
-                _, stage, make_steps, st = item
-                value = nodes._guarded(stage, st, make_steps, run)
+            value = call(item[1]) if item[0] == "call" else run_batch(nodes, item[1], run)
         except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
             error = exc
         done, item = advance(gen, value, error)
@@ -204,11 +162,7 @@ async def adrive_recovery(nodes: CompactionNodes, gen: Recovery, run: Any, call:
     while not done:
         value, error = None, None
         try:
-            if item[0] == "call":
-                value = await call(item[1])
-            else:
-                _, stage, make_steps, st = item
-                value = await nodes._aguarded(stage, st, make_steps, run)
+            value = await (call(item[1]) if item[0] == "call" else arun_batch(nodes, item[1], run))
         except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
             error = exc
         done, item = advance(gen, value, error)

@@ -32,7 +32,8 @@ from langgraph.types import Send
 from ..core.config import CompactionConfig
 from ..engine import arun_pass, run_pass
 from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, state_value
-from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps, replaced_state, in_front
+from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps, in_front
+from ..engine.passes import replaced_state
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
 
