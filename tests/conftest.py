@@ -39,3 +39,12 @@ def openai_server():
     """Yield a started StrictOpenAIServer on 127.0.0.1 (stopped after the test)."""
     with StrictOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """Run in an empty directory without an OpenAI key (the offline demo); return the directory."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

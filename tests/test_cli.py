@@ -14,15 +14,6 @@ from langgraph_compaction.cli import main
 from openai_server import _MEMORY_MARKER, _SUMMARY_MARKER, request_text
 
 
-@pytest.fixture
-def offline(monkeypatch, tmp_path):
-    """Run in an empty directory without an OpenAI key (the offline demo)."""
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def _figure(output: str, row: str) -> tuple[int, int]:
     """Return the (with, without) numbers of a row of the totals table."""
     line = next(line for line in output.splitlines() if row in line)

@@ -63,14 +63,6 @@ def test_a_request_under_1024_tokens_reads_nothing_from_the_cache():
     assert _read(cache, short + [AIMessage("Hello.", id="a"), HumanMessage("Bye", id="b")]) == 0
 
 
-@pytest.fixture
-def offline(monkeypatch, tmp_path):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def _row(output: str, label: str) -> list[str]:
     line = next(line for line in output.splitlines() if label in line)
     return [cell.strip() for cell in line.split(label, 1)[1].split("│")[1:3]]

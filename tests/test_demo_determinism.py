@@ -9,7 +9,6 @@ turns, can move a compaction across the trigger.
 import re
 import shutil
 
-import pytest
 from rich.console import Console
 
 from langgraph_compaction.cli.demo import DemoOptions, run_demo
@@ -40,12 +39,6 @@ def _run(folder, monkeypatch, turns: int) -> dict:
             repr({k: str(v).replace(where, "<run>") for k, v in e.items() if k not in ("time", "ms")}) for e in report.events
         ),
     }
-
-
-@pytest.fixture
-def offline(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 def test_two_offline_demo_runs_give_the_same_messages_ids_and_figures(offline, tmp_path, monkeypatch):
