@@ -296,24 +296,25 @@ def fingerprint(message: BaseMessage) -> int:
     """Return a hash of a message's type, id, name, content and tool calls: what its token count depends on.
 
     The gate fingerprints every message of a history freshly restored from a
-    checkpoint on every call, so the usual message costs one tuple hash: str
-    content is hashed in C, and a tool call's name, id and flat arguments go
-    in the tuple as they are. The pydantic fields are read from ``__dict__``
-    (a missing attribute costs an exception in pydantic's ``__getattr__``).
-    Block content, invalid tool calls and any other shape go through `_frozen`.
+    checkpoint on every call, so the usual message (str content, at most one
+    tool call with flat arguments) costs one hash of one tuple: str content is
+    hashed in C, a call's name, id and argument items go in the tuple as they
+    are. The pydantic fields are read from ``__dict__`` (a missing attribute
+    costs an exception in pydantic's ``__getattr__``). Block content, several
+    or invalid tool calls and any other shape go through `_frozen`.
     """
     fields = message.__dict__
     try:
         content = fields["content"]
-        key = (message.__class__, fields["id"], fields["name"], content)
         if content.__class__ is str:
             calls = fields.get("tool_calls")
-            if calls is None:  # not an AIMessage
-                return hash(key)
-            if not fields["invalid_tool_calls"]:
-                for call in calls:
-                    key += ((call["name"], call["id"], *call["args"].items()),)
-                return hash(key)
+            if not calls:  # not an AIMessage, or one that calls no tool
+                if not fields.get("invalid_tool_calls"):
+                    return hash((message.__class__, fields["id"], fields["name"], content))
+            elif len(calls) == 1 and not fields["invalid_tool_calls"]:
+                call = calls[0]
+                args = call["args"].items()
+                return hash((message.__class__, fields["id"], fields["name"], content, call["name"], call["id"], *args))
     except Exception:  # noqa: BLE001 - another shape (of a call, of the fields) or an unhashable value: serialised below
         pass
     values = [fields.get(name) for name in ("id", "name", "content", "tool_calls", "invalid_tool_calls")]
