@@ -31,6 +31,7 @@ from langchain_core.messages import (
     message_to_dict,
 )
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
 
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
@@ -114,9 +115,11 @@ def state_value(state: Any, key: str, default: Any = None) -> Any:
 
 
 def current_runtime() -> Any:
+    if not var_child_runnable_config.get():  # outside a graph run: no runtime, and no exception raised to say so
+        return None
     try:
         return get_runtime()
-    except Exception:  # noqa: BLE001 - outside a graph run there is no runtime
+    except Exception:  # noqa: BLE001 - a runnable context that is not a graph run's
         return None
 
 
