@@ -116,18 +116,32 @@ def test_the_gate_memo_recounts_a_same_length_edit_of_a_restored_history(edit):
     assert [m.id for m in seen] == [edited[changed].id]  # the edited message is counted again, and only it
 
 
-def test_a_same_length_edit_of_tool_call_arguments_by_update_state_is_recounted():
-    graph, _ = _graph(SIX_K.model_copy(update={"token_counter": _flagged}))
+def _seven_calls(path):
+    """An assistant message of seven calls: "HEAVY.py" for "light.py" is 7,000 more tokens at the same lengths."""
+    return AIMessage("", tool_calls=[{"name": "write_file", "args": {"path": path}, "id": f"c{i}"} for i in range(7)], id="a1")
 
-    def calls(path):
-        return [{"name": "write_file", "args": {"path": path}, "id": f"c{i}"} for i in range(7)]
 
+@pytest.mark.parametrize("how", ["update_state", "time travel", "another node"])
+def test_a_same_length_edit_of_tool_call_arguments_is_recounted_by_the_gate(how):
+    builder = StateGraph(CompactionState)
+    builder.add_node("editor", lambda state: {"messages": [_seven_calls("HEAVY.py")]} if how == "another node" and len(state["messages"]) > 9 else {})
+    builder.add_node("agent", lambda state: {"messages": [AIMessage("Done.")]})
+    builder.add_edge(START, "editor")
+    builder.add_edge("editor", "agent")
+    builder.add_edge("agent", END)
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=SIX_K.model_copy(update={"token_counter": _flagged}))
+    graph = builder.compile(checkpointer=InMemorySaver())
     results = [ToolMessage("wrote it", tool_call_id=f"c{i}", name="write_file", id=f"t{i}") for i in range(7)]
-    graph.invoke({"messages": [HumanMessage("Write them.", id="h0"), AIMessage("", tool_calls=calls("light.py"), id="a1"), *results]}, THREAD)
-    # the same lengths, 7,000 more tokens: the gate must count them, and ask for a compaction
-    graph.update_state(THREAD, {"messages": [AIMessage("", tool_calls=calls("HEAVY.py"), id="a1")]})
-    events = graph.stream({"messages": [HumanMessage("And now the next one.", id="h1")]}, THREAD, stream_mode="custom")
-    started = [e for e in events if e.get("phase") == "started"]
+    graph.invoke({"messages": [HumanMessage("Write them.", id="h0"), _seven_calls("light.py"), *results]}, THREAD)
+    config = THREAD
+    if how == "update_state":
+        graph.update_state(THREAD, {"messages": [_seven_calls("HEAVY.py")]})
+    if how == "time travel":  # the gate has seen a later, light history; the fork goes back before it
+        first = graph.get_state(THREAD).config
+        graph.invoke({"messages": [HumanMessage("Next.", id="h1")]}, THREAD)
+        config = graph.update_state(first, {"messages": [_seven_calls("HEAVY.py")]})
+    events = graph.stream({"messages": [HumanMessage("And now the next one.", id="h2")]}, config, stream_mode="custom")
+    started = [e for e in events if e.get("phase") == "started"]  # the gate counted it and asked for a compaction
     assert started and started[0]["tokens_before"] > 7_000
 
 
