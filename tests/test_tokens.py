@@ -399,6 +399,12 @@ def test_a_same_length_edit_changes_the_fingerprint_and_is_recounted(before, aft
     assert counter.counts(_fresh([before])) == [1]
 
 
+def test_an_argument_of_another_type_but_an_equal_value_changes_the_fingerprint():
+    # 1, 1.0 and True are equal and hash alike, but a provider is sent 1, 1.0 and true
+    messages = [AIMessage("", tool_calls=[_call(args={"limit": value})], id="m") for value in (1, 1.0, True)]
+    assert len({fingerprint(m) for m in messages}) == 3
+
+
 def test_the_fingerprint_tells_the_message_type_and_id_apart():
     assert fingerprint(HumanMessage("same", id="m")) != fingerprint(SystemMessage("same", id="m"))
     assert fingerprint(HumanMessage("same", id="m")) != fingerprint(HumanMessage("same", id="n"))

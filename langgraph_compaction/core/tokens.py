@@ -299,9 +299,11 @@ def fingerprint(message: BaseMessage) -> int:
     checkpoint on every call, so the usual message (str content, at most one
     tool call with flat arguments) costs one hash of one tuple: str content is
     hashed in C, a call's name, id and argument items go in the tuple as they
-    are. The pydantic fields are read from ``__dict__`` (a missing attribute
-    costs an exception in pydantic's ``__getattr__``). Block content, several
-    or invalid tool calls and any other shape go through `_frozen`.
+    are, with the types of the argument values (``1``, ``1.0`` and ``True`` are
+    equal and hash alike, but are different JSON). The pydantic fields are read
+    from ``__dict__`` (a missing attribute costs an exception in pydantic's
+    ``__getattr__``). Block content, several or invalid tool calls and any
+    other shape go through `_frozen`.
     """
     fields = message.__dict__
     try:
@@ -313,8 +315,11 @@ def fingerprint(message: BaseMessage) -> int:
                     return hash((message.__class__, fields["id"], fields["name"], content))
             elif len(calls) == 1 and not fields["invalid_tool_calls"]:
                 call = calls[0]
-                args = call["args"].items()
-                return hash((message.__class__, fields["id"], fields["name"], content, call["name"], call["id"], *args))
+                args = call["args"]
+                return hash((
+                    message.__class__, fields["id"], fields["name"], content,
+                    call["name"], call["id"], *args.items(), *map(type, args.values()),
+                ))
     except Exception:  # noqa: BLE001 - another shape (of a call, of the fields) or an unhashable value: serialised below
         pass
     values = [fields.get(name) for name in ("id", "name", "content", "tool_calls", "invalid_tool_calls")]
