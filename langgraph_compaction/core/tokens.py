@@ -296,14 +296,14 @@ def fingerprint(message: BaseMessage) -> int:
     """Return a hash of a message's type, id, name, content and tool calls: what its token count depends on.
 
     The gate fingerprints every message of a history freshly restored from a
-    checkpoint on every call, so the usual message (str content, at most one
-    tool call with flat arguments) costs one hash of one tuple: str content is
-    hashed in C, a call's name, id and argument items go in the tuple as they
-    are, with the types of the argument values (``1``, ``1.0`` and ``True`` are
-    equal and hash alike, but are different JSON). The pydantic fields are read
-    from ``__dict__`` (a missing attribute costs an exception in pydantic's
-    ``__getattr__``). Block content, several or invalid tool calls and any
-    other shape go through `_frozen`.
+    checkpoint on every call, so the usual message (str content, tool calls
+    with flat arguments) costs one hash of one tuple: str content is hashed in
+    C, and each call's name, id and arguments go in the tuple as they are, each
+    argument value with its type (``1``, ``1.0`` and ``True`` are equal and hash
+    alike, but are different JSON). The pydantic fields are read from
+    ``__dict__`` (a missing attribute costs an exception in pydantic's
+    ``__getattr__``). Block content, invalid tool calls and any other shape go
+    through `_frozen`.
     """
     fields = message.__dict__
     try:
@@ -313,13 +313,14 @@ def fingerprint(message: BaseMessage) -> int:
             if not calls:  # not an AIMessage, or one that calls no tool
                 if not fields.get("invalid_tool_calls"):
                     return hash((message.__class__, fields["id"], fields["name"], content))
-            elif len(calls) == 1 and not fields["invalid_tool_calls"]:
-                call = calls[0]
-                args = call["args"]
-                return hash((
-                    message.__class__, fields["id"], fields["name"], content,
-                    call["name"], call["id"], *args.items(), *map(type, args.values()),
-                ))
+            elif not fields["invalid_tool_calls"]:
+                key = (message.__class__, fields["id"], fields["name"], content)
+                for call in calls:
+                    args = call["args"]
+                    key += (call["name"], call["id"], len(args))  # the count tells where the next call starts
+                    for arg, value in args.items():
+                        key += (arg, value, value.__class__)
+                return hash(key)
     except Exception:  # noqa: BLE001 - another shape (of a call, of the fields) or an unhashable value: serialised below
         pass
     values = [fields.get(name) for name in ("id", "name", "content", "tool_calls", "invalid_tool_calls")]
