@@ -145,6 +145,70 @@ def targets_block() -> str:
     return "\n".join(rows) + f"\n\n{note}.\n"
 
 
+def _figures(name: str) -> dict:
+    """Return one measure's figures from the committed full run."""
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    outcome = next((m for m in results["measures"] if m["name"] == name), None)
+    if outcome is None or outcome["status"] != "ok":
+        raise SystemExit(f"{RESULTS.name} has no figures of {name}; run python -m benchmarks --write-results --only {name}")
+    return outcome["figures"]
+
+
+#: The cost table's rows: the label shown, the row of the billed_cost measure.
+COST_ROWS = {
+    "langgraph-compaction": "ours",
+    "LangChain middleware": "langchain",
+    "langmem": "langmem",
+    "no compaction (past the window)": "none",
+    "langgraph-compaction, the design's 8k tail": "ours, 8k tail",
+    "LangChain middleware, 2k tail": "langchain, 2k tail",
+    "langmem, 2k tail": "langmem, 2k tail",
+}
+
+
+def cost_block() -> str:
+    """Return the billed-cost table (18 trajectories, 60k window), from the committed full run."""
+    totals = _figures("billed_cost")["totals"]
+    rows = [
+        "| system | billed (OpenAI) | vs none | billed (Anthropic) | hit ratio | breaks | summarizer + flush input (cached) "
+        "| paths / changed / requests / constraints recalled |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for label, key in COST_ROWS.items():
+        t = totals[key]
+        recall = " / ".join("–" if t[f"{k}_recall"] is None else f"{100 * t[f'{k}_recall']:.4g}" for k in ("paths", "changed", "requests", "constraints"))
+        side = f"{t['side_input'] / 1e6:.2f}M ({100 * (t['side_cached_ratio'] or 0):.0f} %)" if t["side_input"] else "–"
+        rows.append(
+            f"| {label} | {t['billed_openai'] / 1e6:.2f}M | {t['vs_none_openai']:.3f}× | {t['billed_anthropic'] / 1e6:.2f}M "
+            f"| {t['hit_ratio']:.3f} | {t['breaks']} | {side} | {recall}{' %' if t['paths_recall'] is not None else ''} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def checkpoint_block() -> str:
+    """Return the checkpoint-size table (300 turns, both savers), from the committed full run."""
+    f = _figures("checkpoint_bytes")
+    once = f["conversation_once"]
+    rows = [
+        "| saver | ours | vs the conversation once | added per turn | LangChain's middleware | langmem | no compaction |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, key in (("SQLite (bytes of its rows)", "sqlite"), ("PostgreSQL (checkpoints, blobs, writes)", "postgres")):
+        sizes = f[key]
+        if not sizes:
+            continue
+        marks = list(sizes["ours"])
+        first, last = marks[0], marks[-1]
+        per_turn = (sizes["ours"][last] - sizes["ours"][first]) / (int(last) - int(first))
+        others = [f"{sizes[s][last] / 1e6:,.2f} MB ({sizes[s][last] / once:.3g}×)" for s in ("langchain", "langmem", "none")]
+        rows.append(
+            f"| {label} | {sizes['ours'][last] / 1e6:.2f} MB | {sizes['ours'][last] / once:.2f}× | {per_turn / 1e3:.1f} kB | "
+            + " | ".join(others)
+            + " |"
+        )
+    return f"After {f['turns']} turns; the conversation serialized once is {once / 1e6:.2f} MB.\n\n" + "\n".join(rows) + "\n"
+
+
 def cost_curve_block() -> str:
     """Return the cost-curve figures as the stored outputs of notebook 03 print them."""
     import nbformat
@@ -159,7 +223,13 @@ def cost_curve_block() -> str:
     )
 
 
-BLOCKS: dict[str, Callable[[], str]] = {"demo": demo_block, "targets": targets_block, "cost_curve": cost_curve_block}
+BLOCKS: dict[str, Callable[[], str]] = {
+    "demo": demo_block,
+    "targets": targets_block,
+    "cost_curve": cost_curve_block,
+    "cost": cost_block,
+    "checkpoints": checkpoint_block,
+}
 
 
 def render(readme: str) -> str:

@@ -21,6 +21,7 @@ from langchain_core.messages import messages_to_dict
 
 from benchmarks.anchors import SYSTEMS, ScriptedAgent, Thresholds, drive, scripted_summarizer, synthetic_session, system_graph
 from benchmarks.report import check, table, targets_table
+from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY
 
 NAME = "checkpoint_bytes"
 POSTGRES_URL = os.environ.get("COMPACTION_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -146,7 +147,7 @@ def report(figures: dict) -> str:
 
 The synthetic session with each system's graph checkpointed after every super-step; this package's defaults
 at a 128k window (its state keeps `messages` in a `DeltaChannel`: a checkpoint stores the step's writes, and the
-whole list every 50 updates), the same trigger and keep for the others (their own `add_messages` state: every
+whole list every {MESSAGES_SNAPSHOT_EVERY} updates), the same trigger and keep for the others (their own `add_messages` state: every
 checkpoint holds the whole list).
 
 {targets_table(figures['targets'])}
