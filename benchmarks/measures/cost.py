@@ -34,12 +34,11 @@ from benchmarks.anchors import ScriptedAgent, Thresholds, drive, o200k_tokens, s
 from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
+from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, cached_prefix, common_prefix
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.testing import ScriptedModel
 
 NAME = "billed_cost"
-#: How many earlier requests a provider's cache is assumed to still hold.
-CACHE_DEPTH = 4
 #: Price multipliers of (uncached, cached) input tokens.
 PRICING = {"openai": (1.0, 0.1), "anthropic": (1.25, 0.1)}
 PLOT = "billed_cost.png"
@@ -58,15 +57,15 @@ MAIN = ("ours", "langchain", "langmem", "none")
 
 
 def message_key(message: BaseMessage) -> str:
-    """Return the message as the provider sees it: role, content, tool calls, tool call id and name, as JSON."""
-    record: dict[str, Any] = {"role": message.type, "content": message.content}
-    calls = getattr(message, "tool_calls", None)
+    """Return the message as the provider sees it (`cache_key`: role, content, tool calls, tool call id, name), as JSON."""
+    role, content, calls, call_id, name = cache_key(message)
+    record: dict[str, Any] = {"role": role, "content": content}
     if calls:
-        record["tool_calls"] = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id")} for c in calls]
-    if getattr(message, "tool_call_id", None):
-        record["tool_call_id"] = message.tool_call_id
-    if message.name:
-        record["name"] = message.name
+        record["tool_calls"] = [{"name": n, "args": a, "id": i} for n, a, i in calls]
+    if call_id:
+        record["tool_call_id"] = call_id
+    if name:
+        record["name"] = name
     return json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
 
 
@@ -104,8 +103,8 @@ class CacheLedger:
     def add(self, kind: str, messages: Sequence[BaseMessage]) -> Request:
         keys = [message_key(m) for m in messages]
         sizes = [self._count(k) for k in keys]
-        shared = max((_common_prefix(keys, earlier) for earlier in self._recent), default=0)
-        extends = kind != "agent" or self._last_agent is None or _common_prefix(keys, self._last_agent) == len(self._last_agent)
+        shared = cached_prefix(keys, self._recent)
+        extends = kind != "agent" or self._last_agent is None or common_prefix(keys, self._last_agent) == len(self._last_agent)
         after_side = kind == "agent" and bool(self.requests) and self.requests[-1].kind == "side"
         before = set(self._last_agent or ())
         new = sum(size for key, size in zip(keys, sizes) if key not in before) if kind == "agent" else 0
@@ -155,15 +154,6 @@ class CacheLedger:
             saved = agent[k - 1].tokens + r.new - r.tokens
             repaid += (1 - PRICING["openai"][1]) * rebilled <= PRICING["openai"][1] * saved * later
         return repaid
-
-
-def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class RecordingModel(ScriptedModel):

@@ -40,6 +40,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import tool
 from langgraph.constants import TAG_NOSTREAM
 
+from ..core.caching import CACHE_DEPTH, cache_key, cached_prefix
 from ..core.calibration import add_usage, billed_input, cache_details
 from ..core.config import CompactionConfig, PruneConfig
 from ..core.conversation import is_summary, latest_user_index
@@ -53,8 +54,6 @@ from ..core.tokens import TokenCounter
 MAX_TOOL_ROUNDS = 6
 #: OpenAI caches the prefix of a request of at least this many tokens.
 CACHE_MIN_TOKENS = 1_024
-#: How many earlier requests the offline agent's prompt cache holds.
-CACHE_DEPTH = 4
 #: OpenAI's price of a cached input token, a full-price one being 1 (gpt-5; billed_input's default).
 CACHED_PRICE = 0.1
 
@@ -224,17 +223,6 @@ def scripted_round(turn: int, step: int, seed: int) -> AIMessage:
     )
 
 
-def _cache_key(message: BaseMessage) -> tuple:
-    """Return what a provider's cache compares of a message: role, content, tool calls, tool call id and name."""
-    calls = [(c.get("name"), c.get("args"), c.get("id")) for c in getattr(message, "tool_calls", None) or ()]
-    return message.type, message.content, calls, getattr(message, "tool_call_id", None), message.name
-
-
-def _common_prefix(a: Sequence[tuple], b: Sequence[tuple]) -> int:
-    """Return how many leading items ``a`` and ``b`` share."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
 def cache_read(tokens: int, prefix: int) -> int:
     """Return the tokens the cache serves of a ``tokens``-token request whose first ``prefix`` tokens it holds."""
     return prefix if tokens >= CACHE_MIN_TOKENS else 0
@@ -244,7 +232,7 @@ class PromptCache:
     """OpenAI's automatic prompt caching, as the offline agent's ``usage_metadata`` reports it.
 
     A request's cached prefix is the longest run of leading messages
-    identical (`_cache_key`) to the start of one of the last `CACHE_DEPTH`
+    identical (`cache_key`) to the start of one of the last `CACHE_DEPTH`
     requests, counted with ``counter``; a request under `CACHE_MIN_TOKENS`
     reads nothing. Message granularity stands in for OpenAI's 128-token blocks.
     """
@@ -255,9 +243,9 @@ class PromptCache:
 
     def usage(self, messages: Sequence[BaseMessage], reply: AIMessage) -> dict:
         """Return the ``usage_metadata`` of ``reply`` to the request ``messages``, and remember the request."""
-        keys = [_cache_key(m) for m in messages]
+        keys = [cache_key(m) for m in messages]
         counts = self.counter.counts(list(messages))
-        shared = max((_common_prefix(keys, earlier) for earlier in self._recent), default=0)
+        shared = cached_prefix(keys, self._recent)
         self._recent = [*self._recent, keys][-CACHE_DEPTH:]
         tokens, output = sum(counts), self.counter.message(reply)
         return {

@@ -590,7 +590,7 @@ def bound_trail(
     def size(trail: tuple[list[str], int]) -> int:
         return sum(count_tokens(e) + 2 for e in trail[0])
 
-    tried, smallest = best, size(best)
+    smallest = size(best)
     while limit > 1 and smallest > max_tokens:
         limit = limit * 3 // 4
         tried = _bound_lines(entries, limit)

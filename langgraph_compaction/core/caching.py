@@ -21,6 +21,24 @@ from .conversation import is_summary, is_system
 
 #: Anthropic's default cache entry (five minutes).
 EPHEMERAL = {"type": "ephemeral"}
+#: How many earlier requests a provider's cache is taken to hold, for measuring what it serves.
+CACHE_DEPTH = 4
+
+
+def cache_key(message: BaseMessage) -> tuple:
+    """Return what a provider's cache compares of a message: role, content, tool calls (name, args, id), tool call id, name."""
+    calls = tuple((c.get("name"), c.get("args"), c.get("id")) for c in getattr(message, "tool_calls", None) or ())
+    return message.type, message.content, calls, getattr(message, "tool_call_id", None), message.name
+
+
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Return how many leading items ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def cached_prefix(keys: Sequence[Any], recent: Sequence[Sequence[Any]]) -> int:
+    """Return how many leading messages (``keys``, e.g. `cache_key`) a cache holding the ``recent`` requests serves."""
+    return max((common_prefix(keys, earlier) for earlier in recent), default=0)
 
 
 def with_cache_breakpoints(
