@@ -18,7 +18,8 @@ from typing import Any, Sequence
 from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from .nodes import CompactionNodes, Run, advance, state_value
+from .effects import Run, advance, state_value
+from .nodes import CompactionNodes
 from .passes import arun_batch, pass_stages, run_batch, update_delta
 
 

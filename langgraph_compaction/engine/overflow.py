@@ -28,7 +28,9 @@ from langgraph.types import Command
 
 from ..core.calibration import calibrated_tokens, observe, read_calibration
 from .errors import ContextTooLongError, is_context_overflow, overflow_figures
-from .nodes import CompactionNodes, describe_error, emit_event, state_value, advance
+from .effects import advance, state_value
+from .events import describe_error, emit_event
+from .nodes import CompactionNodes
 from .passes import apply_update, arun_batch, pass_stages, run_batch, update_delta
 from .state import read_compaction
 

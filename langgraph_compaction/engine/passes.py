@@ -18,7 +18,8 @@ from typing import Any, Generator
 
 from langgraph.graph.message import add_messages
 
-from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, Run, state_value
+from .effects import Run, state_value
+from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
 from .state import merge_compaction
 
 #: A stage to run: (name, the node's steps, the state it reads).

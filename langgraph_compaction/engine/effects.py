@@ -1,0 +1,167 @@
+"""How a stage runs: its effects (a model call, a storage call) and the drivers that perform them.
+
+Each stage is written once, as a generator that *yields* the effects it
+needs and receives their results; ``EffectDriver`` runs it synchronously or
+asynchronously (storage through the storage's ``a*`` methods), so
+``invoke`` and ``ainvoke`` share every line of logic. A failing model or
+disk is thrown back into the generator, which records it and degrades;
+``asyncio.CancelledError`` is not caught.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Generator, Optional
+
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
+
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import get_runtime
+
+from ..core.config import Budget
+from ..core.conversation import content_text
+from ..storage import DEFAULT_USER, CompactionStorage
+from .events import emit_event, failed_update, stage_ended, stage_started
+
+Effect = tuple
+Steps = Generator[Effect, Any, dict]
+
+
+@dataclass
+class Run:
+    """What one node run knows about where it runs."""
+
+    thread_id: str
+    user_id: str
+    storage: Optional[CompactionStorage]
+    budget: Budget
+
+
+def state_value(state: Any, key: str, default: Any = None) -> Any:
+    if isinstance(state, dict):
+        return state.get(key, default)
+    return getattr(state, key, default)
+
+
+def current_runtime() -> Any:
+    if not var_child_runnable_config.get():  # outside a graph run: no runtime, and no exception raised to say so
+        return None
+    try:
+        return get_runtime()
+    except Exception:  # noqa: BLE001 - a runnable context that is not a graph run's
+        return None
+
+
+#: Fields of the run's context (``context_schema``) that override the configured thresholds for that run.
+CONTEXT_THRESHOLDS = ("context_window", "trigger_tokens", "trigger_messages", "keep_tokens", "keep_messages")
+
+
+def context_value(runtime: Any, key: str) -> Any:
+    context = getattr(runtime, "context", None)
+    return context.get(key) if isinstance(context, dict) else getattr(context, key, None)
+
+
+def run_user_id(runtime: Any, config: RunnableConfig) -> str:
+    value = context_value(runtime, "user_id") or (config.get("configurable") or {}).get("user_id")
+    return str(value) if value else DEFAULT_USER
+
+
+def advance(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, Any]:
+    """Advance a node's steps with an effect's result (or error); return (finished, next effect or update)."""
+    try:
+        return False, (steps.throw(error) if error is not None else steps.send(value))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+class EffectDriver:
+    """Runs a stage's steps, performing each effect it yields (mixed into ``CompactionNodes``).
+
+    Model calls are tagged ``TAG_NOSTREAM`` so their tokens never stream into
+    the chat, and bounded by ``config.summary_timeout``.
+    """
+
+    def _call_sync(self, model: Any, prompt: str | list[BaseMessage]) -> str:
+        """Call a compaction model with a prompt (one human message) or a whole request (a message list)."""
+        runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
+        request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
+        if self.config.summary_timeout is None:
+            return content_text(runnable.invoke(request).content)
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
+            return content_text(future.result(timeout=self.config.summary_timeout).content)
+        finally:
+            pool.shutdown(wait=False)
+
+    async def _call_async(self, model: Any, prompt: str | list[BaseMessage]) -> str:
+        runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
+        request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
+        reply = await asyncio.wait_for(runnable.ainvoke(request), self.config.summary_timeout)
+        return content_text(reply.content)
+
+    def _effect(self, effect: Effect, run: Run) -> Any:
+        kind, target, args = effect
+        if kind == "model":
+            return self._call_sync(target, *args)
+        return getattr(run.storage, target)(*args)
+
+    async def _aeffect(self, effect: Effect, run: Run) -> Any:
+        kind, target, args = effect
+        if kind == "model":
+            return await self._call_async(target, *args)
+        return await getattr(run.storage, "a" + target)(*args)
+
+    def _drive(self, steps: Steps, run: Run) -> dict:
+        done, item = advance(steps, None, None)
+        while not done:
+            try:
+                value, error = self._effect(item, run), None
+            except GraphBubbleUp:  # LangGraph's control flow (an interrupt, a parent command) is never a failure
+                raise
+            except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
+                value, error = None, exc
+            done, item = advance(steps, value, error)
+        return item
+
+    async def _adrive(self, steps: Steps, run: Run) -> dict:
+        done, item = advance(steps, None, None)
+        while not done:
+            try:
+                value, error = await self._aeffect(item, run), None
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - handed to the node, which degrades
+                value, error = None, exc
+            done, item = advance(steps, value, error)
+        return item
+
+    def _guarded(self, stage: str, state: Any, make_steps, run: Run) -> Any:
+        """Run a node's steps synchronously; any failure leaves the messages alone and is recorded."""
+        started = stage_started(stage)
+        try:
+            update = self._drive(make_steps(state, run), run)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
+            update = failed_update(stage, exc)
+        return stage_ended(stage, started, update)
+
+    async def _aguarded(self, stage: str, state: Any, make_steps, run: Run) -> Any:
+        started = stage_started(stage)
+        try:
+            update = await self._adrive(make_steps(state, run), run)
+        except asyncio.CancelledError:  # the caller's to handle; the log still says where it stopped
+            emit_event({"stage": stage, "error": "cancelled; this step wrote no state update"})
+            raise
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
+            update = failed_update(stage, exc)
+        return stage_ended(stage, started, update)

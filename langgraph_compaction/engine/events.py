@@ -1,0 +1,63 @@
+"""Compaction events: streamed on ``stream_mode="custom"``, logged, and returned for the state.
+
+Every stage reports what it did (or why it did nothing) through
+``emit_event``; the side steps also stream their start and end
+(``stage="lifecycle"``) so a UI can show "compacting..." while they run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+from langgraph.config import get_stream_writer
+
+logger = logging.getLogger("langgraph_compaction")
+
+
+def emit_event(event: dict) -> dict:
+    """Send a compaction event to ``stream_mode="custom"`` and the log; return it for the state."""
+    event = {"type": "compaction", "time": time.time(), **event}
+    log = logger.warning if event.get("error") else logger.info
+    log("compaction %s: %s", event.get("stage"), {k: v for k, v in event.items() if k not in ("type", "evicted_ids")})
+    try:
+        get_stream_writer()(event)
+    except Exception:  # noqa: BLE001 - no stream outside a graph run
+        pass
+    return {k: v for k, v in event.items() if k != "evicted_ids"}
+
+
+#: The steps a UI shows while "compacting...". Their progress is streamed (``stream_mode="custom"``), not kept,
+#: as ``stage="lifecycle"`` events, apart from each step's result event: the gate's ``phase="started"`` when it
+#: asks for a summary, then ``phase="start"`` and ``phase="end"`` around each step; summarize's end ends it.
+LIFECYCLE_STEPS = ("flush", "offload", "summarize")
+
+
+def stage_started(stage: str) -> Optional[float]:
+    """Stream the start of a side step; return its start time (None for the gate, which runs on every call)."""
+    stage = stage.removeprefix("compaction_")  # the engine names the steps by their graph node
+    if stage not in LIFECYCLE_STEPS:
+        return None
+    emit_event({"stage": "lifecycle", "phase": "start", "step": stage})
+    return time.monotonic()
+
+
+def stage_ended(stage: str, started: Optional[float], update: Any) -> Any:
+    """Stream the end of a side step (how long it took, whether it recorded an error); return its update unchanged."""
+    if started is not None:
+        error = ((update or {}).get("compaction") or {}).get("last_error") if isinstance(update, dict) else None
+        ms = round((time.monotonic() - started) * 1000, 1)
+        emit_event({"stage": "lifecycle", "phase": "end", "step": stage.removeprefix("compaction_"), "ms": ms, "ok": not error})
+    return update
+
+
+def describe_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def failed_update(stage: str, exc: Exception) -> dict:
+    """Return the update of a node that failed: nothing pending, the error recorded, messages untouched."""
+    event = emit_event({"stage": stage, "error": describe_error(exc)})
+    logger.debug("compaction %s failed", stage, exc_info=exc)
+    return {"compaction": {"pending": None, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}

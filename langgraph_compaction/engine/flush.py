@@ -1,0 +1,99 @@
+"""Flush: long-term memories extracted from the evicted prefix into today's ledger, once per message.
+
+A flushed message's id joins ``flushed_ids``; a re-run after a crash finds
+its entry's marker in the ledger and writes nothing twice. Memory is best
+effort: a failure is recorded and summarizing goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+
+from ..memory.ledger import (
+    MEMORY_FILE,
+    flush_input,
+    flush_instruction,
+    flush_marker,
+    flush_problem,
+    flush_prompt,
+    has_flush_marker,
+    ledger_entry,
+    ledger_relpath,
+    local_now,
+)
+from .breaker import breaker_after, read_breaker
+from .effects import Run, Steps, state_value
+from .events import describe_error, emit_event
+from .state import read_compaction
+
+FLUSH = "compaction_flush"
+
+
+class FlushStage:
+    """The flush node (mixed into ``CompactionNodes``); with the agent's model it reuses the summary's cached prefix."""
+
+    def flush(self, state: Any, config: RunnableConfig) -> dict:
+        """Extract long-term memories from the evicted prefix into today's ledger."""
+        return self._guarded("flush", state, self._flush_steps, self._run(config))
+
+    async def aflush(self, state: Any, config: RunnableConfig) -> dict:
+        return await self._aguarded("flush", state, self._flush_steps, self._run(config))
+
+    def _flush_steps(self, state: Any, run: Run) -> Steps:
+        view = read_compaction(state_value(state, "compaction"))
+        messages = self.messages_of(state, view)
+        pending = view.get("pending") or {}
+        evict = set(pending.get("evict_ids") or [])
+        todo = flush_input([m for m in messages if m.id in evict], view["flushed_ids"])
+        if not todo or run.storage is None or self.flush_model is None:
+            return {}
+        breaker = read_breaker(view, self._flush_breaker)
+        if breaker["open_until"] > time.time():  # the model failed too often lately; the transcript keeps these messages
+            return {"compaction": {"events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]}}
+        now = local_now(self.config.timezone)
+        day = now.date().isoformat()
+        marker = flush_marker(m.id for m in todo)
+        asking = False  # True while a failure is the model's (its call or its answer), not the storage's
+        tripped: dict[str, Any] = {}
+        try:
+            memory_md = (yield ("storage", "read_memory_file", (run.user_id, MEMORY_FILE))) or ""
+            ledger = (yield ("storage", "read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
+            entry = None
+            if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
+                prefix = self._cached_prefix(messages, pending) if self._flush_shares_cache else None
+                asking = True
+                if prefix is not None:  # the summary request shares this prefix: both read it from the cache
+                    request: Any = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day))]
+                    answer = yield ("model", self._agent_model, (request,))
+                else:
+                    request = flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars)
+                    answer = yield ("model", self.flush_model, (request,))
+                if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
+                    raise ValueError(problem)
+                asking, tripped = False, {self._flush_breaker: breaker_after(breaker, None, 0, 0)}  # a success closes it
+
+                def compose(current: str) -> Optional[str]:
+                    # the ledger as it is now, under the storage's lock: another thread's flush may have just written
+                    if has_flush_marker(current, marker):
+                        return None
+                    return ledger_entry(answer, current, now, redact=self.config.redactor, marker=marker)
+
+                _, entry = yield ("storage", "append_memory_entry", (run.user_id, ledger_relpath(day), compose))
+        except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
+            event = emit_event({"stage": "flush", "error": describe_error(exc)})
+            if asking:
+                tripped = {self._flush_breaker: breaker_after(breaker, event["error"], self.config.breaker_failures, self.config.breaker_cooldown)}
+            return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
+        flushed = set(view["flushed_ids"]) | {m.id for m in todo}
+        written = entry.count("\n- ") if entry else 0
+        return {
+            "compaction": {
+                **tripped,
+                "flushed_ids": [m.id for m in messages if m.id in flushed],
+                "events": [emit_event({"stage": "flush", "flushed_messages": len(todo), "memories": written})],
+            }
+        }

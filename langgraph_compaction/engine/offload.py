@@ -1,0 +1,87 @@
+"""Offload: every message, and every new version of one, appended once to the thread's JSONL transcript.
+
+Nothing is removed or shortened before its original is in the transcript:
+the gate offloads before layers 1-2 edit, and summarize checks that every
+message it evicts was offloaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from ..core.conversation import content_text
+from ..core.layers import PRUNED_MARK, MICRO_PLACEHOLDER  # the marks of layer 2's edits, to tell them from a user's
+from ..core.redact import redact_record, redact_secrets
+from ..storage import message_records, record_id, unencodable_fields
+from .effects import Run, Steps, state_value
+from .events import describe_error, emit_event
+from .state import read_compaction
+
+OFFLOAD = "compaction_offload"
+
+#: The offload event's note when a value could only be kept as a marked repr.
+UNENCODABLE_NOTE = "some values could not be encoded: the transcript keeps a marked repr of each (listed)"
+
+
+def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
+    """Return True for layers 1-2's own shortened copy of a message, which offload never writes as a new version."""
+    if isinstance(message, ToolMessage):
+        text = content_text(message.content)
+        return bool(PRUNED_MARK.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
+    return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
+
+
+class OffloadStage:
+    """The offload node (mixed into ``CompactionNodes``); the gate reuses ``_offload_update``."""
+
+    def offload(self, state: Any, config: RunnableConfig) -> dict:
+        """Append every message not yet in the transcript (each message once per thread)."""
+        return self._guarded("offload", state, self._offload_steps, self._run(config))
+
+    async def aoffload(self, state: Any, config: RunnableConfig) -> dict:
+        return await self._aguarded("offload", state, self._offload_steps, self._run(config))
+
+    def _offload_update(self, messages: Sequence[BaseMessage], run: Run) -> Steps:
+        """Append each message, or new version of one, the transcript lacks; return the ``compaction`` update (or raise).
+
+        The whole transcript is read every time, whatever the state says was
+        offloaded: a run forked from an older checkpoint (time travel) or
+        another worker may have written it, and it may have been deleted. A
+        message replaced by id (``update_state``) since it was written is
+        appended again as a new version; layers 1-2's own shortened copies
+        are not (their originals are there).
+        """
+        latest = {record_id(r): r for r in (yield ("storage", "read_transcript", (run.thread_id,)))}
+        records = message_records(list(messages))
+        if self.config.redact_transcripts:
+            records = [redact_record(r, self.config.redactor or redact_secrets) for r in records]
+        cut = self.config.truncate_args.truncation_text
+        fresh = [
+            r
+            for m, r in zip(messages, records)
+            if m.id not in latest or (r != latest[m.id] and not _shortened_by_layers(m, cut))
+        ]
+        path = yield ("storage", "append_transcript", (run.thread_id, fresh))
+        update = {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}
+        if marked := unencodable_fields(fresh):  # written as marked reprs; compaction goes on
+            update["_unencodable"] = marked
+        return update
+
+    def _offload_steps(self, state: Any, run: Run) -> Steps:
+        if run.storage is None:
+            return {"compaction": {"events": [emit_event({"stage": "offload", "note": "no storage configured"})]}}
+        view = read_compaction(state_value(state, "compaction"))
+        messages = self.messages_of(state, view)
+        try:
+            result = yield from self._offload_update(messages, run)
+        except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
+            event = emit_event({"stage": "offload", "error": describe_error(exc)})
+            # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
+            return {"compaction": {"offloaded_ids": [], "last_error": event["error"], "events": [event]}}
+        fresh, marked = result.pop("_fresh"), result.pop("_unencodable", None)
+        event = {"stage": "offload", "offloaded": fresh, "offload_path": result["offload_path"]}
+        result["events"] = [emit_event({**event, **({"note": UNENCODABLE_NOTE, "unencodable": marked} if marked else {})})]
+        return {"compaction": result}

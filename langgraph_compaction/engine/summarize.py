@@ -1,0 +1,231 @@
+"""Summarize: the join of flush and offload, replacing the evicted prefix by one structured summary.
+
+It removes nothing whose offload is not durable, never applies a summary
+that fails the checks (empty, placeholder, over the target, no shrink), and
+falls back to the extractive summary when the model fails too often (the
+breaker) or the request would not fit the window otherwise. With the agent's
+own model it sends the agent's request up to the cut, so the provider's
+prompt cache serves that prefix.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional, Sequence
+
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from ..core.config import model_context_window
+from ..core.fidelity import complete_summary
+from ..core.plan import compacted_view, over_budget_reason
+from ..core.redact import redact_secrets
+from ..core.summary import (
+    build_summary_message,
+    chunk_for_window,
+    compaction_note,
+    extractive_summary,
+    finish_summary,
+    render_messages,
+    summary_instruction,
+    summary_problem,
+    summary_prompt,
+)
+from ..core.tokens import estimate_text_tokens
+from ..core.view import kept_edits, view_record
+from .breaker import breaker_after, read_breaker
+from .effects import Run, Steps, state_value
+from .errors import is_context_overflow, overflow_figures
+from .events import describe_error, emit_event
+from .state import read_compaction
+
+SUMMARIZE = "compaction_summarize"
+
+#: Tokens left free in the summarizer's window besides a reused prefix: the instruction and the answer.
+PREFIX_ALLOWANCE = 4_000
+
+
+class SummarizeStage:
+    """The summarize node and the summarizer's request (mixed into ``CompactionNodes``)."""
+
+    def summarize(self, state: Any, config: RunnableConfig) -> dict:
+        """Replace the evicted prefix by one structured summary (the join of flush and offload)."""
+        return self._guarded("summarize", state, self._summarize_steps, self._run(config))
+
+    async def asummarize(self, state: Any, config: RunnableConfig) -> dict:
+        return await self._aguarded("summarize", state, self._summarize_steps, self._run(config))
+
+    def _cached_prefix(self, messages: Sequence[BaseMessage], pending: dict) -> Optional[list[BaseMessage]]:
+        """Return the agent's own request up to the cut (system prompt first), or None when it cannot be reused.
+
+        It cannot after an overflow (the agent's request was refused as too
+        long) or when it may not fit the summarizer's window.
+        """
+        if pending.get("reason") == "overflow":
+            return None
+        cutoff_id = pending.get("cutoff_id")
+        end = next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages)) if cutoff_id else len(messages)
+        prefix = [*self._head, *messages[:end]]
+        if self.counter.total(prefix) + self.fixed_tokens + PREFIX_ALLOWANCE > self._summarizer_window():
+            return None
+        return prefix
+
+    def _summarizer_window(self) -> int:
+        return (
+            self.config.summarizer_context_window
+            or model_context_window(self.model)
+            or self.budget.context_window
+            or self.config.fallback_trigger_tokens
+        )
+
+    def _summarizer_budget(self) -> int:
+        window = self._summarizer_window()
+        return max(1_000, window - min(self.config.reserved, window // 2) - 1_500)
+
+    def _summary_text(
+        self,
+        evicted: Sequence[BaseMessage],
+        focus: Optional[str],
+        budget: Optional[int] = None,
+        prefix: Optional[list[BaseMessage]] = None,
+    ) -> Steps:
+        """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem).
+
+        With ``prefix`` (the agent's own request up to the cut, see
+        ``_cached_prefix``) one call sends it followed by the instruction.
+        When the summarizer refuses a part as too long (its window is smaller
+        than configured), the prefix is split again into parts half as large.
+        """
+        if prefix is not None:
+            try:
+                answer = yield ("model", self._agent_model, ([*prefix, HumanMessage(summary_instruction(focus))],))
+            except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
+                if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
+                    return (yield from self._summary_text(evicted, focus))
+                return None, f"the summarizer failed: {describe_error(exc)}"
+            problem = summary_problem(answer)
+            return (None, problem) if problem else (answer, None)
+        budget = budget or self._summarizer_budget()
+        text: Optional[str] = None
+        shown = self.config.summarizer_result_chars
+        # the counts are known: only a prefix that may not fit is rendered and measured piece by piece
+        fits = self.counter.total(evicted) * 1.2 + 500 < budget
+        for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):
+            inputs = ([build_summary_message(text)] if text else []) + list(chunk)
+            try:
+                answer = yield ("model", self.model, (summary_prompt(render_messages(inputs, shown), focus),))
+            except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
+                window, _ = overflow_figures(exc)
+                smaller = min(budget // 2, (window or budget) // 2)
+                if is_context_overflow(exc) and smaller >= 250:
+                    return (yield from self._summary_text(evicted, focus, smaller))
+                return None, f"the summarizer failed: {describe_error(exc)}"
+            problem = summary_problem(answer)
+            if problem:
+                return None, problem
+            text = answer
+        return text, None
+
+    def _summarize_steps(self, state: Any, run: Run) -> Steps:
+        view = read_compaction(state_value(state, "compaction"))
+        messages = self.messages_of(state, view)
+        pending = view.get("pending")
+        if not pending:
+            return {}
+        evict_ids = set(pending.get("evict_ids") or [])
+        evicted = [m for m in messages if m.id in evict_ids]
+        done = {"pending": None, "manual": None}
+        offload_on = self.config.offload_before_compact and run.storage is not None
+        if not evicted:
+            return {"compaction": done}
+        if offload_on and not evict_ids.issubset(view["offloaded_ids"]):
+            event = emit_event({"stage": "summarize", "error": "offload did not complete; nothing was removed"})
+            return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
+
+        path = view.get("offload_path") if offload_on else None
+        note = compaction_note(evicted, sum(self.counter.counts(evicted)), path)
+
+        def compose(body: str) -> tuple:
+            """Return (text, pins, summary message, compacted messages, their tokens) for one summary body."""
+            body, pins = complete_summary(
+                body, evicted, pins=view["pins"], settings=self.config.fidelity, redactor=self.config.redactor or redact_secrets
+            )
+            summary = build_summary_message(finish_summary(body, note), path, evicted=len(evicted))
+            result = compacted_view(messages, evict_ids, summary)
+            return body, pins, summary, result, self.counter.total(result)
+
+        breaker = read_breaker(view)
+        breaker_events: list[dict] = []
+        composed = None
+        if self.model is None or breaker["open_until"] > time.time():
+            # no summarizer, or it failed too often lately: the deterministic summary is the summary
+            text, problem, kind = extractive_summary(evicted), None, "extractive"
+        else:
+            prefix = self._cached_prefix(messages, pending) if self._summary_shares_cache else None
+            text, problem = yield from self._summary_text(evicted, pending.get("focus"), prefix=prefix)
+            kind = "summarize"
+            if not problem:
+                # a well-formed but endless answer fails too (invariant 3): it misses the target where the
+                # extractive summary meets it, or it does not even shrink the context
+                composed = compose(text)
+                target = pending.get("target_tokens") or run.budget.target_tokens
+                if composed[4] > target:
+                    fallback = compose(extractive_summary(evicted))
+                    if fallback[4] < composed[4] and (fallback[4] <= target or composed[4] >= self.counter.total(messages)):
+                        problem = f"the summary would leave {composed[4]:,} tokens, over the target of {target:,}"
+                        composed, kind = fallback, "extractive"
+            breaker = breaker_after(breaker, problem, self.config.breaker_failures, self.config.breaker_cooldown)
+            if breaker["open_until"]:
+                breaker_events.append(
+                    emit_event({"stage": "summarize", "breaker": "open", **breaker, "error": f"{problem}; using extractive summaries"})
+                )
+            done = {**done, "breaker": breaker}
+        if problem and composed is None:  # the model gave no usable answer at all
+            urgent = pending.get("reason") == "overflow" or breaker["open_until"]
+            if not urgent and pending.get("tokens_after_layers", 0) < run.budget.hard_limit:
+                event = emit_event({"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"})
+                return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
+            text, kind = extractive_summary(evicted), "extractive"
+        text, pins, summary, result, after = composed or compose(text)
+        before = self.counter.total(messages)
+        why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
+        if after >= before:  # no progress, whatever the reason (a manual request too): keep the history
+            note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
+            event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
+            event = emit_event({**event, **({"over_budget": why} if why else {})})
+            return {"compaction": {**done, "events": [event], "cooldown_id": messages[-1].id}}
+        event = emit_event(
+            {
+                "stage": "summarize",
+                "layer": kind,
+                "reason": pending.get("reason"),
+                "tokens_before": before,  # the state as summarize found it (the gate's edits may not have landed)
+                "tokens_after": after,
+                **({"over_budget": why} if why else {}),
+                "cutoff_id": pending.get("cutoff_id"),
+                "evicted": len(evicted),
+                "evicted_ids": [m.id for m in evicted],
+                "offload_path": path,
+                **({"error": problem} if problem else {}),
+            }
+        )
+        if self.config.mode == "view":  # the state keeps every message; the record rebuilds the model's view
+            done["view"] = view_record(messages, evict_ids, pending.get("cutoff_id"), summary)
+            done["view_edits"] = kept_edits(view.get("view_edits"), result)
+        return {
+            **({} if self.config.mode == "view" else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result]}),
+            "compaction": {
+                **done,
+                "summary_id": summary.id,
+                "pins": pins,
+                "cutoff_id": pending.get("cutoff_id"),
+                "offload_path": path,
+                "counts": {kind: 1},
+                "edited_messages": {kind: len(evicted)},
+                "events": [*breaker_events, event],
+                "cooldown_id": result[-1].id,
+                **({"last_error": problem} if problem else {}),
+            },
+        }
