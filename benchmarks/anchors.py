@@ -330,16 +330,19 @@ def _slice(rng: random.Random, text: str, chars: int) -> str:
     return text[start : start + chars]
 
 
-def synthetic_session(turns: int, seed: int = 0, system_prompt: bool = True) -> list[Turn]:
+def synthetic_session(turns: int, seed: int = 0, system_prompt: bool = True, result_chars: Optional[int] = None) -> list[Turn]:
     """Return a seeded coding-agent session of ``turns`` model calls adding about 2,000 tokens each.
 
     Each call returns a short plan and one tool call (``Read``, ``Bash``,
     ``Grep`` or an ``Edit`` whose new text is over 2,000 characters); the
     next call first receives that tool's result (real source, test logs, JSON
     or prose from ``tests/data/token_samples``) and, every tenth call, a new
-    user request. The first call also receives a system prompt.
+    user request. The first call also receives a system prompt. With
+    ``result_chars`` every Read, Bash and Grep result is that many characters
+    instead of 5,000 to 11,000 (smaller turns: a checkpoint's fixed cost weighs more).
     """
     rng = random.Random(seed)
+    size = (lambda low, high: result_chars) if result_chars else rng.randrange
     texts = _sample_texts()
     session: list[Turn] = []
     pending: list[BaseMessage] = []
@@ -350,11 +353,11 @@ def synthetic_session(turns: int, seed: int = 0, system_prompt: bool = True) -> 
             pending.append(HumanMessage(_REQUESTS[(i // 10) % len(_REQUESTS)] + f" (task {i // 10 + 1})", id=f"syn-{i}-user"))
         tool = rng.choices(("Read", "Bash", "Grep", "Edit"), weights=(4, 3, 2, 1))[0]
         if tool == "Read":
-            args, result = {"file_path": f"src/textwrap_{rng.randrange(12)}.py"}, _slice(rng, texts["code"], rng.randrange(7_000, 11_000))
+            args, result = {"file_path": f"src/textwrap_{rng.randrange(12)}.py"}, _slice(rng, texts["code"], size(7_000, 11_000))
         elif tool == "Bash":
-            args, result = {"command": "python -m pytest -q tests/"}, _slice(rng, texts["log"], rng.randrange(6_000, 10_000))
+            args, result = {"command": "python -m pytest -q tests/"}, _slice(rng, texts["log"], size(6_000, 10_000))
         elif tool == "Grep":
-            args, result = {"pattern": "def wrap", "output_mode": "json"}, _slice(rng, texts["json"], rng.randrange(5_000, 7_000))
+            args, result = {"pattern": "def wrap", "output_mode": "json"}, _slice(rng, texts["json"], size(5_000, 7_000))
         else:
             body = _slice(rng, texts["code"], rng.randrange(2_500, 4_000))
             args, result = {"file_path": f"src/textwrap_{rng.randrange(12)}.py", "new_string": body}, "The file was updated."

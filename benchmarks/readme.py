@@ -206,7 +206,28 @@ def checkpoint_block() -> str:
             + " | ".join(others)
             + " |"
         )
-    return f"After {f['turns']} turns; the conversation serialized once is {once / 1e6:.2f} MB.\n\n" + "\n".join(rows) + "\n"
+    return f"After {f['turns']} turns; the conversation serialized once is {once / 1e6:.2f} MB.\n\n" + "\n".join(rows) + "\n" + _windows_block(f)
+
+
+def _windows_block(f: dict) -> str:
+    """Return this package's defaults at each window on both savers (nothing for results that predate the measure)."""
+    windows = f.get("windows")
+    if not windows:
+        return ""
+    once, last = windows["conversation_once"], str(f["turns"])
+    savers = [key for key in ("sqlite", "postgres") if windows[key]]
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows = [
+        "| window | " + " | ".join(f"{names[key]} | vs once" for key in savers) + " |",
+        "|---|" + "---:|---:|" * len(savers),
+    ]
+    for label in windows[savers[0]] if savers else ():
+        cells = [f"{windows[key][label][last] / 1e6:.2f} MB | {windows[key][label][last] / once:.2f}×" for key in savers]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    return (
+        f"\nThe defaults at each window, tool results of {windows['result_chars']:,} characters "
+        f"(the conversation once: {once / 1e6:.2f} MB):\n\n" + "\n".join(rows) + "\n"
+    )
 
 
 def cost_curve_block() -> str:

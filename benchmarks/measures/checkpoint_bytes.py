@@ -8,6 +8,11 @@ not yet checkpointed frames). PostgreSQL: the thread's checkpoint, blob and
 write bytes. "Conversation once" is every message of the session once, as
 ``messages_to_dict`` JSON. Sizes are taken at a third, two thirds and all of
 the turns to check that growth per turn is constant.
+
+This package alone also runs with its defaults at a 32k, a 128k and a 200k
+window on a session whose tool results are 3,000 characters: smaller turns
+weigh a checkpoint's fixed cost more, and a larger window lets more of the
+conversation stand between two compactions.
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ from langchain_core.messages import messages_to_dict
 
 from benchmarks.anchors import SYSTEMS, ScriptedAgent, Thresholds, drive, scripted_summarizer, synthetic_session, system_graph
 from benchmarks.report import check, table, targets_table
+from langgraph_compaction import CompactionConfig
 from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY
 
 NAME = "checkpoint_bytes"
+#: The windows this package's defaults are measured at, and the size of each tool result in that session.
+WINDOWS = {"32k": 32_000, "128k": 128_000, "200k": 200_000}
+RESULT_CHARS = 3_000
 POSTGRES_URL = os.environ.get("COMPACTION_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 _PG_BYTES = """
 select (select coalesce(sum(octet_length(blob)), 0) from checkpoint_blobs where thread_id = %(t)s)
@@ -38,8 +47,8 @@ _SQLITE_ROWS = (
 )
 
 
-def _sqlite_sizes(system: str, session: list, marks: set[int], path) -> tuple[dict, dict]:
-    """Return the row bytes and the file bytes of ``system``'s SQLite checkpoints at each mark."""
+def _sqlite_sizes(system: str, session: list, marks: set[int], path, config=None) -> tuple[dict, dict]:
+    """Return the row bytes and the file bytes of ``system``'s SQLite checkpoints at each mark (``config``: ours')."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     connection = sqlite3.connect(path, check_same_thread=False)
@@ -47,7 +56,9 @@ def _sqlite_sizes(system: str, session: list, marks: set[int], path) -> tuple[di
     files: dict[str, int] = {}
     try:
         agent = ScriptedAgent(measure=False)
-        graph = system_graph(system, agent, scripted_summarizer(), Thresholds()).compile(checkpointer=SqliteSaver(connection))
+        graph = system_graph(system, agent, scripted_summarizer(), Thresholds(), config=config).compile(
+            checkpointer=SqliteSaver(connection)
+        )
 
         def after_turn(i: int, values: dict) -> None:
             if i + 1 in marks:
@@ -61,11 +72,11 @@ def _sqlite_sizes(system: str, session: list, marks: set[int], path) -> tuple[di
     return sizes, files
 
 
-def _postgres_sizes(system: str, session: list, marks: set[int], saver, connection) -> dict:
+def _postgres_sizes(system: str, session: list, marks: set[int], saver, connection, config=None) -> dict:
     thread = f"bench-{system}-{uuid.uuid4().hex[:8]}"
     sizes: dict[str, int] = {}
     agent = ScriptedAgent(measure=False)
-    graph = system_graph(system, agent, scripted_summarizer(), Thresholds()).compile(checkpointer=saver)
+    graph = system_graph(system, agent, scripted_summarizer(), Thresholds(), config=config).compile(checkpointer=saver)
 
     def after_turn(i: int, values: dict) -> None:
         if i + 1 in marks:
@@ -78,14 +89,31 @@ def _postgres_sizes(system: str, session: list, marks: set[int], saver, connecti
     return sizes
 
 
+def _conversation_once(session: list) -> int:
+    return len(json.dumps(messages_to_dict([m for pending, reply in session for m in (*pending, reply)])).encode("utf-8"))
+
+
+def _growth(sizes: dict, third: str, two_thirds: str, last: str) -> float:
+    """Return the bytes added in the last third of the turns over those added in the middle third (1: linear)."""
+    return (sizes[last] - sizes[two_thirds]) / max(1, sizes[two_thirds] - sizes[third])
+
+
 def run(ctx) -> dict:
     turns = 90 if ctx.quick else 300
     marks = {turns // 3, 2 * turns // 3, turns}
+    last, third, two_thirds = str(turns), str(turns // 3), str(2 * turns // 3)
     session = synthetic_session(turns, seed=ctx.seed)
-    once = len(json.dumps(messages_to_dict([m for pending, reply in session for m in (*pending, reply)])).encode("utf-8"))
+    once = _conversation_once(session)
+    small = synthetic_session(turns, seed=ctx.seed, result_chars=RESULT_CHARS)
+    small_once = _conversation_once(small)
+    configs = {label: CompactionConfig(context_window=window) for label, window in WINDOWS.items()}
     measured = {s: _sqlite_sizes(s, session, marks, str(ctx.scratch_dir / f"checkpoints-{s}.sqlite")) for s in SYSTEMS}
     sqlite = {s: rows for s, (rows, _) in measured.items()}
     sqlite_files = {s: files for s, (_, files) in measured.items()}
+    windows: dict = {"sqlite": {}, "postgres": {}}
+    for label, config in configs.items():
+        path = str(ctx.scratch_dir / f"checkpoints-ours-{label}.sqlite")
+        windows["sqlite"][label] = _sqlite_sizes("ours", small, marks, path, config)[0]
     postgres: dict = {}
     postgres_error = None
     try:
@@ -96,19 +124,23 @@ def run(ctx) -> dict:
             saver = PostgresSaver(connection)
             saver.setup()
             postgres = {s: _postgres_sizes(s, session, marks, saver, connection) for s in SYSTEMS}
+            for label, config in configs.items():
+                windows["postgres"][label] = _postgres_sizes("ours", small, marks, saver, connection, config)
     except Exception as exc:  # noqa: BLE001 - a machine without PostgreSQL still gets the SQLite figures
         postgres_error = f"{type(exc).__name__}: {exc}"[:300]
 
-    last, third, two_thirds = str(turns), str(turns // 3), str(2 * turns // 3)
     targets = [check(f"SQLite after {turns} turns: ours / the conversation once", sqlite["ours"][last] / once, 4)]
     if postgres:
         targets.append(check(f"Postgres after {turns} turns: ours / the conversation once", postgres["ours"][last] / once, 4))
     for backend, sizes in (("SQLite", sqlite), ("Postgres", postgres)):
         if sizes:
-            ours = sizes["ours"]
             # linear: the last third of the turns adds no more than 1.25x what the middle third added
-            growth = (ours[last] - ours[two_thirds]) / max(1, ours[two_thirds] - ours[third])
-            targets.append(check(f"{backend}: ours, bytes added in the last third / in the middle third", growth, 1.25))
+            targets.append(check(f"{backend}: ours, bytes added in the last third / in the middle third", _growth(sizes["ours"], third, two_thirds, last), 1.25))
+    for backend, key in (("SQLite", "sqlite"), ("Postgres", "postgres")):
+        for label, sizes in windows[key].items():
+            name = f"{backend}, {label} window, {RESULT_CHARS:,}-character results"
+            targets.append(check(f"{name}: ours / the conversation once", sizes[last] / small_once, 4))
+            targets.append(check(f"{name}: bytes added in the last third / in the middle third", _growth(sizes, third, two_thirds, last), 1.25))
     return {
         "turns": turns,
         "conversation_once": once,
@@ -116,6 +148,7 @@ def run(ctx) -> dict:
         "sqlite_files": sqlite_files,
         "postgres": postgres,
         "postgres_error": postgres_error,
+        "windows": {"result_chars": RESULT_CHARS, "conversation_once": small_once, **windows},
         "targets": targets,
     }
 
@@ -123,7 +156,7 @@ def run(ctx) -> dict:
 def report(figures: dict) -> str:
     once = figures["conversation_once"]
 
-    def rows(sizes: dict) -> list:
+    def rows(sizes: dict, once: int = once) -> list:
         marks = list(next(iter(sizes.values())))
         per_turn = lambda s: (s[marks[-1]] - s[marks[0]]) / (int(marks[-1]) - int(marks[0]))  # noqa: E731
         return [
@@ -165,4 +198,22 @@ SQLite file size (database + WAL; the WAL keeps frames until SQLite checkpoints 
 PostgreSQL bytes of the thread's checkpoints, blobs and writes:
 
 {postgres}
-"""
+{_windows_report(figures, headers, rows)}"""
+
+
+def _windows_report(figures: dict, headers: list, rows) -> str:
+    """Return the section on this package's defaults at each window (absent from results older than the measure)."""
+    windows = figures.get("windows")
+    if not windows:
+        return ""
+    once = windows["conversation_once"]
+    saved = [
+        f"{saver}, bytes of {what}:\n\n{table(['window', *headers[1:]], rows(windows[key], once))}\n"
+        for saver, key, what in (("SQLite", "sqlite", "its rows"), ("PostgreSQL", "postgres", "the thread's checkpoints, blobs and writes"))
+        if windows[key]
+    ]
+    return f"""
+This package's defaults (`CompactionConfig(context_window=...)`) at each window, on the same session with every
+tool result {windows['result_chars']:,} characters (the conversation once: {once / 1e6:.2f} MB):
+
+""" + "\n".join(saved)
