@@ -1,16 +1,17 @@
-"""Regenerate the README's figures from committed results: ``python -m benchmarks.readme``.
+"""Regenerate the figures of the README and the documentation from committed results: ``python -m benchmarks.readme``.
 
-The README's tables and samples sit between ``<!-- generated:NAME -->`` and
-``<!-- /generated:NAME -->``; each block is rendered from a committed file:
+Tables and samples in ``README.md`` and ``docs/**/*.md`` sit between
+``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->``; each block is
+rendered from a committed file:
 
 - ``demo``: ``docs/demo_output.txt``, the output of the offline demo
   (``--demo`` reruns it and redraws ``docs/demo.png``);
-- ``targets``: ``benchmarks/results/latest.json``, the full benchmark run
-  (``python -m benchmarks --write-results`` rewrites it);
+- ``headline``, ``targets``, ``cost``, ``checkpoints``: ``benchmarks/results/latest.json``,
+  the full benchmark run (``python -m benchmarks --write-results`` rewrites it);
 - ``cost_curve``: the stored outputs of ``notebooks/03_cost_curve.ipynb``
   (``--notebooks`` re-executes every notebook and stores its outputs).
 
-``--check`` rewrites nothing and exits 1 when the README disagrees with the
+``--check`` rewrites nothing and exits 1 when a page disagrees with the
 committed files. ``tests/test_readme.py`` runs that check.
 """
 
@@ -32,6 +33,7 @@ from benchmarks.report import verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README = REPO_ROOT / "README.md"
+DOCS = REPO_ROOT / "docs"
 DEMO_OUTPUT = REPO_ROOT / "docs" / "demo_output.txt"
 DEMO_PLOT = REPO_ROOT / "docs" / "demo.png"
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "latest.json"
@@ -244,7 +246,41 @@ def cost_curve_block() -> str:
     )
 
 
+#: The anchors of the README's headline table: the label shown, the row of the billed_cost and checkpoint_bytes measures.
+HEADLINE_ROWS = {
+    "langgraph-compaction": "ours",
+    "LangChain `SummarizationMiddleware`": "langchain",
+    "langmem `SummarizationNode`": "langmem",
+    "no compaction": "none",
+}
+
+
+def headline_block() -> str:
+    """Return the README's headline figures: ours against each anchor, from the committed full run."""
+    totals = _figures("billed_cost")["totals"]
+    checkpoints = _figures("checkpoint_bytes")
+    sqlite = checkpoints["sqlite"]
+    rows = [
+        "| system | billed input tokens, 18 trajectories | paths / requests kept after compaction "
+        f"| SQLite checkpoints after {checkpoints['turns']} turns |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, key in HEADLINE_ROWS.items():
+        t = totals[key]
+        recall = "–" if t["paths_recall"] is None else f"{100 * t['paths_recall']:.0f} % / {100 * t['requests_recall']:.0f} %"
+        size = sqlite[key][max(sqlite[key], key=int)] if sqlite else None
+        rows.append(
+            f"| {label} | {t['billed_openai'] / 1e6:.2f}M ({t['billed_openai'] / totals['ours']['billed_openai']:.2f}×) "
+            f"| {recall} | {'–' if size is None else f'{size / 1e6:,.1f} MB'} |"
+        )
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    targets = [t for m in results["measures"] for t in m.get("figures", {}).get("targets", [])]
+    met = sum(t["passed"] for t in targets)
+    return "\n".join(rows) + f"\n\n{met} of the {len(targets)} benchmark targets met in the committed {results['meta']['mode']} run.\n"
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
+    "headline": headline_block,
     "demo": demo_block,
     "targets": targets_block,
     "cost_curve": cost_curve_block,
@@ -253,15 +289,20 @@ BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
-def render(readme: str) -> str:
-    """Return the README text with every generated block rendered from the committed files."""
-    def fill(match: re.Match) -> str:
-        name = match.group(2)
-        if name not in BLOCKS:
-            raise SystemExit(f"README.md: unknown generated block {name!r}; known: {', '.join(BLOCKS)}")
-        return match.group(1) + BLOCKS[name]() + match.group(4)
+def pages() -> list[Path]:
+    """Return the files whose generated blocks this command renders: the README and every documentation page."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
 
-    return _BLOCK.sub(fill, readme)
+
+def render(text: str, name: str = "README.md") -> str:
+    """Return ``text`` with every generated block rendered from the committed files."""
+    def fill(match: re.Match) -> str:
+        block = match.group(2)
+        if block not in BLOCKS:
+            raise SystemExit(f"{name}: unknown generated block {block!r}; known: {', '.join(BLOCKS)}")
+        return match.group(1) + BLOCKS[block]() + match.group(4)
+
+    return _BLOCK.sub(fill, text)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -269,7 +310,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.readme", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--demo", action="store_true", help="rerun the offline demo first (docs/demo_output.txt, docs/demo.png)")
     parser.add_argument("--notebooks", nargs="*", metavar="NAME", help="re-execute these notebooks (all when none is named) and store their outputs first")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when the README disagrees with the committed files")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a page disagrees with the committed files")
     args = parser.parse_args(argv)
     if args.check and (args.demo or args.notebooks is not None):
         parser.error("--check changes nothing: it takes no --demo or --notebooks")
@@ -277,16 +318,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run_demo_sample()
     if args.notebooks is not None:
         regenerate_notebooks(args.notebooks)
-    current = README.read_text(encoding="utf-8")
-    wanted = render(current)
+    stale = []
+    for page in pages():
+        name = str(page.relative_to(REPO_ROOT))
+        current = page.read_text(encoding="utf-8")
+        wanted = render(current, name)
+        if wanted == current:
+            continue
+        stale.append(name)
+        if not args.check:
+            page.write_text(wanted, encoding="utf-8")
     if args.check:
-        if wanted != current:
-            print("README.md disagrees with the committed results; run python -m benchmarks.readme", file=sys.stderr)
+        if stale:
+            print(f"{', '.join(stale)} disagree with the committed results; run python -m benchmarks.readme", file=sys.stderr)
             return 1
         return 0
-    if wanted != current:
-        README.write_text(wanted, encoding="utf-8")
-    print(f"[readme] README.md {'rewritten' if wanted != current else 'already up to date'}", flush=True)
+    print(f"[readme] {'rewritten: ' + ', '.join(stale) if stale else 'README.md and docs/ already up to date'}", flush=True)
     return 0
 
 

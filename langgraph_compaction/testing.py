@@ -30,6 +30,15 @@ _PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w{1,5}")
 Reply = Union[str, Exception, Callable[[str], str]]
 
 
+def tool_call(name: str, **args: Any) -> AIMessage:
+    """Return an assistant message that calls tool ``name`` with ``args``: one scripted step of an agent.
+
+    ``ScriptedModel(reply=[tool_call("read_log", service="billing"), "Billing looks healthy."])`` reads a
+    log, then answers, request after request (the model gives each call a fresh id).
+    """
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call_{name}"}])
+
+
 def _prompt_text(messages: Sequence[BaseMessage]) -> str:
     return "\n".join(m.content if isinstance(m.content, str) else str(m.content) for m in messages)
 

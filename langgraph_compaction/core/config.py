@@ -32,24 +32,25 @@ class _Settings(BaseModel):
 class TruncateArgsConfig(_Settings):
     """Layer 1: shorten huge string arguments of old tool calls (no LLM)."""
 
-    enabled: bool = True
-    trigger_messages: int = Field(25, ge=0)
-    trigger_tokens: int = Field(40_000, ge=0)
-    keep_messages: int = Field(20, ge=0)
-    max_arg_length: int = Field(2_000, ge=1)
-    keep_chars: int = Field(20, ge=0)
-    truncation_text: str = "...(argument truncated)"
+    enabled: bool = Field(True, description="Run layer 1.")
+    trigger_messages: int = Field(25, ge=0, description="Layer 1 acts from this many messages...")
+    trigger_tokens: int = Field(40_000, ge=0, description="...or from this many tokens.")
+    keep_messages: int = Field(20, ge=0, description="The newest messages, never shortened.")
+    max_arg_length: int = Field(2_000, ge=1, description="String arguments longer than this are shortened.")
+    keep_chars: int = Field(20, ge=0, description="Characters of a shortened argument that stay, before the marker.")
+    truncation_text: str = Field("...(argument truncated)", description="The marker after the kept characters.")
 
 
 class PruneConfig(_Settings):
     """Layer 2: head + marker + tail for old, large tool results (no LLM)."""
 
-    enabled: bool = True
-    protect_tokens: int = Field(40_000, ge=0)
-    minimum_tokens: int = Field(20_000, ge=0)
-    max_output_chars: int = Field(2_000, ge=2)
-    excluded_tools: frozenset[str] = frozenset(
-        {"read_file", "memory_search", "memory_get", "session_search", "recall"}
+    enabled: bool = Field(True, description="Run layer 2.")
+    protect_tokens: int = Field(40_000, ge=0, description="Tool results within this many newest tokens are left whole.")
+    minimum_tokens: int = Field(20_000, ge=0, description="Prune only when at least this many tokens can be freed.")
+    max_output_chars: int = Field(2_000, ge=2, description="A pruned result keeps half of this from its head, half from its tail.")
+    excluded_tools: frozenset[str] = Field(
+        frozenset({"read_file", "memory_search", "memory_get", "session_search", "recall"}),
+        description="Retrieval tools whose results are never pruned: their output is what the agent looked up.",
     )
 
 
@@ -61,10 +62,10 @@ class MicroCompactConfig(_Settings):
     does not change on every call.
     """
 
-    enabled: bool = False
-    keep_recent: int = Field(3, ge=0)
-    min_chars: int = Field(100, ge=0)
-    minimum_tokens: int = Field(5_000, ge=0)
+    enabled: bool = Field(False, description="Run micro-compaction.")
+    keep_recent: int = Field(3, ge=0, description="The newest tool results left whole.")
+    min_chars: int = Field(100, ge=0, description="Older results longer than this are cleared.")
+    minimum_tokens: int = Field(5_000, ge=0, description="Clear only when at least this many tokens go at once.")
 
 
 class FidelityConfig(_Settings):
@@ -103,15 +104,19 @@ class CompactionConfig(_Settings):
     )
     trigger_messages: int = Field(50, ge=0, description="0 disables the message-count trigger.")
     trigger_tokens: int = Field(0, ge=0, description="0 = dynamic: window - reserved.")
-    reserved: int = Field(20_000, ge=0)
-    fallback_trigger_tokens: int = Field(FALLBACK_TRIGGER_TOKENS, ge=1)
-    keep_messages: int = Field(20, ge=1)
+    reserved: int = Field(20_000, ge=0, description="Tokens left free under the window for the compaction itself.")
+    fallback_trigger_tokens: int = Field(
+        FALLBACK_TRIGGER_TOKENS, ge=1, description="The token trigger when the window is unknown."
+    )
+    keep_messages: int = Field(20, ge=1, description="Messages kept verbatim when the tail is kept by count.")
     keep_tokens: int = Field(-1, ge=-1, description="-1 dynamic, 0 = use keep_messages, >0 static.")
-    keep_tokens_min: int = Field(2_000, ge=0)
-    keep_tokens_max: int = Field(8_000, ge=0)
-    keep_tokens_ratio: float = Field(0.25, gt=0, le=1)
-    flush_before_compact: bool = True
-    offload_before_compact: bool = True
+    keep_tokens_min: int = Field(2_000, ge=0, description="Lower bound of the derived kept tail.")
+    keep_tokens_max: int = Field(8_000, ge=0, description="Upper bound of the derived kept tail.")
+    keep_tokens_ratio: float = Field(0.25, gt=0, le=1, description="The derived kept tail's share of the trigger.")
+    flush_before_compact: bool = Field(True, description="Extract long-term memories before a summary.")
+    offload_before_compact: bool = Field(
+        True, description="Append the conversation to the transcript before anything leaves the state."
+    )
     prompt_cache: bool = Field(
         True,
         description=(

@@ -1,0 +1,127 @@
+"""MkDocs hooks: the pages that are generated when the site is built, so they cannot drift from the code.
+
+- ``<!-- generated-at-build:config -->`` in a page becomes the table of every ``CompactionConfig`` setting,
+  read from the pydantic model itself: its default, its meaning (the field's description) and how it stands
+  against the original design's table.
+- ``results/report.md`` is the committed benchmark report (``benchmarks/results/report.md``) with its plots.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+CONFIG_MARKER = "<!-- generated-at-build:config -->"
+
+#: The settings the original design's table names (in snake_case, as the model spells them).
+DESIGN_SETTINGS = {
+    "trigger_messages", "trigger_tokens", "reserved", "fallback_trigger_tokens", "keep_messages", "keep_tokens",
+    "keep_tokens_min", "keep_tokens_max", "keep_tokens_ratio", "flush_before_compact", "offload_before_compact",
+    "truncate_args.trigger_messages", "truncate_args.trigger_tokens", "truncate_args.keep_messages",
+    "truncate_args.max_arg_length", "truncate_args.keep_chars", "truncate_args.truncation_text",
+    "prune.protect_tokens", "prune.minimum_tokens", "prune.max_output_chars", "prune.excluded_tools",
+    "micro.enabled", "micro.keep_recent", "micro.min_chars", "token_counter",
+}
+
+#: Where a design setting behaves differently here: the design's value or rule, and why it changed.
+DEVIATIONS = {
+    "trigger_tokens": (
+        "window − reserved; window / 2 only when that is ≤ 0",
+        "the reserve takes at most half the window, so a 21k window still has a useful trigger",
+    ),
+    "trigger_messages": (
+        "fires on the count alone",
+        "it also needs `trigger_messages_min_tokens`: 400 one-line turns made 375 summaries without that floor",
+    ),
+    "keep_tokens": (
+        "min(8,000, max(2,000, 0.25 × usable))",
+        "under `prompt_cache` the derived tail is `keep_tokens_min`: the tail after a summary is billed in full "
+        "once, then read from the cache; always capped so a summary and the tail fit `target_ratio` of the trigger",
+    ),
+    "prune.excluded_tools": (
+        "read_file, memory_search, memory_get, session_search",
+        "`recall` is added: it is this package's retrieval tool",
+    ),
+    "micro.enabled": (
+        "micro-compaction before every call",
+        "off by default (`micro.enabled`), and clears in batches of `micro.minimum_tokens` so the prompt prefix "
+        "does not change on every call",
+    ),
+    "token_counter": (
+        "ceil(len / 2.5) per text",
+        "that over-counts English and code by about 85 % and under-counts Chinese by about 45 %; the default "
+        "estimator is fitted to o200k (the design's is `seed_estimate_tokens`)",
+    ),
+}
+
+
+def _default(field: Any) -> str:
+    if field.default_factory is not None:
+        value = field.default_factory()
+    else:
+        value = field.default
+    if callable(value) and hasattr(value, "__name__"):
+        return f"`{value.__name__}`"
+    if isinstance(value, frozenset):
+        return ", ".join(sorted(value))
+    if isinstance(value, bool) or value is None:
+        return f"`{value}`"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, str):
+        return f"`{value!r}`"
+    return f"`{value}`"
+
+
+def config_rows() -> list[tuple[str, str, str, str]]:
+    """Return (setting, default, meaning, design) for every field of ``CompactionConfig``, nested ones dotted."""
+    from pydantic import BaseModel
+
+    from langgraph_compaction import CompactionConfig
+
+    rows = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            dotted = prefix + name
+            kind = field.annotation
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                walk(kind, dotted + ".")
+                continue
+            if dotted in DEVIATIONS:
+                design, why = DEVIATIONS[dotted]
+                standing = f"**differs**: the design has {design}; {why}"
+            elif dotted in DESIGN_SETTINGS:
+                standing = "as the design"
+            else:
+                standing = "added here"
+            meaning = (field.description or "").replace("|", "\\|").replace("\n", " ")
+            rows.append((f"`{dotted}`", _default(field), meaning, standing))
+
+    walk(CompactionConfig, "")
+    return rows
+
+
+def config_table() -> str:
+    """Return the markdown table of every setting."""
+    lines = ["| setting | default | meaning | against the design |", "|---|---|---|---|"]
+    lines += [f"| {' | '.join(row)} |" for row in config_rows()]
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    if CONFIG_MARKER in markdown:
+        markdown = markdown.replace(CONFIG_MARKER, config_table())
+    return markdown
+
+
+def on_files(files: Files, config: Any) -> Files:
+    """Add the committed benchmark report and its plots as ``results/``."""
+    files.append(File.generated(config, "results/report.md", abs_src_path=str(RESULTS / "report.md")))
+    for plot in sorted(RESULTS.glob("*.png")):
+        files.append(File.generated(config, f"results/{plot.name}", abs_src_path=str(plot)))
+    return files
