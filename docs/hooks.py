@@ -34,7 +34,7 @@ DEVIATIONS = {
         "the reserve takes at most half the window, so a 21k window still has a useful trigger",
     ),
     "trigger_messages": (
-        "fires on the count alone",
+        "the count alone",
         "it also needs `trigger_messages_min_tokens`: 400 one-line turns made 375 summaries without that floor",
     ),
     "keep_tokens": (
@@ -47,7 +47,7 @@ DEVIATIONS = {
         "`recall` is added: it is this package's retrieval tool",
     ),
     "micro.enabled": (
-        "micro-compaction before every call",
+        "on, before every call",
         "off by default (`micro.enabled`), and clears in batches of `micro.minimum_tokens` so the prompt prefix "
         "does not change on every call",
     ),
@@ -94,7 +94,7 @@ def config_rows() -> list[tuple[str, str, str, str]]:
                 continue
             if dotted in DEVIATIONS:
                 design, why = DEVIATIONS[dotted]
-                standing = f"**differs**: the design has {design}; {why}"
+                standing = f"**differs** (design: {design}): {why}"
             elif dotted in DESIGN_SETTINGS:
                 standing = "as the design"
             else:

@@ -1,0 +1,87 @@
+"""Every Python example in the README and the documentation runs as written, offline, and prints what the page says.
+
+The blocks are read from the files themselves. Conventions a page may use (HTML comments, invisible on the page):
+
+- each ```` ```python ```` block runs on its own, in a fresh empty working folder, with no ``OPENAI_*``
+  variable set (the examples use the package's offline models);
+- ``<!-- continue -->`` on the line before a block runs it after the page's previous block, in the same
+  namespace and folder (for a page that builds one example in steps);
+- ``<!-- prints -->`` on the line before a ```` ```text ```` block that follows an example: each of its lines
+  must appear in what the example printed (a line may be the stable start of a printed line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+_FENCE = re.compile(r"^(?P<marker><!-- (?:continue|prints) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+@dataclass
+class Example:
+    """One runnable example: the blocks that run together, and the lines the page says they print."""
+
+    page: Path
+    line: int
+    blocks: list[str] = field(default_factory=list)
+    prints: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def examples(page: Path) -> list[Example]:
+    """Return the examples of one page, in page order."""
+    text = page.read_text(encoding="utf-8")
+    found: list[Example] = []
+    for match in _FENCE.finditer(text):
+        marker, lang, body = match.group("marker") or "", match.group("lang"), match.group("body")
+        line = text.count("\n", 0, match.start("lang")) + 1
+        if lang == "python":
+            if "continue" in marker:
+                assert found, f"{page.name}:{line}: <!-- continue --> before the page's first python block"
+                found[-1].blocks.append(body)
+            else:
+                found.append(Example(page, line, [body]))
+        elif "prints" in marker:
+            assert found, f"{page.name}:{line}: <!-- prints --> before any python block"
+            found[-1].prints += [printed for printed in body.splitlines() if printed.strip()]
+    return found
+
+
+EXAMPLES = [example for page in PAGES for example in examples(page)]
+
+
+def test_the_pages_have_examples_and_every_readme_front_has_one():
+    readme = [e for e in EXAMPLES if e.page.name == "README.md"]
+    assert len(readme) >= 6
+    code = "\n".join(block for e in readme for block in e.blocks)
+    for front in ("create_agent", "add_compaction", "create_deep_agent", "make_pre_model_hook", "compact_messages", "subgraph_node"):
+        assert front in code, f"the README has no example of {front}"
+    # create_agent comes first: it is how LangChain builds agents now
+    assert "create_agent" in readme[0].blocks[0]
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved:DeprecationWarning")  # the page says so
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.name)
+def test_the_example_runs_as_written_offline(example, tmp_path, monkeypatch):
+    for variable in [v for v in os.environ if v.startswith("OPENAI_")]:
+        monkeypatch.delenv(variable)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__main__"}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        for block in example.blocks:
+            exec(compile(block, example.name, "exec"), namespace)  # noqa: S102 - the page's own example
+    missing = [line for line in example.prints if line not in printed.getvalue()]
+    assert not missing, f"{example.name} did not print {missing}; it printed:\n{printed.getvalue()}"
