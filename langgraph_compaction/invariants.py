@@ -27,7 +27,7 @@ from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
 from .core.conversation import is_user_turn, tool_calls_of
 from .memory.ledger import normalize_bullet, parse_bullets
-from .storage.codec import encode, revision
+from .storage.codec import encode, revision, same_version
 from .storage import message_records, record_id
 
 INVARIANTS = ("valid_history", "nothing_lost", "bounded", "exactly_once", "contained")
@@ -88,7 +88,7 @@ def lost_messages(
 
     ``added`` holds messages (or their ``message_records``) exactly
     as they entered the thread; a match must have the same id and an equal
-    record. A layer-1/2 edit in the state is fine when the original is in the
+    record (tuples may be lists: a checkpointer keeps no tuples). A layer-1/2 edit in the state is fine when the original is in the
     transcript.
     """
     have: dict[str, list[dict]] = {}
@@ -98,7 +98,7 @@ def lost_messages(
     for item in added:
         record = item if isinstance(item, dict) else message_records([item])[0]
         rid = record_id(record) or ""
-        if record not in have.get(rid, []):
+        if not any(same_version(record, kept) for kept in have.get(rid, [])):
             where = "changed" if rid in have else "missing"
             problems.append(f"message {rid!r} is {where} in both the state and the transcript")
     return problems

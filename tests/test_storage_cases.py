@@ -318,3 +318,44 @@ def test_a_failed_offload_never_lets_an_older_offload_vouch_for_a_replaced_messa
     update = nodes.summarize({"messages": messages, "compaction": compaction}, config)
     assert "messages" not in update  # nothing evicted: the edited text exists nowhere else
     assert "offload did not complete" in update["compaction"]["last_error"]
+
+
+# --- a checkpointer turns tuples into lists ------------------------------------------------------
+
+
+@tool(response_format="content_and_artifact")
+def pairs(path: str) -> tuple[str, dict]:
+    """Measure a file (text for the model, a map of int keys to tuples as the artifact)."""
+    return "".join(f"{i:4d}  pair {i} of {path}\n" for i in range(300)), {1: (3, 4)}
+
+
+class FirstSight(ToolLoop):
+    """The tool loop that also keeps each message as it first saw it: in the run that made it, before a checkpoint."""
+
+    def __init__(self) -> None:
+        super().__init__("pairs")
+        self.seen: dict = {}
+
+    def __call__(self, state: dict) -> dict:
+        for m in state["messages"]:
+            self.seen.setdefault(m.id, m)
+        return super().__call__(state)
+
+
+def test_tuples_the_checkpointer_turns_into_lists_are_neither_lost_nor_a_new_version(tmp_path):
+    agent = FirstSight()
+    builder = agent_builder(agent, tools=[pairs])
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    for turn in range(8):
+        graph.invoke({"messages": [HumanMessage(f"Measure file {turn} " + "please " * 600)]}, THREAD)
+    state = graph.get_state(THREAD).values
+    assert state["compaction"]["counts"].get("summarize", 0) >= 1
+    transcript = FileStorage(tmp_path).read_transcript("thread-1")
+    made = [m for m in agent.seen.values() if isinstance(m, ToolMessage)]
+    assert made and all(m.artifact == {1: (3, 4)} for m in made)  # the tool's own value, tuples and all
+    # the checkpointer gives {1: [3, 4]} back (msgpack has no tuples): that is not a change compaction made
+    assert lost_messages(made, state["messages"], transcript) == []
+    ids = [m.id for m in load_transcript(tmp_path, "thread-1", versions="all")]
+    assert len(ids) == len(set(ids))  # the list copy is not written as a second version
+    assert all(m.artifact[1] in ((3, 4), [3, 4]) for m in load_transcript(tmp_path, "thread-1") if isinstance(m, ToolMessage))

@@ -16,6 +16,7 @@ from ..core.conversation import content_text
 from ..core.layers import PRUNED_MARK, MICRO_PLACEHOLDER  # the marks of layer 2's edits, to tell them from a user's
 from ..core.redact import redact_record, redact_secrets
 from ..storage import message_records, record_id, unencodable_fields
+from ..storage.codec import same_version
 from .effects import Run, Steps, state_value
 from .events import describe_error, emit_event
 from .state import read_compaction
@@ -52,7 +53,8 @@ class OffloadStage:
         another worker may have written it, and it may have been deleted. A
         message replaced by id (``update_state``) since it was written is
         appended again as a new version; layers 1-2's own shortened copies
-        are not (their originals are there).
+        are not (their originals are there), nor is a checkpoint's copy whose
+        tuples became lists (the transcript keeps the tuples it was given).
         """
         latest = {record_id(r): r for r in (yield ("storage", "read_transcript", (run.thread_id,)))}
         records = message_records(list(messages))
@@ -62,7 +64,7 @@ class OffloadStage:
         fresh = [
             r
             for m, r in zip(messages, records)
-            if m.id not in latest or (r != latest[m.id] and not _shortened_by_layers(m, cut))
+            if m.id not in latest or (not same_version(r, latest[m.id]) and not _shortened_by_layers(m, cut))
         ]
         path = yield ("storage", "append_transcript", (run.thread_id, fresh))
         update = {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}

@@ -125,6 +125,26 @@ def decode(value: Any) -> Any:
     raise ValueError(f"unknown transcript value tag {tag!r}: written by a newer version of langgraph-compaction?")
 
 
+def checkpointed(value: Any) -> Any:
+    """Return ``value`` as a LangGraph checkpointer gives it back: every tuple a list (msgpack has no tuples).
+
+    A message the transcript kept with its tuples and the same message read
+    back from a checkpoint differ only in that: compare them in this form to
+    tell a real edit from the checkpointer's copy.
+    """
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return [checkpointed(v) for v in value]
+    if kind is dict:
+        return {k: checkpointed(v) for k, v in value.items()}
+    return value
+
+
+def same_version(a: Any, b: Any) -> bool:
+    """Return True when two records are equal, or equal once both are in their checkpointed form."""
+    return a == b or checkpointed(a) == checkpointed(b)
+
+
 def revision(encoded: Any) -> str:
     """Return the revision of an encoded record: a hash of its content, equal for equal records."""
     return hashlib.sha256(_canonical(encoded).encode("utf-8", "surrogatepass")).hexdigest()[:16]
