@@ -12,8 +12,11 @@ Both backends keep the same two things:
   addressed by a relative path that is checked before any use.
 
 Thread and user ids never reach a path or a namespace as given: ``safe_label``
-keeps short plain ids readable and hashes everything else; ``thread_key`` is
-the one reading of a run's thread id that writers and readers share.
+maps them injectively to names (short lower-case ids kept, everything else
+escaped behind a ``~``); names written by earlier releases are moved to the
+new ones on first use, when ``legacy_label`` says only that id can own them.
+``thread_key`` is the one reading of a run's thread id that writers and
+readers share.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -32,30 +36,94 @@ from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
 from .codec import decode, encode, revision
 from ..memory.ledger import entry_text, normalize_bullet, parse_bullets
 
-_PLAIN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+logger = logging.getLogger("langgraph_compaction")
+
 _REL_PART = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 DEFAULT_USER = "default"
 
+#: Ids kept as they are: lower-case letters, digits, ``_`` and ``-`` (no case-insensitive disk can merge two).
+_KEPT = re.compile(r"[a-z0-9_-]{1,64}")
+#: What every label of earlier releases was made of, and the shape of their hashed labels (slug, ``-``, 16 hex).
+_LEGACY_PLAIN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_HASHED_SHAPE = re.compile(r"[A-Za-z0-9_-]*-[0-9a-f]{16}")
+_SAFE_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_-")
+#: Starts every encoded label; no kept id and no label of an earlier release contains it.
+ENCODED = "~"
+_LABEL_CHARS = 64
+
+
+def _escaped(text: str) -> str:
+    """Return ``text`` with every UTF-8 byte outside ``[a-z0-9_-]`` written as ``+`` and two lower-case hex digits."""
+    return "".join(chr(b) if b in _SAFE_BYTES else f"+{b:02x}" for b in text.encode("utf-8", "surrogatepass"))
+
 
 def safe_label(value: object) -> str:
-    """Return a label safe as a file name and a store namespace label for any id.
+    """Return the storage name of a thread or user id: a file name and a store namespace label (no ``.``).
 
-    Plain ids (letters, digits, ``_``, ``-``; at most 64 characters) are kept;
-    anything else (``..``, ``/``, ``.``, NUL, unicode, very long) becomes a
-    readable slug plus a hash of the original, so two ids never collide.
+    Two different ids (compared as ``str(value)``) never get the same label:
+
+    - *kept*: an id of 1-64 lower-case letters, digits, ``_`` and ``-`` is its
+      own label, unless it is ``"default"`` or ends like an earlier release's
+      hashed label (``-`` and 16 hex digits); kept labels never contain ``~``.
+    - *encoded*: any other id is ``~`` followed by its UTF-8 bytes, each byte
+      outside ``[a-z0-9_-]`` written ``+hh``. The escape is injective (a ``+``
+      is always followed by exactly two hex digits and is never a kept byte;
+      UTF-8 with surrogates passed is injective on ``str``), so two encoded
+      ids differ; each has exactly one ``~``, so none equals a kept label.
+    - *long*: an encoded label over 64 characters is cut to ``~``, 30 escaped
+      characters, ``~`` and 32 hex digits of the id's SHA-256: two ``~``, so
+      never a short label; two long labels are equal only for a SHA-256
+      collision on 128 bits.
+
+    Labels use only ``[a-z0-9_+~-]``: no ``.``, ``/``, NUL or upper case, so
+    they are valid store labels and stay distinct on a case-insensitive disk.
     """
     text = str(value)
-    if _PLAIN.fullmatch(text):
+    if _KEPT.fullmatch(text) and text != DEFAULT_USER and not _HASHED_SHAPE.fullmatch(text):
         return text
-    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40] or "id"
-    return f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+    label = ENCODED + _escaped(text)
+    if len(label) <= _LABEL_CHARS:
+        return label
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{label[:31]}{ENCODED}{digest}"
+
+
+def legacy_label(value: object, *, thread: bool) -> Optional[str]:
+    """Return the name an earlier release stored this id under, when only this id can own it; else None.
+
+    Earlier releases kept ids of ``[A-Za-z0-9_-]{1,64}`` and named any other
+    id ``<slug>-<16 hex of its SHA-256>``; a run without a thread id wrote the
+    thread ``"default"``. A legacy name is given back only when no other id
+    could have written it:
+
+    - a hashed name: only the id whose hash it carries (another id would need
+      a second preimage of SHA-256 on 64 bits);
+    - a plain name that has the hashed shape: nobody (it may be the hashed
+      name of another id, so the id equal to it cannot claim it);
+    - any other plain name: only the id equal to it;
+    - the thread ``"default"``: nobody (every thread-less run shared it).
+
+    None also when the legacy name is the label itself (nothing to move).
+    Since a kept label is its own legacy name and never has the hashed shape,
+    no new label is ever another id's legacy name either.
+    """
+    text = str(value)
+    if thread and text == DEFAULT_USER:
+        return None
+    if _LEGACY_PLAIN.fullmatch(text):
+        old = None if _HASHED_SHAPE.fullmatch(text) else text
+    else:
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40] or "id"
+        old = f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+    return None if old == safe_label(text) else old
 
 
 def thread_key(thread_id: object) -> str:
-    """Return the transcript key of a thread id: ``str(thread_id)``, ``"default"`` only when there is none.
+    """Return the transcript key of a thread id: ``str(thread_id)``; ``"default"`` when there is none.
 
-    ``""``, ``"default"`` and ``0`` are three threads; a run without a
-    ``thread_id`` (no checkpointer) writes to the ``"default"`` transcript.
+    ``""``, ``"default"`` and ``0`` are three threads. A graph run without a
+    ``thread_id`` never comes here: it gets a transcript of its own (see
+    ``engine.nodes.run_thread_id``).
     """
     return "default" if thread_id is None else str(thread_id)
 
@@ -222,12 +290,28 @@ class FileStorage(_ThreadedAsync):
     ``flock``, then ``fsync``. Under that lock a transcript append first reads
     the (id, revision) of every line, and a ledger append re-reads the file,
     so concurrent writers (threads, processes) never write a thing twice.
-    The folder is made absolute when the storage is created.
+    The folder is made absolute when the storage is created. A transcript
+    or user folder an earlier release named otherwise (``legacy_label``) is
+    renamed to its ``safe_label`` name the first time its id is used.
     """
 
     def __init__(self, root: Union[str, os.PathLike]) -> None:
         # resolved now: a relative folder must not follow a later chdir (an agent's shell tool)
         self.root = Path(os.path.abspath(root))
+        self._settled: set[tuple[str, str]] = set()  # ids whose legacy name was looked for in this process
+
+    def _adopt_legacy(self, kind: str, key: str, new: Path, old: Optional[Path]) -> None:
+        """Rename what an earlier release stored for this id (``old``) to its new name, once per id and process."""
+        if (kind, key) in self._settled:
+            return
+        self._settled.add((kind, key))
+        if old is None or not os.path.lexists(old) or os.path.islink(old) or os.path.lexists(new):
+            return
+        try:
+            os.rename(old, new)
+            logger.info("moved %s to %s (the name this release gives its id)", old, new)
+        except FileNotFoundError:  # another process moved it first
+            pass
 
     # -- paths
     def _dir(self, path: Path) -> Path:
@@ -247,12 +331,18 @@ class FileStorage(_ThreadedAsync):
         return path
 
     def _transcript_path(self, thread_id: str) -> Path:
-        return self._contained(self.root / "sessions" / f"{safe_label(thread_id)}.jsonl", "the transcript")
+        path = self._contained(self.root / "sessions" / f"{safe_label(thread_id)}.jsonl", "the transcript")
+        old = legacy_label(thread_id, thread=True)
+        self._adopt_legacy("thread", str(thread_id), path, old and self.root / "sessions" / f"{old}.jsonl")
+        return path
 
     def _user_root(self, user_id: str) -> Path:
         if not user_id or user_id == DEFAULT_USER:
             return self.root
-        return self.root / "users" / safe_label(user_id)
+        path = self.root / "users" / safe_label(user_id)
+        old = legacy_label(user_id, thread=False)
+        self._adopt_legacy("user", str(user_id), path, old and self.root / "users" / old)
+        return path
 
     def _memory_path(self, user_id: str, relpath: str) -> Path:
         return self._contained(self._user_root(user_id) / check_relpath(relpath), f"memory path {relpath!r}")
@@ -436,11 +526,41 @@ class StoreStorage:
     ledger entry's bullets are items of their own under ``(..., <user>,
     "entries")`` keyed by a hash of the file and the normalized bullet: two
     workers flushing the same fact at once write one item, by construction.
-    Labels go through ``safe_label`` (store labels may not contain ``.``).
+    Labels go through ``safe_label`` (store labels may not contain ``.``);
+    the items of a namespace an earlier release named otherwise
+    (``legacy_label``) are moved to the new one the first time its id is used.
     """
 
     def __init__(self, store: Any) -> None:
         self.store = store
+        self._settled: set[tuple[str, str]] = set()  # ids whose legacy namespace was looked for in this process
+
+    def _legacy(self, kind: str, key: str) -> Optional[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """Return (legacy namespace, new namespace) the first time an id is used in this process, when it has one."""
+        if (kind, key) in self._settled:
+            return None
+        self._settled.add((kind, key))
+        old = legacy_label(key, thread=kind == "transcripts")
+        return ((_NS_ROOT, kind, old), (_NS_ROOT, kind, safe_label(key))) if old else None
+
+    def _adopt(self, kind: str, key: str) -> None:
+        """Move an earlier release's items of this id (and its ledger entries) to the id's namespace."""
+        if moves := self._legacy(kind, key):
+            old, new = moves
+            for item in self._search_all(old):  # a prefix: the ledger entries below it move too
+                target = (*new, *tuple(item.namespace)[len(old) :])
+                if self.store.get(target, item.key) is None:  # a worker that moved it first may have written since
+                    self.store.put(target, item.key, item.value, index=False)
+                self.store.delete(item.namespace, item.key)
+
+    async def _aadopt(self, kind: str, key: str) -> None:
+        if moves := self._legacy(kind, key):
+            old, new = moves
+            for item in await self._asearch_all(old):
+                target = (*new, *tuple(item.namespace)[len(old) :])
+                if await self.store.aget(target, item.key) is None:
+                    await self.store.aput(target, item.key, item.value, index=False)
+                await self.store.adelete(item.namespace, item.key)
 
     def _tns(self, thread_id: str) -> tuple[str, ...]:
         return (_NS_ROOT, "transcripts", safe_label(thread_id))
@@ -484,6 +604,7 @@ class StoreStorage:
         ]
 
     def append_transcript(self, thread_id: str, records: list[dict]) -> str:
+        self._adopt("transcripts", str(thread_id))
         ns = self._tns(thread_id)
         items, reads = self._versions(ns, records)
         for key, value in self._missing(items, self.store.batch(reads) if items else []):
@@ -491,6 +612,7 @@ class StoreStorage:
         return self.transcript_location(thread_id)
 
     async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str:
+        await self._aadopt("transcripts", str(thread_id))
         ns = self._tns(thread_id)
         items, reads = self._versions(ns, records)
         for key, value in self._missing(items, await self.store.abatch(reads) if items else []):
@@ -517,9 +639,11 @@ class StoreStorage:
         return items
 
     def read_transcript(self, thread_id: str) -> list[dict]:
+        self._adopt("transcripts", str(thread_id))
         return self._sorted(self._search_all(self._tns(thread_id)))
 
     async def aread_transcript(self, thread_id: str) -> list[dict]:
+        await self._aadopt("transcripts", str(thread_id))
         return self._sorted(await self._asearch_all(self._tns(thread_id)))
 
     # -- memory files
@@ -540,10 +664,12 @@ class StoreStorage:
         return text
 
     def read_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
+        self._adopt("memory", user_id or DEFAULT_USER)
         base = self.store.get(self._mns(user_id), check_relpath(relpath))
         return self._text(base, self._search_all(self._ens(user_id), filter={"path": relpath}))
 
     async def aread_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
+        await self._aadopt("memory", user_id or DEFAULT_USER)
         base = await self.store.aget(self._mns(user_id), check_relpath(relpath))
         return self._text(base, await self._asearch_all(self._ens(user_id), filter={"path": relpath}))
 
@@ -589,23 +715,27 @@ class StoreStorage:
         return self.memory_location(user_id, relpath), entry if fresh else None
 
     def replace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
+        self._adopt("memory", user_id or DEFAULT_USER)
         self.store.put(self._mns(user_id), check_relpath(relpath), {"text": text}, index=False)
         for item in self._search_all(self._ens(user_id), filter={"path": relpath}):  # now part of the text
             self.store.delete(item.namespace, item.key)
         return self.memory_location(user_id, relpath)
 
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
+        await self._aadopt("memory", user_id or DEFAULT_USER)
         await self.store.aput(self._mns(user_id), check_relpath(relpath), {"text": text}, index=False)
         for item in await self._asearch_all(self._ens(user_id), filter={"path": relpath}):
             await self.store.adelete(item.namespace, item.key)
         return self.memory_location(user_id, relpath)
 
     def delete_memory_file(self, user_id: str, relpath: str) -> None:
+        self._adopt("memory", user_id or DEFAULT_USER)
         self.store.delete(self._mns(user_id), check_relpath(relpath))
         for item in self._search_all(self._ens(user_id), filter={"path": relpath}):
             self.store.delete(item.namespace, item.key)
 
     async def adelete_memory_file(self, user_id: str, relpath: str) -> None:
+        await self._aadopt("memory", user_id or DEFAULT_USER)
         await self.store.adelete(self._mns(user_id), check_relpath(relpath))
         for item in await self._asearch_all(self._ens(user_id), filter={"path": relpath}):
             await self.store.adelete(item.namespace, item.key)
@@ -615,9 +745,11 @@ class StoreStorage:
         return sorted({it.key if tuple(it.namespace) == ns else it.value["path"] for it in items})
 
     def list_memory_files(self, user_id: str) -> list[str]:
+        self._adopt("memory", user_id or DEFAULT_USER)
         return self._names(user_id, self._search_all(self._mns(user_id)))  # the prefix covers the entries too
 
     async def alist_memory_files(self, user_id: str) -> list[str]:
+        await self._aadopt("memory", user_id or DEFAULT_USER)
         return self._names(user_id, await self._asearch_all(self._mns(user_id)))
 
 
