@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import shutil
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import HumanMessage, messages_to_dict
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from langgraph_compaction import FileStorage, StoreStorage, safe_label
+from fronts import CONFIG, TOOLS, ToolCallingModel
+from langgraph_compaction import CompactionMiddleware, FileStorage, StoreStorage, is_summary, safe_label
+from langgraph_compaction.engine import effects as effects_module
 from langgraph_compaction.fronts.tools import recall_messages, search_memory, search_session
 from langgraph_compaction.storage import legacy_label
 from langgraph_compaction.testing import ScriptedModel
@@ -159,3 +164,90 @@ def test_the_transcript_every_thread_less_run_shared_is_read_by_no_thread(tmp_pa
     storage = FileStorage(tmp_path)
     assert storage.read_transcript("default") == []
     assert (tmp_path / "sessions" / "default.jsonl").exists()  # left for its owner to read or delete by hand
+
+
+# --- runs without a thread id ------------------------------------------------------------------
+
+
+class TwoUsersModel(ToolCallingModel):
+    """Alice's request: many rounds of tool calls (it compacts); Bob's: session_search and recall of Alice's message."""
+
+    def _reply(self, messages):
+        self.inputs.append(list(messages))
+        latest = [m for m in messages if isinstance(m, HumanMessage) and not is_summary(m)][-1]
+        rounds = self.steps.get(latest.content, 0)  # kept outside the view: compaction evicts early rounds
+        self.steps[latest.content] = rounds + 1
+        if "IBAN" in latest.content and rounds < 30:
+            calls = [{"name": "run_tests", "args": {"module": f"billing{rounds}"}, "id": f"alice-{rounds}"}]
+            return AIMessage("Checking billing.", tool_calls=calls)
+        if "Bob" in latest.content and not rounds:
+            calls = [
+                {"name": "session_search", "args": {"query": "IBAN"}, "id": "bob-search"},
+                {"name": "recall", "args": {"message_ids": ["alice-iban"]}, "id": "bob-recall"},
+            ]
+            return AIMessage("Looking back.", tool_calls=calls)
+        return AIMessage("Done.")
+
+
+def test_runs_without_a_thread_id_never_share_a_transcript(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(effects_module, "_THREADLESS_WARNED", threading.Event())  # as in a fresh process
+    model = TwoUsersModel()
+    middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path)
+    agent = create_agent(model, TOOLS, middleware=[middleware])  # no checkpointer: a stateless service
+    alice = HumanMessage("Pay invoice 7 from my IBAN DE89370400440532013000, then check billing", id="alice-iban")
+    events = []
+    with caplog.at_level(logging.WARNING, logger="langgraph_compaction"):
+        for mode, chunk in agent.stream({"messages": [alice]}, {"configurable": {"user_id": "alice"}}, stream_mode=["custom", "values"]):
+            events.append(chunk) if mode == "custom" else None
+        assert any(e.get("stage") == "summarize" and e.get("evicted") for e in events)  # Alice's request compacted
+        assert any("DE89" in p.read_text() for p in (tmp_path / "sessions").iterdir())  # and was offloaded
+        bob = agent.invoke({"messages": [HumanMessage("Bob here: what did we discuss?")]}, {"configurable": {"user_id": "bob"}})
+    answers = {m.tool_call_id: m.content for m in bob["messages"] if isinstance(m, ToolMessage)}
+    assert set(answers) == {"bob-search", "bob-recall"}
+    assert not any("DE89" in text for text in answers.values()), answers
+    assert "not in the transcript: alice-iban" in answers["bob-recall"]
+    # one warning in the log and one event in the stream, for the whole process
+    warned = [r for r in caplog.records if "no thread id" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    notes = [e for e in events if e.get("stage") == "storage" and e.get("warning")]
+    assert len(notes) == 1 and "thread_id" in notes[0]["warning"]
+    # Alice's run has a transcript of its own, named for her (Bob's run compacted nothing, so wrote none)
+    (name,) = [p.name for p in (tmp_path / "sessions").iterdir()]
+    assert name.startswith(safe_label("no-thread:alice:")[:-2]) and name != "default.jsonl"
+
+
+def test_graph_runs_without_a_thread_id_at_once_each_keep_their_own_transcript(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from langgraph_compaction import add_compaction, load_transcript
+    from support import agent_builder
+    from test_storage_cases import snapshot
+
+    rounds, lock = {}, threading.Lock()
+
+    def agent(state: dict) -> dict:  # 14 snapshots per request; the runs share this node, not their rounds
+        request = next(m for m in state["messages"] if isinstance(m, HumanMessage) and not is_summary(m))
+        with lock:
+            n = rounds[request.id] = rounds.get(request.id, 0) + 1
+        if n > 14:
+            return {"messages": [AIMessage("Done.")]}
+        call = {"name": "snapshot", "args": {"path": f"f{n}.bin"}, "id": f"{request.id}-{n}"}
+        return {"messages": [AIMessage("Looking.", tool_calls=[call])]}
+
+    builder = agent_builder(agent, tools=[snapshot])
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path)
+    graph = builder.compile()  # no checkpointer
+    users = ["ann", "ben", "cho", "dee"]
+
+    def run(user: str) -> dict:
+        request = HumanMessage(f"Snapshot the files of {user}", id=f"request-{user}")
+        return graph.invoke({"messages": [request]}, {"configurable": {"user_id": user}})
+
+    with ThreadPoolExecutor(4) as pool:
+        states = list(pool.map(run, users))
+    assert all(s["compaction"]["counts"].get("summarize") for s in states)
+    keys = [s["compaction"]["run_thread"] for s in states]
+    assert len(set(keys)) == 4 and all(k.startswith(f"no-thread:{u}:") for k, u in zip(keys, users))
+    for user, key in zip(users, keys):
+        requests = {m.id for m in load_transcript(tmp_path, key) if isinstance(m, HumanMessage) and not is_summary(m)}
+        assert requests == {f"request-{user}"}

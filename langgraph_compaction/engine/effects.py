@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generator, Optional
@@ -26,7 +28,7 @@ from langgraph.runtime import get_runtime
 
 from ..core.config import Budget
 from ..core.conversation import content_text
-from ..storage import DEFAULT_USER, CompactionStorage
+from ..storage import DEFAULT_USER, CompactionStorage, thread_key
 from .events import emit_event, failed_update, stage_ended, stage_started
 
 Effect = tuple
@@ -35,12 +37,13 @@ Steps = Generator[Effect, Any, dict]
 
 @dataclass
 class Run:
-    """What one node run knows about where it runs."""
+    """What one node run knows about where it runs (``threadless``: the run has no thread id of its own)."""
 
     thread_id: str
     user_id: str
     storage: Optional[CompactionStorage]
     budget: Budget
+    threadless: bool = False
 
 
 def state_value(state: Any, key: str, default: Any = None) -> Any:
@@ -70,6 +73,40 @@ def context_value(runtime: Any, key: str) -> Any:
 def run_user_id(runtime: Any, config: RunnableConfig) -> str:
     value = context_value(runtime, "user_id") or (config.get("configurable") or {}).get("user_id")
     return str(value) if value else DEFAULT_USER
+
+
+#: The ``compaction`` key naming the transcript of a run without a thread id (see ``run_thread_id``).
+RUN_THREAD = "run_thread"
+THREADLESS_WARNING = (
+    "a run with no thread id (no checkpointer, or no configurable.thread_id): its transcript is its own, "
+    "named for this run and its user, and no later run reads it; pass a thread_id (with a checkpointer) "
+    "so that a conversation keeps its transcript across requests"
+)
+_THREADLESS_WARNED = threading.Event()  # the warning is given once per process
+
+
+def run_thread_id(config: RunnableConfig, state: Any, user_id: str) -> tuple[str, bool]:
+    """Return (the transcript key of a run, whether the run has no thread id).
+
+    A run with a ``thread_id`` uses it. A run without one (a stateless
+    service: no checkpointer) never shares a transcript: the first gate of the
+    run draws ``no-thread:<user>:<random>`` and keeps it in the run's
+    ``compaction`` state (``RUN_THREAD``), where the later steps and the
+    tools of the same run find it; the next run, starting from fresh state,
+    draws its own. The first such run of a process logs a warning and streams
+    it as an event.
+    """
+    thread = (config.get("configurable") or {}).get("thread_id")
+    if thread is not None:
+        return thread_key(thread), False
+    raw = state_value(state, "compaction")
+    known = raw.get(RUN_THREAD) if isinstance(raw, dict) else None
+    if isinstance(known, str) and known:
+        return known, True
+    if not _THREADLESS_WARNED.is_set():
+        _THREADLESS_WARNED.set()
+        emit_event({"stage": "storage", "warning": THREADLESS_WARNING})
+    return f"no-thread:{user_id}:{uuid.uuid4().hex}", True
 
 
 def advance(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, Any]:

@@ -19,7 +19,7 @@ logger = logging.getLogger("langgraph_compaction")
 def emit_event(event: dict) -> dict:
     """Send a compaction event to ``stream_mode="custom"`` and the log; return it for the state."""
     event = {"type": "compaction", "time": time.time(), **event}
-    log = logger.warning if event.get("error") else logger.info
+    log = logger.warning if event.get("error") or event.get("warning") else logger.info
     log("compaction %s: %s", event.get("stage"), {k: v for k, v in event.items() if k not in ("type", "evicted_ids")})
     try:
         get_stream_writer()(event)

@@ -38,10 +38,10 @@ class FlushStage:
 
     def flush(self, state: Any, config: RunnableConfig) -> dict:
         """Extract long-term memories from the evicted prefix into today's ledger."""
-        return self._guarded("flush", state, self._flush_steps, self._run(config))
+        return self._guarded("flush", state, self._flush_steps, self._run(config, state))
 
     async def aflush(self, state: Any, config: RunnableConfig) -> dict:
-        return await self._aguarded("flush", state, self._flush_steps, self._run(config))
+        return await self._aguarded("flush", state, self._flush_steps, self._run(config, state))
 
     def _flush_steps(self, state: Any, run: Run) -> Steps:
         view = read_compaction(state_value(state, "compaction"))

@@ -20,7 +20,7 @@ from ..core.config import Budget
 from ..core.plan import CompactionPlan, plan_compaction, tokens_since
 from ..core.tokens import TokenCounter, fingerprint
 from ..core.view import kept_edits
-from .effects import Run, Steps, current_runtime, state_value
+from .effects import RUN_THREAD, Run, Steps, current_runtime, state_value
 from .events import describe_error, emit_event
 from .flush import FLUSH
 from .offload import OFFLOAD, UNENCODABLE_NOTE
@@ -73,11 +73,11 @@ class GateStage:
 
     def gate(self, state: Any, config: RunnableConfig) -> dict:
         """Layers 1-2 and the decision, before every model call (no LLM)."""
-        run = self._run(config)
+        run = self._run(config, state)
         return self._guarded("gate", state, self._gate_steps, run)
 
     async def agate(self, state: Any, config: RunnableConfig) -> dict:
-        run = self._run(config)
+        run = self._run(config, state)
         return await self._aguarded("gate", state, self._gate_steps, run)
 
     def route(self, state: Any) -> list[str] | str:
@@ -199,6 +199,8 @@ class GateStage:
             memo.settled = plan.settled
         if not view.get("wired"):  # tells the compact tool that a gate runs in front of this agent's model
             compaction["wired"] = True
+        if run.threadless and view.get(RUN_THREAD) != run.thread_id:  # the run's later steps and tools use it too
+            compaction[RUN_THREAD] = run.thread_id
         if plan.summarize:
             cut = plan.cut
             # streamed, not kept: a UI shows "compacting..." until the summarize stage ends

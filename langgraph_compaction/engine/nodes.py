@@ -20,8 +20,19 @@ from ..core.calibration import fixed_tokens
 from ..core.config import Budget, CompactionConfig
 from ..core.tokens import TokenCounter
 from ..core.view import model_view
-from ..storage import StoreStorage, open_storage, thread_key
-from .effects import CONTEXT_THRESHOLDS, EffectDriver, Run, advance, context_value, current_runtime, run_user_id, state_value
+from ..storage import StoreStorage, open_storage
+from .effects import (
+    CONTEXT_THRESHOLDS,
+    RUN_THREAD,
+    EffectDriver,
+    Run,
+    advance,
+    context_value,
+    current_runtime,
+    run_thread_id,
+    run_user_id,
+    state_value,
+)
 from .events import describe_error, emit_event
 from .flush import FLUSH, FlushStage
 from .gate import GATE, GateStage, Memo
@@ -36,11 +47,13 @@ __all__ = [
     "OFFLOAD",
     "SUMMARIZE",
     "CompactionNodes",
+    "RUN_THREAD",
     "Run",
     "advance",
     "current_runtime",
     "describe_error",
     "emit_event",
+    "run_thread_id",
     "run_user_id",
     "state_value",
 ]
@@ -102,18 +115,15 @@ class CompactionNodes(GateStage, OffloadStage, FlushStage, SummarizeStage, Effec
         self._flush_breaker = "breaker" if same else "flush_breaker"
 
     # -- where a run happens
-    def _run(self, config: RunnableConfig) -> Run:
+    def _run(self, config: RunnableConfig, state: Any) -> Run:
+        """Return where a step over ``state`` runs: its thread (see ``run_thread_id``), user, storage and budget."""
         runtime = current_runtime()
         storage = self.storage
         if storage is None and getattr(runtime, "store", None) is not None:
             storage = StoreStorage(runtime.store)
-        thread = (config.get("configurable") or {}).get("thread_id")
-        return Run(
-            thread_id=thread_key(thread),
-            user_id=run_user_id(runtime, config),
-            storage=storage,
-            budget=self._budget_for(runtime),
-        )
+        user = run_user_id(runtime, config)
+        thread, threadless = run_thread_id(config, state, user)
+        return Run(thread_id=thread, user_id=user, storage=storage, budget=self._budget_for(runtime), threadless=threadless)
 
     def _budget_for(self, runtime: Any) -> Budget:
         """Return the budget with the run context's thresholds applied (a bad value raises, naming the field)."""

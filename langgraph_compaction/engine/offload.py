@@ -40,10 +40,10 @@ class OffloadStage:
 
     def offload(self, state: Any, config: RunnableConfig) -> dict:
         """Append every message not yet in the transcript (each message once per thread)."""
-        return self._guarded("offload", state, self._offload_steps, self._run(config))
+        return self._guarded("offload", state, self._offload_steps, self._run(config, state))
 
     async def aoffload(self, state: Any, config: RunnableConfig) -> dict:
-        return await self._aguarded("offload", state, self._offload_steps, self._run(config))
+        return await self._aguarded("offload", state, self._offload_steps, self._run(config, state))
 
     def _offload_update(self, messages: Sequence[BaseMessage], run: Run) -> Steps:
         """Append each message, or new version of one, the transcript lacks; return the ``compaction`` update (or raise).

@@ -180,11 +180,11 @@ def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: Optional[str
     inner = node if isinstance(node, Runnable) else RunnableLambda(node)
 
     def invoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config)
+        run = nodes._run(config, state)
         return drive_recovery(nodes, recovery_steps(nodes, state, run), run, lambda s: inner.invoke(s, config))
 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config)
+        run = nodes._run(config, state)
         return await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, lambda s: inner.ainvoke(s, config))
 
     # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
@@ -209,7 +209,7 @@ def invoke_with_recovery(
     messages for the call only.
     """
     config = config or {}
-    run = nodes._run(config)
+    run = nodes._run(config, state)
 
     def call(s: Any) -> dict:
         return {"messages": [model.invoke(_request(system_prompt, nodes.messages_of(s)), config)]}
@@ -222,7 +222,7 @@ async def ainvoke_with_recovery(
 ) -> dict:
     """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``."""
     config = config or {}
-    run = nodes._run(config)
+    run = nodes._run(config, state)
 
     async def call(s: Any) -> dict:
         return {"messages": [await model.ainvoke(_request(system_prompt, nodes.messages_of(s)), config)]}

@@ -44,6 +44,7 @@ _DEFAULTS: dict[str, Any] = {
     "edited_messages": {},
     "events": [],
     "pins": [],
+    "run_thread": None,
 }
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "pending": dict,
@@ -59,6 +60,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "edited_messages": dict,
     "events": list,
     "pins": list,
+    "run_thread": str,
 }
 
 

@@ -52,10 +52,10 @@ class SummarizeStage:
 
     def summarize(self, state: Any, config: RunnableConfig) -> dict:
         """Replace the evicted prefix by one structured summary (the join of flush and offload)."""
-        return self._guarded("summarize", state, self._summarize_steps, self._run(config))
+        return self._guarded("summarize", state, self._summarize_steps, self._run(config, state))
 
     async def asummarize(self, state: Any, config: RunnableConfig) -> dict:
-        return await self._aguarded("summarize", state, self._summarize_steps, self._run(config))
+        return await self._aguarded("summarize", state, self._summarize_steps, self._run(config, state))
 
     def _cached_prefix(self, messages: Sequence[BaseMessage], pending: dict) -> Optional[list[BaseMessage]]:
         """Return the agent's own request up to the cut (system prompt first), or None when it cannot be reused.

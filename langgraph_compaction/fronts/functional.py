@@ -46,7 +46,7 @@ def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **sett
     nodes = CompactionNodes(before="model", **settings)
     # ids as add_messages gives them: the transcript and the summaries refer to messages by id
     values = {"messages": add_messages([], list(messages)), "compaction": read_compaction(state)}
-    return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}})
+    return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}}, values)
 
 
 def _finish(nodes: CompactionNodes, result: PassResult) -> CompactionResult:

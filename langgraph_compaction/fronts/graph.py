@@ -31,7 +31,7 @@ from langgraph.types import Send
 
 from ..core.config import CompactionConfig
 from ..engine import arun_pass, run_pass
-from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes, state_value
+from ..engine.nodes import FLUSH, GATE, OFFLOAD, RUN_THREAD, SUMMARIZE, CompactionNodes, state_value
 from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps, in_front
 from ..engine.passes import replaced_state
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
@@ -57,11 +57,19 @@ def _signature(messages: Sequence[BaseMessage]) -> tuple:
     return len(messages), messages[-1].id if messages else None
 
 
-def _graph_key(config: RunnableConfig) -> tuple:
-    """Return (thread, graph namespace): a task's namespace ends with its own ``node:task`` segment."""
+def _graph_key(config: RunnableConfig, compaction: Any) -> Optional[tuple]:
+    """Return (thread, graph namespace): a task's namespace ends with its own ``node:task`` segment.
+
+    A run without a thread id is told apart by its own transcript key (None
+    before its first gate: nothing is remembered for it).
+    """
     configurable = config.get("configurable") or {}
     ns = str(configurable.get("checkpoint_ns") or "")
-    return thread_key(configurable.get("thread_id")), ns.rpartition("|")[0]
+    thread = configurable.get("thread_id")
+    if thread is None:
+        thread = compaction.get(RUN_THREAD) if isinstance(compaction, dict) else None
+        return (RUN_THREAD, thread, ns.rpartition("|")[0]) if isinstance(thread, str) else None
+    return thread_key(thread), ns.rpartition("|")[0]
 
 
 class _Passed:
@@ -78,17 +86,20 @@ class _Passed:
         self._seen: OrderedDict[tuple, tuple] = OrderedDict()
         self._lock = threading.Lock()
 
-    def mark(self, config: RunnableConfig, messages: Sequence[BaseMessage]) -> None:
-        key = _graph_key(config)
+    def mark(self, config: RunnableConfig, compaction: Any, messages: Sequence[BaseMessage]) -> None:
+        key = _graph_key(config, compaction)
+        if key is None:
+            return
         with self._lock:
             self._seen.pop(key, None)
             self._seen[key] = _signature(messages)
             if len(self._seen) > PASSED_THREADS:
                 self._seen.popitem(last=False)
 
-    def check(self, config: RunnableConfig, messages: Sequence[BaseMessage]) -> bool:
+    def check(self, config: RunnableConfig, compaction: Any, messages: Sequence[BaseMessage]) -> bool:
+        key = _graph_key(config, compaction)
         with self._lock:
-            return self._seen.get(_graph_key(config)) == _signature(messages)
+            return key is not None and self._seen.get(key) == _signature(messages)
 
 
 def _after(state: Any, update: Any) -> list[BaseMessage]:
@@ -102,9 +113,11 @@ def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[Runnable
     """Return the gate and summarize nodes, each recording the messages it lets through to the model node."""
 
     def let_through(state: Any, config: RunnableConfig, update: Any, stage: str) -> Any:
-        pending = ((update or {}).get("compaction") or {}).get("pending", state_value(state_value(state, "compaction") or {}, "pending"))
-        if stage == SUMMARIZE or not pending:
-            passed.mark(config, _after(state, update))
+        written = ((update or {}).get("compaction") or {}) if isinstance(update, dict) else {}
+        before = state_value(state, "compaction")
+        compaction = {**(before if isinstance(before, dict) else {}), **written}
+        if stage == SUMMARIZE or not compaction.get("pending"):
+            passed.mark(config, compaction, _after(state, update))
         return update
 
     def gate(state: Any, config: RunnableConfig) -> Any:
@@ -137,9 +150,9 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
         return _PUSH in ((config.get("metadata") or {}).get("langgraph_triggers") or ())
 
     def invoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config)
+        run = nodes._run(config, state)
         done = None
-        if pushed(config) or not passed.check(config, state_value(state, "messages") or []):
+        if pushed(config) or not passed.check(config, state_value(state, "compaction"), state_value(state, "messages") or []):
             done = run_pass(nodes, state, run)
             state = done.state
         call = lambda s: inner.invoke(model_input(s), config)  # noqa: E731
@@ -147,9 +160,9 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config)
+        run = nodes._run(config, state)
         done = None
-        if pushed(config) or not passed.check(config, state_value(state, "messages") or []):
+        if pushed(config) or not passed.check(config, state_value(state, "compaction"), state_value(state, "messages") or []):
             done = await arun_pass(nodes, state, run)
             state = done.state
 

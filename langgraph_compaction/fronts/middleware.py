@@ -114,12 +114,12 @@ class CompactionMiddleware(AgentMiddleware):
     def before_model(self, state: Any, runtime: Any) -> Optional[dict]:
         config = get_config()
         nodes, _ = self._level(config)
-        return run_pass(nodes, state, nodes._run(config)).update or None
+        return run_pass(nodes, state, nodes._run(config, state)).update or None
 
     async def abefore_model(self, state: Any, runtime: Any) -> Optional[dict]:
         config = get_config()
         nodes, _ = self._level(config)
-        return (await arun_pass(nodes, state, nodes._run(config))).update or None
+        return (await arun_pass(nodes, state, nodes._run(config, state))).update or None
 
     # -- around the model call
     def _count_request(self, request: ModelRequest, nodes: CompactionNodes, counted: list) -> None:
@@ -157,7 +157,7 @@ class CompactionMiddleware(AgentMiddleware):
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return handler(self._model_request(request, request.state, nodes))
-        run = nodes._run(config)
+        run = nodes._run(config, request.state)
         responses: list[ModelResponse] = []
 
         def call(state: Any) -> dict:
@@ -173,7 +173,7 @@ class CompactionMiddleware(AgentMiddleware):
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return await handler(self._model_request(request, request.state, nodes))
-        run = nodes._run(config)
+        run = nodes._run(config, request.state)
         responses: list[ModelResponse] = []
 
         async def call(state: Any) -> dict:

@@ -66,10 +66,10 @@ def make_pre_model_hook(
         return {**result.update, "llm_input_messages": nodes.messages_of(result.state)}
 
     def hook(state: Any, config: RunnableConfig) -> dict:
-        return update(run_pass(nodes, state, nodes._run(config)))
+        return update(run_pass(nodes, state, nodes._run(config, state)))
 
     async def ahook(state: Any, config: RunnableConfig) -> dict:
-        return update(await arun_pass(nodes, state, nodes._run(config)))
+        return update(await arun_pass(nodes, state, nodes._run(config, state)))
 
     node = RunnableCallable(hook, ahook, name="compaction", trace=False)
     node.state_schema = CompactionReactState

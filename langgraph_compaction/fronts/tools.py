@@ -14,8 +14,8 @@ async, for ``ToolNode`` / ``create_agent``:
 - ``compact(focus=None)``: ask for compaction before the next model call.
 
 The thread, the user and the store come from the tool runtime (thread id
-from the run's ``configurable``, user from ``runtime.context.user_id`` else
-``configurable["user_id"]``); ``storage=None`` uses the graph's store. Pass
+from the run's ``configurable``, or the run's own transcript when it has
+none; user from ``runtime.context.user_id`` else ``configurable["user_id"]``); ``storage=None`` uses the graph's store. Pass
 the same storage as to ``add_compaction``.
 """
 
@@ -36,9 +36,9 @@ from rank_bm25 import BM25Plus
 from ..core.config import CompactionConfig
 from ..core.conversation import is_summary
 from ..memory.ledger import MEMORY_FILE, is_memory_text, memory_lines, search_terms
-from ..engine.nodes import run_user_id
+from ..engine.nodes import run_thread_id, run_user_id
 from ..core.plan import find_cutoff
-from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage, thread_key
+from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage
 from ..core.summary import render_message
 from ..core.tokens import TokenCounter
 from ..storage.transcript import messages_by_id, paginate, render_recalled
@@ -223,10 +223,10 @@ def _where(runtime: Any, storage: Optional[CompactionStorage]) -> _Where:
     config = getattr(runtime, "config", None) or {}
     store = getattr(runtime, "store", None)
     chosen = storage if storage is not None else (StoreStorage(store) if store is not None else None)
-    thread = (config.get("configurable") or {}).get("thread_id")
     state = getattr(runtime, "state", None)
     messages = (state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)) or []
-    return _Where(chosen, thread_key(thread), run_user_id(runtime, config), list(messages))
+    user = run_user_id(runtime, config)
+    return _Where(chosen, run_thread_id(config, state, user)[0], user, list(messages))
 
 
 def _tool(name: str, storage: Optional[CompactionStorage], answer: Callable[..., str], signature_of: Callable) -> BaseTool:
