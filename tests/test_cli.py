@@ -1,7 +1,11 @@
 """The ``langgraph-compaction`` command as a user runs it: demo, inspect, bad arguments, ChatOpenAI mode."""
 
 import json
+import os
 import re
+import shlex
+import socket
+import stat
 import sqlite3
 import subprocess
 import sys
@@ -10,6 +14,7 @@ from datetime import datetime, timezone
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage, messages_from_dict
 
+from langgraph_compaction import CompactionConfig
 from langgraph_compaction.cli import main
 from openai_server import _MEMORY_MARKER, _SUMMARY_MARKER, request_text
 
@@ -106,7 +111,6 @@ def test_small_demo_runs_in_process_with_a_plot_where_asked(offline, capsys):
     [
         (["inspect", "--thread", "x", "--storage", "missing"], "--storage missing: no such directory"),
         (["inspect", "--thread", "nope"], "--thread 'nope' has no checkpoints"),
-        (["demo", "--turns", "1", "--thread", "t", "--window", "100"], "--window must be at least 4000"),
         (["demo", "--turns", "1", "--thread", "t"], "thread 't' already has checkpoints"),
     ],
 )
@@ -190,12 +194,19 @@ def test_with_an_api_key_chatopenai_runs_agent_and_summarizer_with_no_400s(opena
     assert reported > 0
 
 
+def _command(root, *args, env=None, prelude=None):
+    """Run ``langgraph-compaction ARGS`` as a user does, without an OpenAI key unless ``env`` sets one; return the finished process.
+
+    ``prelude`` is Python run before the command (to take a package away, as a venv without it would).
+    """
+    environ = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}, **(env or {})}
+    start = ["-m", "langgraph_compaction"] if prelude is None else ["-c", f"{prelude}; from langgraph_compaction.cli import main; raise SystemExit(main())"]
+    return subprocess.run([sys.executable, *start, *args], cwd=root, capture_output=True, text=True, timeout=120, env=environ)
+
+
 def _consolidate(root, *args):
     """Run ``langgraph-compaction consolidate`` as a user does, without an OpenAI key; return the finished process."""
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OPENAI_")}
-    return subprocess.run(
-        [sys.executable, "-m", "langgraph_compaction", "consolidate", *args], cwd=root, capture_output=True, text=True, timeout=120, env=env
-    )
+    return _command(root, "consolidate", *args)
 
 
 def test_consolidate_offline_on_the_demos_storage_exits_0_and_reports_the_real_counts(default_demo):
@@ -230,3 +241,59 @@ def test_consolidate_on_a_mistyped_path_fails_and_creates_nothing(offline, path,
     assert run.returncode == 2
     assert message in run.stderr and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     assert sorted(p.relative_to(offline) for p in offline.rglob("*")) == before
+
+
+def _one_error_line(err: str, command: str) -> str:
+    assert err.startswith(f"langgraph-compaction {command}: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("window", [100, 4_000, 10_000])
+def test_a_window_below_the_smallest_gets_the_true_minimum_in_one_line(offline, capsys, window):
+    smallest = CompactionConfig().smallest_window()  # the demo changes only layer 2's thresholds, not the window's floor
+    assert window < smallest
+    assert main(["demo", "--turns", "1", "--thread", "t", "--window", str(window), "--no-plot"]) == 2
+    err = _one_error_line(capsys.readouterr().err, "demo")
+    assert f"--window must be at least {smallest:,} tokens (got {window:,})" in err
+    assert main(["demo", "--turns", "1", "--thread", "t", "--window", str(smallest), "--no-plot", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("storage", ["a-file", "a-file/below", "/proc/no-such-folder"])
+def test_demo_on_a_storage_path_that_cannot_be_a_folder_gets_one_line(offline, capsys, storage):
+    (offline / "a-file").write_text("not a folder")
+    assert main(["demo", "--turns", "1", "--thread", "t", "--storage", storage, "--no-plot"]) == 2
+    err = _one_error_line(capsys.readouterr().err, "demo")
+    assert f"--storage {storage}: " in err
+
+
+def test_inspect_without_the_demo_extra_says_which_extra_to_install(offline):
+    run = _command(offline, "inspect", "--thread", "t", prelude="import sys; sys.modules['rich'] = None")
+    assert run.returncode == 2
+    assert "pip install 'langgraph-compaction[demo]'" in _one_error_line(run.stderr, "inspect")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_key_that_is_set_but_unusable_gets_one_line_and_status_1(offline):
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    run = _command(offline, "demo", "--turns", "2", "--thread", "t", env={"OPENAI_API_KEY": "sk-bogus", "OPENAI_BASE_URL": url})
+    assert run.returncode == 1
+    err = _one_error_line(run.stderr, "demo")
+    assert url in err and "unset OPENAI_API_KEY to run offline" in err
+
+
+def test_the_files_the_demo_writes_are_private(offline, capsys):
+    old = os.umask(0o022)  # a usual umask: what the process would get without asking
+    try:
+        assert main(["demo", "--turns", "12", "--thread", "t", "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    storage = offline / ".compaction"
+    files = [p for p in storage.rglob("*") if p.is_file()]
+    assert {"checkpoints.sqlite", "demo.png", "t.jsonl", "MEMORY.md"} <= {p.name for p in files}
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o600 for p in files}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in [storage, *storage.rglob("*")] if p.is_dir())

@@ -9,6 +9,7 @@ cause print one line naming the flag and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -21,16 +22,35 @@ USAGE_ERROR = 2
 _EXTRA = "pip install 'langgraph-compaction[demo]'"
 
 
-class UsageError(Exception):
+class CommandError(Exception):
+    """A run that could not be done (an API that refused it): printed as one line, exit status 1."""
+
+    status = 1
+
+
+class UsageError(CommandError):
     """A mistake in the command line or its inputs: printed as one line, exit status 2."""
+
+    status = USAGE_ERROR
 
 
 def _console() -> Any:
+    """Return the console the commands print to, once the packages of the ``[demo]`` extra they use are there."""
     try:
+        import langgraph.checkpoint.sqlite  # noqa: F401 - demo writes and inspect reads the SQLite checkpoints
         from rich.console import Console
     except ImportError as exc:
-        raise UsageError(f"the command needs rich, matplotlib and langgraph-checkpoint-sqlite: {_EXTRA}") from exc
+        raise UsageError(f"the command needs rich, matplotlib and langgraph-checkpoint-sqlite ({exc}): {_EXTRA}") from exc
     return Console(highlight=False, soft_wrap=True)
+
+
+def _openai_error(exc: BaseException) -> Optional[BaseException]:
+    """Return the OpenAI client's error behind ``exc`` (langchain-openai and LangGraph wrap it), or None."""
+    while exc is not None:
+        if type(exc).__module__.split(".")[0] == "openai":
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _positive(text: str) -> int:
@@ -88,9 +108,14 @@ def run_demo_command(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise UsageError(f"{exc}; the demo needs {_EXTRA}") from exc
     except Exception as exc:
-        if type(exc).__module__.split(".")[0] == "openai":  # a bad key, model name or endpoint
-            raise UsageError(f"the OpenAI API refused the session ({exc}); check OPENAI_API_KEY, OPENAI_BASE_URL and --model") from exc
-        raise
+        found = _openai_error(exc)  # a bad key, model name or endpoint
+        if found is None:
+            raise
+        where = os.environ.get("OPENAI_BASE_URL") or "api.openai.com"
+        raise CommandError(
+            f"the OpenAI API at {where} failed the session ({type(found).__name__}: {found}); check OPENAI_API_KEY, "
+            "OPENAI_BASE_URL and --model, or unset OPENAI_API_KEY to run offline"
+        ) from exc
     console.print(totals_table(report))
     console.print(f"compactions by layer: {layer_totals(report) or 'none'}")
     console.print(f"{len(report.calls)} model calls in {report.seconds:.1f} s")
@@ -159,6 +184,7 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
 
 def run_inspect_command(args: argparse.Namespace) -> int:
     """Run ``inspect``: the thread's compaction records, current summary, transcript and memory files."""
+    console = _console()
     from rich.table import Table
 
     from ..core.conversation import is_summary
@@ -167,7 +193,6 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     from ..storage import FileStorage
     from ..core.tokens import estimate_tokens
 
-    console = _console()
     storage = Path(args.storage)
     values, checkpoints = thread_values(storage, args.thread)
     messages = list(values.get("messages") or [])
@@ -225,9 +250,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return USAGE_ERROR
     try:
         return commands[args.command](args)
-    except UsageError as exc:
+    except CommandError as exc:
         print(f"langgraph-compaction {args.command}: error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return exc.status
     except KeyboardInterrupt:
         print("interrupted; the thread's checkpoints keep everything up to the last completed step", file=sys.stderr)
         return 130

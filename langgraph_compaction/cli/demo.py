@@ -309,8 +309,13 @@ class DemoOptions:
         """Raise ValueError naming the flag when a setting cannot work."""
         if self.turns < 1:
             raise ValueError(f"--turns must be at least 1 (got {self.turns})")
-        if self.window < 4_000:
-            raise ValueError(f"--window must be at least 4000 tokens (got {self.window})")
+        # demo_config changes only layer 2's thresholds, which the smallest window does not depend on
+        smallest = CompactionConfig().smallest_window()
+        if self.window < smallest:
+            raise ValueError(
+                f"--window must be at least {smallest:,} tokens (got {self.window:,}): the smallest window in which "
+                "a compaction leaves room for its summary and a kept tail"
+            )
 
 
 @dataclass
@@ -522,6 +527,18 @@ def build_demo_graph(decide, tools: list, summarizer: Any, flush_model: Any, con
     return builder.compile(checkpointer=checkpointer)
 
 
+def storage_folder(spec: str) -> Path:
+    """Return the storage folder ``spec`` names, made (``0700``) when missing; raise ValueError naming --storage when it cannot be one."""
+    root = Path(spec)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"--storage {spec}: it is a file, not a folder; pass a folder for the demo's checkpoints and files")
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--storage {spec}: cannot make the folder ({exc.strerror}); pass a folder the demo may create") from exc
+    return root
+
+
 def default_thread() -> str:
     """Return a fresh thread id for a demo run (``demo-YYYYMMDD-HHMMSS``)."""
     return "demo-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -561,8 +578,7 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
     options.check()
     console = out if out is not None else Console()
     thread = options.thread or default_thread()
-    root = Path(options.storage)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root = storage_folder(options.storage)
     storage = FileStorage(root)
     counter = TokenCounter()
     config = demo_config(options.window)
@@ -584,6 +600,8 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
         last_id = messages[-1].id if messages else None
         report.calls.append(CallRecord(counter.total(messages), last_id, usage.take()))
 
+    # made 0600 first, as the storage's own files are: sqlite3 would create it with the umask's mode (its journals copy the file's)
+    os.close(os.open(root / CHECKPOINTS_FILE, os.O_WRONLY | os.O_CREAT, 0o600))
     conn = sqlite3.connect(root / CHECKPOINTS_FILE, check_same_thread=False)
     try:
         checkpointer = SqliteSaver(conn)
@@ -750,6 +768,7 @@ def save_plot(report: DemoReport, path: str) -> str:
     fig.suptitle(f"langgraph-compaction demo: {len(report.calls)} model calls, {len(compaction_at)} summaries", fontsize=11)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as png:  # private, as the storage's files are
+        fig.savefig(png, format="png")
     plt.close(fig)
     return str(path)
