@@ -232,7 +232,10 @@ def test_consolidate_offline_merges_new_entries_with_the_offline_model(offline):
     assert "- The user prefers small diffs" in (offline / "store" / "MEMORY.md").read_text()
 
 
-@pytest.mark.parametrize("path, message", [("no-such-dir", "no such directory"), ("not-storage", "not a storage folder")])
+@pytest.mark.parametrize(
+    "path, message",
+    [("no-such-dir", "no such directory"), ("not-storage", "not a storage folder"), ("not-storage/notes.txt", "it is a file, not a directory")],
+)
 def test_consolidate_on_a_mistyped_path_fails_and_creates_nothing(offline, path, message):
     (offline / "not-storage").mkdir()
     (offline / "not-storage" / "notes.txt").write_text("hello")
@@ -297,3 +300,132 @@ def test_the_files_the_demo_writes_are_private(offline, capsys):
     assert {"checkpoints.sqlite", "demo.png", "t.jsonl", "MEMORY.md"} <= {p.name for p in files}
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o600 for p in files}
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in [storage, *storage.rglob("*")] if p.is_dir())
+
+
+def _hint(out: str) -> list[str]:
+    """Return the arguments of the demo's "look again with" line, split as a shell would."""
+    line = next(line for line in out.splitlines() if line.startswith("look again with: "))
+    words = shlex.split(line.removeprefix("look again with: "))
+    assert words[0] == "langgraph-compaction"
+    return words[1:]
+
+
+def test_the_look_again_hint_is_a_command_the_shell_runs_as_shown(offline, capsys):
+    assert main(["demo", "--turns", "1", "--thread", "a [b]/c", "--storage", "my store", "--no-plot", "--quiet"]) == 0
+    hint = _hint(capsys.readouterr().out)
+    assert hint == ["inspect", "--thread", "a [b]/c", "--storage", "my store"]
+    assert main(hint) == 0
+    assert capsys.readouterr().out.startswith("thread a [b]/c · ")
+
+
+def test_an_empty_thread_id_is_a_thread_of_its_own_as_in_the_library(offline, capsys):
+    assert main(["demo", "--turns", "1", "--thread", "", "--no-plot", "--quiet"]) == 0
+    assert _hint(capsys.readouterr().out) == ["inspect", "--thread", "", "--storage", ".compaction"]
+    with sqlite3.connect(offline / ".compaction" / "checkpoints.sqlite") as conn:
+        assert [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")] == [""]
+    assert main(["inspect", "--thread", ""]) == 0
+
+
+def _printed_paths(out: str) -> dict[str, str]:
+    labels = ("checkpoints:", "transcript:", "ledger:", "MEMORY.md:", "plot:")
+    return {line.split(":", 1)[0]: line.split(":", 1)[1].split("  (")[0].strip() for line in out.splitlines() if line.startswith(labels)}
+
+
+def test_a_session_too_short_to_compact_names_no_file_it_did_not_write(offline, capsys):
+    assert main(["demo", "--turns", "1", "--thread", "t", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "compactions by layer: none" in out
+    printed = _printed_paths(out)
+    assert printed["transcript"].startswith("none")
+    assert all((offline / path).exists() for label, path in printed.items() if not path.startswith("none"))
+
+
+def test_a_short_session_where_compaction_costs_more_says_so_plainly(offline, capsys):
+    assert main(["demo", "--turns", "2", "--thread", "t", "--no-plot", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    billed_with, billed_without = _figure(out, "(cached prefix at 0.1×)")
+    assert billed_without < billed_with
+    assert "as much without compaction as with it" not in out
+    assert f"without compaction the input would have cost less ({billed_without:,} against {billed_with:,})" in " ".join(out.split())
+
+
+def test_inspect_shows_transcript_and_memory_of_a_folder_without_checkpoints(offline, capsys):
+    assert main(["demo", "--turns", "12", "--thread", "t", "--no-plot", "--quiet"]) == 0
+    capsys.readouterr()
+    (offline / ".compaction" / "checkpoints.sqlite").unlink()  # as add_compaction's folder is: the checkpoints are elsewhere
+    assert main(["inspect", "--thread", "t"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("thread t · no checkpoints.sqlite in .compaction")
+    records = len((offline / ".compaction" / "sessions" / "t.jsonl").read_text().splitlines())
+    assert f"· {records:,} messages ·" in out
+    assert re.search(r"memory/\d{4}-\d\d-\d\d\.md · [\d,]+ bytes · \d+ bullets", out)
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"langgraph-compaction {version('langgraph-compaction')}\n"
+
+
+@pytest.mark.parametrize("command", ["demo", "inspect"])
+def test_an_unknown_option_shows_the_commands_own_usage(capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--thread", "t", "--bogus"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: langgraph-compaction {command} ") and "unrecognized arguments: --bogus" in err
+
+
+def _calls(out: str) -> int:
+    return int(re.search(r"(\d+) model calls in", out).group(1))
+
+
+def _history_ids(storage, thread: str) -> list[str]:
+    """Return the ids of the thread's whole conversation as written (transcript, then the live state), the thread's name taken out."""
+    from langgraph_compaction.cli import demo, thread_values
+
+    values, _ = thread_values(storage, thread)
+    records = [json.loads(line) for line in (storage / "sessions" / f"{thread}.jsonl").read_text().splitlines()]
+    return [re.sub(f"^{re.escape(thread)}-", "<thread>-", m.id) for m in demo.uncompacted_history(records, values["messages"])]
+
+
+def test_an_interrupted_demo_goes_on_with_resume_as_if_never_stopped(offline, capsys, monkeypatch):
+    from langgraph_compaction import openai_violations
+    from langgraph_compaction.cli import demo, thread_values
+
+    assert main(["demo", "--turns", "8", "--thread", "whole", "--no-plot", "--quiet"]) == 0
+    whole = _calls(capsys.readouterr().out)
+
+    scripted, calls = demo.scripted_round, []
+
+    def ctrl_c_in_turn_4(turn, step, seed):
+        if (turn, step) == (3, 2):
+            raise KeyboardInterrupt
+        calls.append((turn, step))
+        return scripted(turn, step, seed)
+
+    monkeypatch.setattr(demo, "scripted_round", ctrl_c_in_turn_4)
+    assert main(["demo", "--turns", "8", "--thread", "t", "--no-plot", "--quiet"]) == 130
+    err = capsys.readouterr().err
+    resume = shlex.split(err.split("continue it with: ", 1)[1])
+    assert resume == ["langgraph-compaction", "demo", "--resume", "--thread", "t", "--turns", "8"]
+    assert main(["demo", "--turns", "8", "--thread", "t", "--no-plot"]) == 2
+    assert "pass --resume to continue it" in capsys.readouterr().err
+
+    monkeypatch.setattr(demo, "scripted_round", scripted)
+    assert main([*resume[1:], "--no-plot", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming thread t at request 4 of 8" in out
+    assert len(calls) + _calls(out) == whole  # the interrupted request goes on from its next step, not from its first
+    storage = offline / ".compaction"
+    assert _history_ids(storage, "t") == _history_ids(storage, "whole")
+    values, _ = thread_values(storage, "t")
+    assert openai_violations(values["messages"]) == []
+
+
+def test_resume_needs_a_thread_that_exists(offline, capsys):
+    assert main(["demo", "--turns", "2", "--thread", "nope", "--resume", "--no-plot"]) == 2
+    assert "--resume: thread 'nope' has no checkpoints" in capsys.readouterr().err

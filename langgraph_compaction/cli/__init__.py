@@ -1,15 +1,18 @@
 """The ``langgraph-compaction`` command: ``demo``, ``inspect`` and ``consolidate``.
 
 ``demo`` runs the long demo session (see ``langgraph_compaction.cli.demo``) and
-prints its totals, file paths and plot; ``inspect`` reads a thread back from
-``<storage>/checkpoints.sqlite`` and the storage directory. Errors a user can
-cause print one line naming the flag and exit with status 2.
+prints its totals, file paths and plot (``--resume`` continues an interrupted
+one); ``inspect`` reads a thread back from ``<storage>/checkpoints.sqlite``
+when there is one, and its transcript and memory from the storage directory.
+Errors a user can cause print one line naming the flag and exit with status
+2; an OpenAI API that fails the session prints one line and exits with 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -68,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="langgraph-compaction", description="Keep a LangGraph agent's conversation inside its context window."
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = top.add_subparsers(dest="command", metavar="{demo,inspect,consolidate}")
 
     demo = commands.add_parser("demo", help="run a long tool-using agent session through the compacting graph")
@@ -75,6 +79,7 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--storage", default=DEFAULT_STORAGE, help=f"directory for checkpoints, transcripts and memory (default ./{DEFAULT_STORAGE})")
     demo.add_argument("--window", type=_positive, default=DEFAULT_WINDOW, help=f"the agent's context window in tokens (default {DEFAULT_WINDOW})")
     demo.add_argument("--thread", help="thread id (default: demo-<UTC time>)")
+    demo.add_argument("--resume", action="store_true", help="continue the --thread an interrupted run left, up to --turns requests")
     demo.add_argument("--seed", type=int, default=7, help="seed of the scripted session (default 7)")
     demo.add_argument("--model", default=DEFAULT_OPENAI_MODEL, help=f"OpenAI model when OPENAI_API_KEY is set (default {DEFAULT_OPENAI_MODEL})")
     demo.add_argument("--plot", help="where to write the PNG plot (default <storage>/demo.png)")
@@ -88,21 +93,42 @@ def parser() -> argparse.ArgumentParser:
 
     # its arguments are parsed by the memory module's own parser (see main)
     commands.add_parser("consolidate", help="merge new daily ledger entries into MEMORY.md (see consolidate --help)")
+    for command in (demo, inspect):  # main reports an unknown option with the command's own usage
+        command.set_defaults(usage=command)
     return top
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("langgraph-compaction")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "(not installed)"
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
     """Run ``demo``: the session, then the totals, the paths and the plot."""
-    from .demo import DemoOptions, layer_totals, run_demo, save_plot, totals_table
+    from .demo import DemoOptions, default_thread, layer_totals, run_demo, save_plot, totals_table
 
     console = _console()
     plot = None if args.no_plot else (args.plot or str(Path(args.storage) / "demo.png"))
+    if args.resume and args.thread is None:
+        raise UsageError("--resume continues the thread --thread names; pass the --thread of the run to continue")
+    # chosen here, not by run_demo, so that an interrupted run can say how to continue it
+    thread = default_thread() if args.thread is None else args.thread
     options = DemoOptions(
-        turns=args.turns, storage=args.storage, window=args.window, thread=args.thread, seed=args.seed,
-        plot=plot, quiet=args.quiet, model=args.model,
+        turns=args.turns, storage=args.storage, window=args.window, thread=thread, seed=args.seed,
+        plot=plot, quiet=args.quiet, model=args.model, resume=args.resume,
     )
     try:
         report = run_demo(options, console)
+    except KeyboardInterrupt:
+        print(
+            "interrupted; the thread's checkpoints keep everything up to the last completed step; "
+            f"continue it with: {_resume_command(args, thread)}", file=sys.stderr,
+        )
+        return 130
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     except ImportError as exc:
@@ -122,11 +148,23 @@ def run_demo_command(args: argparse.Namespace) -> int:
     for label, key in (("checkpoints", "checkpoints"), ("transcript", "transcript"), ("ledger", "ledger"), ("MEMORY.md", "memory")):
         path = Path(report.paths[key])
         note = f"  (consolidation: {report.consolidation})" if key == "memory" else ""
-        console.print(f"{label + ':':<13}{_shown(path)}{note}")
+        # a short session may compact nothing: the files of compaction are then not written
+        shown = _shown(path) if path.exists() else "none (nothing was compacted)"
+        console.print(f"{label + ':':<13}{shown}{note}")
     if plot:
         console.print(f"{'plot:':<13}{save_plot(report, plot)}")
-    console.print(f"look again with: langgraph-compaction inspect --thread {report.thread} --storage {args.storage}")
+    console.print(f"look again with: {shlex.join(['langgraph-compaction', 'inspect', '--thread', report.thread, '--storage', args.storage])}")
     return 0
+
+
+def _resume_command(args: argparse.Namespace, thread: str) -> str:
+    """Return the shell command that continues ``thread`` with the settings of this run (those not at their default)."""
+    words = ["langgraph-compaction", "demo", "--resume", "--thread", thread]
+    defaults = parser().parse_args(["demo"])
+    for flag in ("storage", "turns", "window", "seed", "model"):
+        if getattr(args, flag) != getattr(defaults, flag):
+            words += [f"--{flag}", str(getattr(args, flag))]
+    return shlex.join(words)
 
 
 def _shown(path: Path) -> Path:
@@ -151,8 +189,8 @@ def _thread_ids(db: Path) -> list[str]:
 def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
     """Return (the thread's latest state values, its checkpoint count) from ``<storage>/checkpoints.sqlite``.
 
-    Raises UsageError naming the directory or the thread (and the threads
-    that exist) when either is missing.
+    Raises UsageError naming the thread (and the threads that exist) when
+    it has no checkpoints there.
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import START, StateGraph
@@ -160,10 +198,6 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
     from ..engine.state import CompactionState
 
     db = storage / CHECKPOINTS_FILE
-    if not storage.is_dir():
-        raise UsageError(f"--storage {storage}: no such directory; run `langgraph-compaction demo` first or point --storage at its directory")
-    if not db.is_file():
-        raise UsageError(f"--storage {storage}: there is no {CHECKPOINTS_FILE} in it; point --storage at the demo's directory")
     threads = _thread_ids(db)
     if thread not in threads:
         known = ", ".join(threads[-10:]) or "none"
@@ -184,22 +218,52 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
 
 def run_inspect_command(args: argparse.Namespace) -> int:
     """Run ``inspect``: the thread's compaction records, current summary, transcript and memory files."""
-    console = _console()
+    from ..storage import FileStorage
+    from .consolidate import existing_storage
+
+    console = _console()  # first: it names the extra to install when rich is missing
+    from rich.markup import escape
+
+    try:
+        storage = existing_storage(args.storage)
+    except ValueError as exc:
+        raise UsageError(f"--storage {exc}") from exc
+    files = FileStorage(storage)
+    if (storage / CHECKPOINTS_FILE).is_file():
+        _print_state(console, args.thread, *thread_values(storage, args.thread), storage / CHECKPOINTS_FILE)
+    else:  # add_compaction's folder: the checkpoints are in the graph's own checkpointer
+        console.print(
+            f"[bold]thread {escape(args.thread)}[/bold] · no {CHECKPOINTS_FILE} in {args.storage} (the thread's checkpoints are "
+            "in the checkpointer its graph runs with); its transcript and memory:"
+        )
+
+    transcript = Path(files.transcript_location(args.thread))
+    if transcript.is_file():
+        console.print(f"transcript: {transcript} · {len(files.read_transcript(args.thread)):,} messages · {transcript.stat().st_size:,} bytes")
+    else:
+        console.print(f"transcript: none yet ({transcript} is written at the first compaction)")
+    memory = files.list_memory_files(args.user)
+    console.print(f"memory files of user {args.user!r}: {len(memory) or 'none'}")
+    for rel in memory:
+        text = files.read_memory_file(args.user, rel) or ""
+        bullets = sum(1 for line in text.splitlines() if line.lstrip().startswith("- "))
+        console.print(f"  {files.memory_location(args.user, rel)} · {len(text.encode()):,} bytes · {bullets} bullets")
+    return 0
+
+
+def _print_state(console: Any, thread: str, values: dict, checkpoints: int, db: Path) -> None:
+    """Print a thread's checkpointed state: its size, compactions by layer, last compaction events and current summary."""
+    from rich.markup import escape
     from rich.table import Table
 
     from ..core.conversation import is_summary
-    from .demo import compaction_counts
-    from ..engine.state import read_compaction
-    from ..storage import FileStorage
     from ..core.tokens import estimate_tokens
+    from ..engine.state import read_compaction
+    from .demo import compaction_counts
 
-    storage = Path(args.storage)
-    values, checkpoints = thread_values(storage, args.thread)
     messages = list(values.get("messages") or [])
     compaction = read_compaction(values.get("compaction"))
-    files = FileStorage(storage)
-
-    console.print(f"[bold]thread {args.thread}[/bold] · {checkpoints} checkpoints in {storage / CHECKPOINTS_FILE}")
+    console.print(f"[bold]thread {escape(thread)}[/bold] · {checkpoints} checkpoints in {db}")
     console.print(f"state: {len(messages)} messages, about {estimate_tokens(messages):,} tokens")
     edited = compaction.get("edited_messages")
     counts = compaction_counts(compaction["counts"], edited if isinstance(edited, dict) else {}) or "none yet"
@@ -222,19 +286,6 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     if summary is not None:
         console.print(compaction["summary_text"] or summary.content, markup=False)
 
-    transcript = Path(files.transcript_location(args.thread))
-    if transcript.is_file():
-        console.print(f"transcript: {transcript} · {len(files.read_transcript(args.thread)):,} messages · {transcript.stat().st_size:,} bytes")
-    else:
-        console.print(f"transcript: none yet ({transcript} is written at the first compaction)")
-    memory = files.list_memory_files(args.user)
-    console.print(f"memory files of user {args.user!r}: {len(memory) or 'none'}")
-    for rel in memory:
-        text = files.read_memory_file(args.user, rel) or ""
-        bullets = sum(1 for line in text.splitlines() if line.lstrip().startswith("- "))
-        console.print(f"  {files.memory_location(args.user, rel)} · {len(text.encode()):,} bytes · {bullets} bullets")
-    return 0
-
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line and return its exit status."""
@@ -243,7 +294,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .consolidate import consolidate_main
 
         return consolidate_main(argv[1:])
-    args = parser().parse_args(argv)
+    args, unknown = parser().parse_known_args(argv)
+    if unknown:
+        # argparse would report it with the top-level usage, which does not list the command's options
+        (getattr(args, "usage", None) or parser()).error(f"unrecognized arguments: {' '.join(unknown)}")
     commands = {"demo": run_demo_command, "inspect": run_inspect_command}
     if args.command is None:
         parser().print_help(sys.stderr)
@@ -254,5 +308,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"langgraph-compaction {args.command}: error: {exc}", file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
-        print("interrupted; the thread's checkpoints keep everything up to the last completed step", file=sys.stderr)
+        print("interrupted", file=sys.stderr)
         return 130

@@ -18,9 +18,11 @@ from ..storage import DEFAULT_USER
 _STORAGE_MARKERS = ("MEMORY.md", "memory", "sessions", "users", "checkpoints.sqlite")
 
 
-def _storage_folder(spec: str) -> str:
-    """Return ``spec`` when it is a storage folder; raise ValueError naming it otherwise (so a typo creates nothing)."""
+def existing_storage(spec: str) -> Path:
+    """Return the storage folder ``spec`` names; raise ValueError naming it when it is not one (so a typo creates nothing)."""
     folder = Path(spec)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{spec}: it is a file, not a directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)")
     if not folder.is_dir():
         raise ValueError(f"{spec}: no such directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)")
     if not any((folder / name).exists() for name in _STORAGE_MARKERS):
@@ -28,7 +30,7 @@ def _storage_folder(spec: str) -> str:
             f"{spec}: not a storage folder (it has no MEMORY.md, memory/, sessions/ or users/); "
             "pass the folder given to add_compaction or the demo (e.g. .compaction)"
         )
-    return spec
+    return folder
 
 
 def _cli_model(name: str, base_url: Optional[str]) -> tuple[Any, Optional[str]]:
@@ -58,7 +60,7 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
         store = stack.enter_context(PostgresStore.from_conn_string(spec))
         store.setup()
         return store
-    return _storage_folder(spec)
+    return str(existing_storage(spec))
 
 
 def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:

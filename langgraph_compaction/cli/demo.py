@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import sqlite3
 import threading
 import time
@@ -304,6 +305,7 @@ class DemoOptions:
     plot: Optional[str] = None
     quiet: bool = False
     model: str = DEFAULT_OPENAI_MODEL
+    resume: bool = False
 
     def check(self) -> None:
         """Raise ValueError naming the flag when a setting cannot work."""
@@ -445,8 +447,7 @@ def demo_config(window: int) -> CompactionConfig:
     )
 
 
-def _offline_agent(seed: int, counter: TokenCounter) -> Callable[[list[BaseMessage]], AIMessage]:
-    steps: dict[str, int] = {}
+def _offline_agent(seed: int, counter: TokenCounter, steps: dict[str, int]) -> Callable[[list[BaseMessage]], AIMessage]:
     cache = PromptCache(counter)
 
     def decide(messages: list[BaseMessage]) -> AIMessage:
@@ -461,10 +462,9 @@ def _offline_agent(seed: int, counter: TokenCounter) -> Callable[[list[BaseMessa
     return decide
 
 
-def _openai_agent(model: Any, tools: list) -> Callable[[list[BaseMessage]], AIMessage]:
+def _openai_agent(model: Any, tools: list, rounds: dict[str, int]) -> Callable[[list[BaseMessage]], AIMessage]:
     with_tools = model.bind_tools(tools, parallel_tool_calls=True)
     answer_now = model.bind_tools(tools, tool_choice="none")
-    rounds: dict[str, int] = {}
 
     def decide(messages: list[BaseMessage]) -> AIMessage:
         request = messages[latest_user_index(messages)]
@@ -544,10 +544,12 @@ def default_thread() -> str:
     return "demo-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
-def _models(options: DemoOptions, counter: TokenCounter) -> tuple[str, Callable, Any, Any, Any, list]:
+def _models(options: DemoOptions, counter: TokenCounter, rounds: dict[str, int]) -> tuple[str, Callable, Any, Any, Any, list]:
     """Return (mode line, agent, summarizer, memory model, consolidation model, tools) for the environment.
 
-    ``counter`` counts the offline agent's reported usage.
+    ``counter`` counts the offline agent's reported usage; ``rounds`` holds
+    the replies each request (by message id) has had, which the agent
+    counts on from (compaction may evict a request's earlier rounds).
     """
     tools = make_tools(options.seed)
     if os.environ.get("OPENAI_API_KEY"):
@@ -556,20 +558,23 @@ def _models(options: DemoOptions, counter: TokenCounter) -> tuple[str, Callable,
         llm = ChatOpenAI(model=options.model, base_url=os.environ.get("OPENAI_BASE_URL") or None, temperature=0)
         where = os.environ.get("OPENAI_BASE_URL") or "api.openai.com"
         line = f"online: ChatOpenAI {options.model} at {where} is the agent, the summarizer and the memory extractor"
-        return line, _openai_agent(llm, tools), llm, llm, llm, tools
+        return line, _openai_agent(llm, tools, rounds), llm, llm, llm, tools
     from ..testing import ScriptedModel
 
     line = (
         "offline: no OPENAI_API_KEY, so a scripted coding agent, deterministic extractive summaries and "
         "scripted memory extraction and consolidation run this session (set OPENAI_API_KEY to use ChatOpenAI)"
     )
-    return line, _offline_agent(options.seed, counter), None, ScriptedModel(), ScriptedModel(), tools
+    return line, _offline_agent(options.seed, counter, rounds), None, ScriptedModel(), ScriptedModel(), tools
 
 
 def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
     """Run the demo session and return its report; progress and compaction lines go to ``out`` (a rich Console).
 
-    Raises ValueError for bad options or a thread that already has checkpoints.
+    Raises ValueError for bad options, a thread that already has checkpoints
+    (unless ``resume``) or, with ``resume``, one that has none. A resumed
+    thread goes on as if never stopped: an interrupted request from its next
+    step, then the requests up to ``turns``; the report counts this run's calls.
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
     from rich.console import Console
@@ -577,13 +582,14 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
 
     options.check()
     console = out if out is not None else Console()
-    thread = options.thread or default_thread()
+    thread = default_thread() if options.thread is None else options.thread
     root = storage_folder(options.storage)
     storage = FileStorage(root)
     counter = TokenCounter()
     config = demo_config(options.window)
     budget = config.resolve()
-    mode, decide, summarizer, flush_model, consolidator, tools = _models(options, counter)
+    rounds: dict[str, int] = {}
+    mode, decide, summarizer, flush_model, consolidator, tools = _models(options, counter, rounds)
     console.print(mode)
     console.print(
         f"thread {thread} · window {options.window:,} tokens · compaction at {budget.trigger_tokens:,} tokens or "
@@ -608,12 +614,24 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
         # a model call takes at most five steps (gate, flush+offload, summarize, agent, tools)
         steps = 5 * (MAX_TOOL_ROUNDS + 2) + 10
         run_config = {"configurable": {"thread_id": thread}, "recursion_limit": steps, "callbacks": [usage]}
-        if checkpointer.get_tuple({"configurable": {"thread_id": thread}}) is not None:
+        started_before = checkpointer.get_tuple({"configurable": {"thread_id": thread}}) is not None
+        if started_before and not options.resume:
+            inspect = shlex.join(["langgraph-compaction", "inspect", "--thread", thread, "--storage", str(root)])
             raise ValueError(
-                f"thread {thread!r} already has checkpoints in {root / CHECKPOINTS_FILE}; pass another --thread "
-                f"or look at it with `langgraph-compaction inspect --thread {thread} --storage {root}`"
+                f"thread {thread!r} already has checkpoints in {root / CHECKPOINTS_FILE}; pass --resume to continue it, "
+                f"another --thread to start anew, or look at it with `{inspect}`"
             )
+        if options.resume and not started_before:
+            raise ValueError(f"--resume: thread {thread!r} has no checkpoints in {root / CHECKPOINTS_FILE}; start it without --resume")
         graph = build_demo_graph(decide, tools, summarizer, flush_model, config, storage, checkpointer, on_call)
+        first, unfinished = 0, False
+        if options.resume:
+            snapshot = graph.get_state({"configurable": {"thread_id": thread}})
+            rounds.update(rounds_taken(thread, uncompacted_history(storage.read_transcript(thread), snapshot.values.get("messages") or [])))
+            first, unfinished = len(rounds), bool(snapshot.next)
+            if first >= options.turns and not unfinished:
+                raise ValueError(f"--resume: thread {thread!r} already has {first} requests; pass a larger --turns")
+            console.print(f"resuming thread {thread} at request {first + 1 - unfinished} of {options.turns} (the totals count this run's calls)")
         line_for = EventLine()
         started = time.monotonic()
         progress = Progress(
@@ -621,10 +639,13 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
             TimeElapsedColumn(), console=console, disable=options.quiet, transient=False,
         )
         with progress:
-            task = progress.add_task("turns", total=options.turns, status="")
-            for turn in range(options.turns):
-                request = HumanMessage(request_text(turn, options.seed), id=f"{thread}-request-{turn + 1}")
-                inputs = {"messages": ([SystemMessage(SYSTEM_PROMPT, id=f"{thread}-system")] if turn == 0 else []) + [request]}
+            task = progress.add_task("turns", total=options.turns, completed=first - unfinished, status="")
+            # an interrupted request first goes on from its checkpoint (no input), then the requests still to come
+            for turn in [first - 1] * unfinished + list(range(first, options.turns)):
+                inputs = None if turn < first else {
+                    "messages": ([SystemMessage(SYSTEM_PROMPT, id=f"{thread}-system")] if turn == 0 else [])
+                    + [HumanMessage(request_text(turn, options.seed), id=f"{thread}-request-{turn + 1}")]
+                }
                 for event in graph.stream(inputs, run_config, stream_mode="custom"):
                     if isinstance(event, dict) and event.get("type") == "compaction":
                         report.events.append({**event, "turn": turn + 1, "call": len(report.calls) + 1})
@@ -656,6 +677,19 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
         "memory": storage.memory_location(DEFAULT_USER, MEMORY_FILE),
     }
     return report
+
+
+def rounds_taken(thread: str, history: Sequence[BaseMessage]) -> dict[str, int]:
+    """Return, per request of the demo's thread (by message id), the agent replies that follow it in ``history``."""
+    taken: dict[str, int] = {}
+    request = None
+    for message in history:
+        if isinstance(message, HumanMessage) and str(message.id).startswith(f"{thread}-request-"):
+            request = message.id
+            taken[request] = 0
+        elif isinstance(message, AIMessage) and request is not None:
+            taken[request] += 1
+    return taken
 
 
 def checkpoint_size(conn: sqlite3.Connection, thread: str) -> tuple[int, int]:
@@ -707,10 +741,15 @@ def totals_table(report: DemoReport) -> Any:
         table.add_row(
             f"[bold]billed input (cached prefix at {CACHED_PRICE}×)", f"[bold]{billed_with:,.0f}", f"[bold]{billed_without:,.0f}"
         )
+        outcome = (
+            f"the input costs {billed_without / max(1.0, billed_with):.1f}× as much without compaction as with it."
+            if billed_without >= billed_with
+            else f"without compaction the input would have cost less ({billed_without:,.0f} against {billed_with:,.0f}): "
+            "this session is too short for compaction to pay for its own model calls and the cache reads it gives up."
+        )
         table.caption += (
             f" Billed at OpenAI's prices (a cached prefix at {CACHED_PRICE}×, the compaction model's input in full; "
-            "without compaction each call reads the previous call's whole request from the cache), the input costs "
-            f"{billed_without / max(1.0, billed_with):.1f}× as much without compaction as with it."
+            f"without compaction each call reads the previous call's whole request from the cache), {outcome}"
         )
     table.add_row("transcript (every message once)", _size(report.transcript_bytes), "-")
     table.add_row(f"checkpoints ({report.checkpoints:,} in SQLite)", _size(report.checkpoint_bytes), "-")
