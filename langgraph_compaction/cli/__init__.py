@@ -150,10 +150,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
         note = f"  (consolidation: {report.consolidation})" if key == "memory" else ""
         # a short session may compact nothing: the files of compaction are then not written
         shown = _shown(path) if path.exists() else "none (nothing was compacted)"
-        console.print(f"{label + ':':<13}{shown}{note}")
+        console.print(f"{label + ':':<13}{shown}{note}", markup=False)
     if plot:
-        console.print(f"{'plot:':<13}{save_plot(report, plot)}")
-    console.print(f"look again with: {shlex.join(['langgraph-compaction', 'inspect', '--thread', report.thread, '--storage', args.storage])}")
+        console.print(f"{'plot:':<13}{save_plot(report, plot)}", markup=False)
+    hint = shlex.join(["langgraph-compaction", "inspect", "--thread", report.thread, "--storage", args.storage])
+    console.print(f"look again with: {hint}", markup=False)
     return 0
 
 

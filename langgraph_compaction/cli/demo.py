@@ -593,7 +593,8 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
     console.print(mode)
     console.print(
         f"thread {thread} · window {options.window:,} tokens · compaction at {budget.trigger_tokens:,} tokens or "
-        f"{budget.trigger_messages} messages · tail kept {budget.keep_tokens:,} tokens · storage {root}/"
+        f"{budget.trigger_messages} messages · tail kept {budget.keep_tokens:,} tokens · storage {root}/",
+        markup=False,
     )
 
     report = DemoReport(mode=mode.split(":")[0], thread=thread, window=options.window, trigger=budget.trigger_tokens)
@@ -631,7 +632,7 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
             first, unfinished = len(rounds), bool(snapshot.next)
             if first >= options.turns and not unfinished:
                 raise ValueError(f"--resume: thread {thread!r} already has {first} requests; pass a larger --turns")
-            console.print(f"resuming thread {thread} at request {first + 1 - unfinished} of {options.turns} (the totals count this run's calls)")
+            console.print(f"resuming thread {thread} at request {first + 1 - unfinished} of {options.turns} (the totals count this run's calls)", markup=False)
         line_for = EventLine()
         started = time.monotonic()
         progress = Progress(
@@ -712,9 +713,10 @@ def compaction_counts(counts: dict[str, int], edited: dict[str, int]) -> str:
 
 def totals_table(report: DemoReport) -> Any:
     """Return the rich Table of the session's totals: calls, compactions by layer, peak and cumulative tokens."""
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"Session totals ({report.mode}, thread {report.thread})", show_lines=False)
+    table = Table(title=f"Session totals ({report.mode}, thread {escape(report.thread)})", show_lines=False)
     table.add_column("", no_wrap=True)
     table.add_column("with compaction", justify="right")
     table.add_column("without compaction", justify="right")
