@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="langgraph-compaction", description="Keep a LangGraph agent's conversation inside its context window."
     )
-    top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    top.add_argument("--version", action=_Version, help="print the package's version and exit")
     commands = top.add_subparsers(dest="command", metavar="{demo,inspect,consolidate}")
 
     demo = commands.add_parser("demo", help="run a long tool-using agent session through the compacting graph")
@@ -98,13 +98,21 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _Version(argparse.Action):
+    """``--version``: looked up only when asked (reading the package metadata would slow every ``--help``)."""
 
-    try:
-        return version("langgraph-compaction")
-    except PackageNotFoundError:  # imported from a source tree that was never installed
-        return "(not installed)"
+    def __init__(self, option_strings: Sequence[str], dest: str, help: Optional[str] = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("langgraph-compaction")
+        except PackageNotFoundError:  # imported from a source tree that was never installed
+            found = "(not installed)"
+        print(f"{parser.prog} {found}")
+        parser.exit()
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
