@@ -4,9 +4,13 @@ A measure is a module in ``benchmarks/measures/`` defining ``NAME``,
 ``run(ctx) -> dict`` and ``report(figures) -> str``. One that raises is
 recorded as failed with its traceback; the others still run.
 
-A run writes to ``--out`` or a fresh temporary folder; only
-``--write-results`` (a full run of every measure) rewrites the committed
-``benchmarks/results/``, which the README's figures are generated from.
+A run writes to ``--out`` or a fresh temporary folder
+(``langgraph-compaction-benchmarks-*`` in the system's temporary folder);
+only ``--write-results`` (a full run of every measure) rewrites the committed
+``benchmarks/results/``, which the README's figures are generated from. The
+measures' scratch databases and transcripts (a few hundred MB at full scale)
+go to the output folder's ``tmp/`` and are removed when the run ends; a run
+that fails before writing its report removes the fresh folder it made.
 """
 
 from __future__ import annotations
@@ -46,12 +50,15 @@ def default_trajectory_dir() -> Path:
 
 
 def trajectory_files(directory: Path, quick: bool) -> list[Path]:
-    """Return the ``.jsonl`` trajectories in ``directory`` (the quick subset when ``quick``), sorted by name."""
+    """Return the ``.jsonl`` trajectories in ``directory`` (the quick subset when ``quick``), sorted by name.
+
+    Raises ValueError naming ``--trajectories`` when the folder is missing or has none.
+    """
     if not directory.is_dir():
-        raise SystemExit(f"--trajectories: {directory} is not a directory; pass a folder of .jsonl trajectories")
+        raise ValueError(f"--trajectories: {directory} is not a directory; pass a folder of .jsonl trajectories")
     files = sorted(directory.glob("*.jsonl"))
     if not files:
-        raise SystemExit(f"--trajectories: {directory} has no .jsonl files; pass a folder of OpenAI-format trajectories")
+        raise ValueError(f"--trajectories: {directory} has no .jsonl files; pass a folder of OpenAI-format trajectories")
     if quick:
         chosen = [f for f in files if f.stem in QUICK_TRAJECTORIES]
         files = chosen or sorted(files, key=lambda f: f.stat().st_size)[: len(QUICK_TRAJECTORIES)]
@@ -162,7 +169,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small run (a few trajectories, fewer turns): under 5 minutes on 2 cores")
     parser.add_argument("--trajectories", type=Path, default=None, help="folder of .jsonl trajectories (default: tests/data/trajectories)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these measures (by NAME or module name)")
-    parser.add_argument("--out", type=Path, default=None, help="where latest.json, report.md and the PNGs go (default: a new temporary folder)")
+    parser.add_argument(
+        "--out", type=Path, default=None,
+        help="where latest.json, report.md and the PNGs go (default: a new langgraph-compaction-benchmarks-* folder in the "
+        "system's temporary folder); scratch files (a few hundred MB at full scale) go to its tmp/ and are removed at the end",
+    )
     parser.add_argument(
         "--write-results", action="store_true",
         help="rewrite the committed benchmarks/results/: a full run, or with --only those measures rerun into it "
@@ -175,8 +186,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--write-results rewrites the committed full-run results: it takes no --quick, --out or --trajectories")
     if args.out is not None and args.out.resolve() == RESULTS_DIR:
         parser.error(f"--out {args.out}: that folder holds the committed results; rewrite it with --write-results")
-    out = RESULTS_DIR if args.write_results else args.out or Path(tempfile.mkdtemp(prefix="langgraph-compaction-benchmarks-"))
-
     # the anchors' own noise (langmem's trim fallback, LangGraph's notice about langmem's state type) is not a result
     warnings.filterwarnings("ignore", category=RuntimeWarning, module="langmem")
     logging.getLogger("langgraph").setLevel(logging.ERROR)
@@ -188,23 +197,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             names = ", ".join(getattr(m, "NAME", m.__name__) for m in modules)
             parser.error(f"--only: unknown measure(s) {', '.join(sorted(unknown))}; known: {names}")
         modules = [m for m in modules if getattr(m, "NAME", None) in wanted or m.__name__.rsplit(".", 1)[-1] in wanted]
-    ctx = Context(
-        quick=args.quick,
-        trajectories=trajectory_files(args.trajectories or default_trajectory_dir(), args.quick),
-        results_dir=out.resolve(),
-        seed=args.seed,
-    )
+    try:
+        trajectories = trajectory_files(args.trajectories or default_trajectory_dir(), args.quick)
+    except ValueError as exc:
+        parser.error(str(exc))
+    # made once the arguments are known to be good: a refused run leaves no folder behind
+    fresh = not args.write_results and args.out is None
+    out = RESULTS_DIR if args.write_results else args.out or Path(tempfile.mkdtemp(prefix="langgraph-compaction-benchmarks-"))
+    ctx = Context(quick=args.quick, trajectories=trajectories, results_dir=out.resolve(), seed=args.seed)
     shutil.rmtree(ctx.results_dir / "tmp", ignore_errors=True)  # scratch files of an earlier run would skew this one
-    started = time.perf_counter()
-    outcomes = [run_measure(m, ctx) for m in modules]
-    seconds, rerun = time.perf_counter() - started, []
-    if args.write_results and args.only:
-        previous = json.loads((RESULTS_DIR / "latest.json").read_text(encoding="utf-8"))["meta"]
-        seconds, rerun = previous["seconds"], sorted({*previous.get("rerun", ()), *(o["name"] for o in outcomes)})
-        outcomes, modules = merged_with_committed(outcomes)
-    write_results(outcomes, modules, ctx, seconds, rerun)
-    if args.write_results:
-        shutil.rmtree(ctx.results_dir / "tmp", ignore_errors=True)  # the committed folder holds results only
+    try:
+        started = time.perf_counter()
+        outcomes = [run_measure(m, ctx) for m in modules]
+        seconds, rerun = time.perf_counter() - started, []
+        if args.write_results and args.only:
+            previous = json.loads((RESULTS_DIR / "latest.json").read_text(encoding="utf-8"))["meta"]
+            seconds, rerun = previous["seconds"], sorted({*previous.get("rerun", ()), *(o["name"] for o in outcomes)})
+            outcomes, modules = merged_with_committed(outcomes)
+        write_results(outcomes, modules, ctx, seconds, rerun)
+    except BaseException:  # interrupted, or the report could not be written: a fresh folder holds nothing worth keeping
+        if fresh:
+            shutil.rmtree(ctx.results_dir, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(ctx.results_dir / "tmp", ignore_errors=True)  # scratch (hundreds of MB at full scale), not results
     print(f"[benchmarks] wrote {ctx.results_dir / 'report.md'}", flush=True)
     failed = any(o["status"] != "ok" for o in outcomes)
     missed = any(not t["passed"] and not t.get("quick") for o in outcomes for t in o.get("figures", {}).get("targets", []))

@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
+from benchmarks.runner import trajectory_files
 from langgraph_compaction import CompactionConfig, CompactionNodes, FileStorage, StoreStorage, merge_compaction
 from langgraph_compaction.core.conversation import content_text, is_summary
 from langgraph_compaction.invariants import (
@@ -344,6 +345,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--trajectories", type=Path, help="also replay every *.jsonl trajectory in this folder")
     parser.add_argument("--show", type=int, default=5, help="print this many sample problems")
     args = parser.parse_args(argv)
+    try:  # checked before the examples run: a mistyped folder must not end in "0 violations"
+        trajectories = trajectory_files(args.trajectories, quick=False) if args.trajectories else []
+    except ValueError as exc:
+        parser.error(str(exc))
     logging.getLogger("langgraph_compaction").setLevel(logging.ERROR)  # injected faults would flood the log
 
     began = time.perf_counter()
@@ -359,7 +364,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             samples += found
             done += size
             print(f"{min(done, args.examples)}/{args.examples} examples, violations so far: {sum(totals.values())}", file=sys.stderr, flush=True)
-    trajectories = sorted(args.trajectories.glob("*.jsonl")) if args.trajectories else []
     for path in trajectories:
         for name, found in replay_trajectory(path).ledger.problems.items():
             totals[name] += len(found)
