@@ -1,4 +1,4 @@
-"""Shared fixtures: a fresh PostgreSQL schema per test run, and the strict local OpenAI server."""
+"""Shared fixtures: a fresh PostgreSQL schema per test run (skipped without a server, outside CI), and the strict local OpenAI server."""
 
 from __future__ import annotations
 
@@ -17,21 +17,53 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 POSTGRES_DSN = os.environ.get("COMPACTION_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
+#: The reason the PostgreSQL tests skip without a server (the terminal summary counts the tests it skipped).
+POSTGRES_SKIP = "PostgreSQL is not reachable"
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
 @pytest.fixture(scope="session")
 def postgres_dsn():
     """Return a DSN whose search_path is a schema created for this test run (dropped afterwards).
 
-    PostgreSQL must be reachable: these tests never skip (CI checks the server first).
+    Without a reachable server the tests that need it skip, saying how to run
+    them; in CI (``CI`` set, as ``.ci/run`` does) they fail instead, so they
+    never silently stop running.
     """
     import psycopg
 
     schema = f"compaction_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+    try:
+        conn = psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        conn, reason = None, f"{POSTGRES_SKIP} at {POSTGRES_DSN} ({str(exc).strip().splitlines()[0]})"
+    if conn is None:  # out of the except block: no chained psycopg traceback
+        if _in_ci():
+            pytest.fail(f"{reason}; CI runs the PostgreSQL tests against a real server", pytrace=False)
+        pytest.skip(f"{reason}; set COMPACTION_TEST_POSTGRES to a server's DSN to run these tests")
+    with conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     sep = "&" if "?" in POSTGRES_DSN else "?"
     yield f"{POSTGRES_DSN}{sep}options=-csearch_path%3D{schema}"
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def postgres_for(request):
+    """Return ``dsn(case)``: this run's PostgreSQL DSN when the case's name says postgres, else "" (no server asked for)."""
+    return lambda case: request.getfixturevalue("postgres_dsn") if "postgres" in case else ""
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say once why the PostgreSQL tests did not run (pytest lists skip reasons only with -rs)."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if POSTGRES_SKIP in str(r.longrepr)]
+    if skipped:
+        reason = skipped[0].longrepr[2].removeprefix("Skipped: ")
+        terminalreporter.write_line(f"{len(skipped)} PostgreSQL tests skipped: {reason}", yellow=True)
 
 
 @pytest.fixture

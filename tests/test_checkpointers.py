@@ -4,7 +4,7 @@ Backends: ``InMemorySaver`` + ``InMemoryStore``, ``SqliteSaver`` /
 ``AsyncSqliteSaver`` + ``SqliteStore`` / ``AsyncSqliteStore`` (files in a
 temporary directory), ``PostgresSaver`` / ``AsyncPostgresSaver`` +
 ``PostgresStore`` / ``AsyncPostgresStore`` (the PostgreSQL server of
-``postgres_dsn``, a fresh schema per test run). Transcripts and memory go to
+``postgres_dsn``, a fresh schema per test run; without a server those cases skip). Transcripts and memory go to
 the store the graph is compiled with, as on the LangGraph server.
 """
 
@@ -96,8 +96,8 @@ class Backend:
 
 
 @pytest.fixture(params=KINDS)
-def backend(request, tmp_path, postgres_dsn):
-    return Backend(request.param, tmp_path, postgres_dsn)
+def backend(request, tmp_path, postgres_for):
+    return Backend(request.param, tmp_path, postgres_for(request.param))
 
 
 @pytest.fixture
@@ -135,8 +135,8 @@ def _check_thread(values: dict, events: list[dict], transcript: list[dict], ledg
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_the_same_graph_compacts_a_thread_across_restarts_sync(kind, tmp_path, postgres_dsn, run_context):
-    backend = Backend(kind, tmp_path, postgres_dsn)
+def test_the_same_graph_compacts_a_thread_across_restarts_sync(kind, tmp_path, postgres_for, run_context):
+    backend = Backend(kind, tmp_path, postgres_for(kind))
     context, config = run_context
     events: list[dict] = []
     for turns in (range(0, 3), range(3, 5)):  # a restart between the two: new connections, new graph
@@ -153,8 +153,8 @@ def test_the_same_graph_compacts_a_thread_across_restarts_sync(kind, tmp_path, p
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_the_same_graph_compacts_a_thread_across_restarts_async(kind, tmp_path, postgres_dsn, run_context):
-    backend = Backend(kind, tmp_path, postgres_dsn)
+async def test_the_same_graph_compacts_a_thread_across_restarts_async(kind, tmp_path, postgres_for, run_context):
+    backend = Backend(kind, tmp_path, postgres_for(kind))
     context, config = run_context
     events: list[dict] = []
     for turns in (range(0, 3), range(3, 5)):
@@ -207,8 +207,8 @@ def _check_resumed(crashed: Any, events: list[dict], values: dict, transcript: l
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_run_killed_between_offload_and_summarize_resumes_once_sync(kind, tmp_path, postgres_dsn, run_context):
-    backend = Backend(kind, tmp_path, postgres_dsn)
+def test_a_run_killed_between_offload_and_summarize_resumes_once_sync(kind, tmp_path, postgres_for, run_context):
+    backend = Backend(kind, tmp_path, postgres_for(kind))
     context, config = run_context
     with backend.open() as (saver, store):
         graph = _graph(saver, store, _crash_once())
@@ -227,8 +227,8 @@ def test_a_run_killed_between_offload_and_summarize_resumes_once_sync(kind, tmp_
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_a_run_killed_between_offload_and_summarize_resumes_once_async(kind, tmp_path, postgres_dsn, run_context):
-    backend = Backend(kind, tmp_path, postgres_dsn)
+async def test_a_run_killed_between_offload_and_summarize_resumes_once_async(kind, tmp_path, postgres_for, run_context):
+    backend = Backend(kind, tmp_path, postgres_for(kind))
     context, config = run_context
     async with backend.aopen() as (saver, store):
         graph = _graph(saver, store, _crash_once())
@@ -352,8 +352,8 @@ class DeltaState(TypedDict):
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_delta_channel_messages_compact_and_resume(kind, tmp_path, postgres_dsn, run_context):
-    backend = Backend(kind, tmp_path, postgres_dsn)
+def test_delta_channel_messages_compact_and_resume(kind, tmp_path, postgres_for, run_context):
+    backend = Backend(kind, tmp_path, postgres_for(kind))
     context, config = run_context
     events: list[dict] = []
     for turns in (range(0, 3), range(3, 5)):
@@ -372,9 +372,9 @@ def test_delta_channel_messages_compact_and_resume(kind, tmp_path, postgres_dsn,
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_the_default_state_travels_in_time_and_takes_state_edits(kind, tmp_path, postgres_dsn, run_context):
+def test_the_default_state_travels_in_time_and_takes_state_edits(kind, tmp_path, postgres_for, run_context):
     # the default state's messages are a DeltaChannel: an earlier checkpoint is rebuilt from its own history
-    backend = Backend(kind, tmp_path, postgres_dsn)
+    backend = Backend(kind, tmp_path, postgres_for(kind))
     context, config = run_context
     with backend.open() as (saver, store):
         graph = _graph(saver, store)

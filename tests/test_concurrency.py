@@ -102,10 +102,10 @@ def _flush_in_worker(root: str, dsn: str, thread: str, barrier) -> None:
 
 
 @pytest.mark.parametrize("form", ["files", "postgres-store"])
-def test_two_threads_of_one_user_flushing_at_once_write_each_bullet_once(tmp_path, postgres_dsn, form):
+def test_two_threads_of_one_user_flushing_at_once_write_each_bullet_once(tmp_path, postgres_for, form):
     from langgraph.store.postgres import PostgresStore
 
-    dsn = postgres_dsn if form == "postgres-store" else ""
+    dsn = postgres_for(form)
     if dsn:
         with PostgresStore.from_conn_string(dsn) as store:
             store.setup()

@@ -234,8 +234,8 @@ def _append_same(where: str, dsn: str, barrier) -> None:
 
 
 @pytest.mark.parametrize("form", ["files", "postgres-store"])
-def test_two_workers_writing_the_same_thread_store_each_message_once(tmp_path, postgres_dsn, form):
-    dsn = postgres_dsn if form == "postgres-store" else ""
+def test_two_workers_writing_the_same_thread_store_each_message_once(tmp_path, postgres_for, form):
+    dsn = postgres_for(form)
     if dsn:
         with PostgresStore.from_conn_string(dsn) as store:
             store.setup()
