@@ -3,7 +3,11 @@ with the outputs a run gives today (``python -m benchmarks.readme --notebooks`` 
 
 import ast
 import re
+import socket
+import subprocess
+import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -98,8 +102,35 @@ def test_persistence_notebook_runs_on_sqlite_and_postgres(workdir, postgres_env)
     assert re.search(r"pg-[0-9a-f]{8}: \d+ checkpoints, [1-9]\d* transcript records in the store", out)
 
 
-def test_cost_curve_notebook_measures_quadratic_against_linear(workdir):
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_persistence_notebook_without_a_server_runs_its_postgres_part_on_sqlite(workdir, monkeypatch):
+    monkeypatch.setenv("COMPACTION_TEST_POSTGRES", f"postgresql://postgres@127.0.0.1:{_closed_port()}/test")
+    out = run_notebook("02_persistence_and_memory.ipynb", workdir)
+    assert "note: no PostgreSQL server answers at" in out and "runs on SqliteSaver and SqliteStore instead" in out
+    assert re.search(r"sqlite-[0-9a-f]{8}: \d+ checkpoints, [1-9]\d* transcript records in the store", out)
+
+
+def test_the_dev_extra_has_the_command_that_executes_a_notebook():
+    extras = tomllib.loads((NOTEBOOKS.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(req.startswith("nbconvert") for req in extras["dev"])
+    run = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--version"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+def test_cost_curve_notebook_measures_quadratic_against_linear_run_after_run_leaving_no_files(workdir):
+    from rich.console import Console
+
+    from langgraph_compaction.cli.demo import DemoOptions, run_demo
+
+    # what an earlier run of the notebook in this folder left: its thread "cost"
+    run_demo(DemoOptions(turns=1, storage=str(workdir / ".compaction-cost"), thread="cost", quiet=True), Console(quiet=True))
     out = run_notebook("03_cost_curve.ipynb", workdir)
+    assert sorted(p.name for p in workdir.iterdir()) == []  # its 9 MB of demo storage are gone
     without, with_ = map(float, re.search(r"without compaction: ([\d.]+), with compaction: ([\d.]+)", out).groups())
     assert without > 1.6 and with_ < 1.2
     saved = float(re.search(r"saved: ([\d.]+)%", out).group(1))
