@@ -164,8 +164,11 @@ def plan_compaction(
     or over the trigger after the layers, when
     there are ``trigger_messages`` messages holding at least
     ``messages_min_tokens``, or when the agent asked (``manual``). When the
-    summary would still leave more than ``target_tokens``, layers 1-2 run again
-    over the whole history, tail included.
+    summary would still leave more than ``target_tokens``, or the request is
+    at or over the trigger with no cut that helps, layers 1-2 run again over
+    the whole history, tail included; still over the window, they prune the
+    results of ``excluded_tools`` too. Under ``prompt_cache`` an edit that does
+    not repay its cache break waits only while the request fits (``may_wait``).
 
     ``new_tokens`` (tokens that arrived since the last summary) holds a due
     summary back while under ``min_new_tokens``, unless the window would
@@ -230,16 +233,26 @@ def plan_compaction(
         return reason, None
 
     reason, held = decide(sum(sizes))
-    if edits and reason is None and held is None and config.prompt_cache:
+    if edits and reason is None and held is None and config.prompt_cache and may_wait(before, budget):
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job
         ahead = FORECAST_SHARE * calls_ahead(working, sizes, budget, conversation)
         if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=ahead):
             working, sizes, edits, layer_counts = messages, counts, {}, {}
             reason, held = decide(before)
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
-    if cut is not None and not overflow and _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE > budget.target_tokens:
+
+    def left() -> int:
+        """Return the tokens the request keeps once the plan is carried out (the summary's allowance included)."""
+        return sum(sizes) if cut is None else _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE
+
+    # still over once summarized (or over the trigger with no cut that helps): every edit that helps is made,
+    # the protected tail included; over the window, the excluded tools' results too (the model refuses it anyway)
+    if not overflow and (left() > budget.target_tokens if cut is not None else not may_wait(left(), budget)):
         run_layers(whole_history(config), 0)
-        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages)
+        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
+    if not overflow and left() > budget.hard_limit:
+        run_layers(whole_history(config, keep_excluded=False), 0)
+        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
     if edits and cut is not None and not overflow:
         kept = cache_aware_edits(edits, counts, sizes, evict=cut.evict, calls_ahead=0)
         if len(kept) < len(edits):  # evicted messages leave with the summary: editing them first buys nothing
@@ -268,6 +281,16 @@ CACHED_PRICE = 0.1
 #: forecast (the newest turn's growth) is uncertain, a summary that comes sooner ends the saving, and the
 #: break is paid at once.
 FORECAST_SHARE = 0.5
+
+
+def may_wait(tokens: int, budget: Budget) -> bool:
+    """Return True when a request of ``tokens`` may go out without the edits a cost rule holds back.
+
+    A cost rule (an edit that does not repay its prompt-cache break) may wait
+    only while the request fits: at or over the trigger, and so always over
+    the window, every edit that helps is made before the model is called.
+    """
+    return tokens < budget.trigger_tokens
 
 
 def edit_repays(saved: int, suffix: int, calls_ahead: float) -> bool:
