@@ -22,10 +22,13 @@ same way:
   read by their last part.
 
 Each path gets the verbs of what was done to it; ``edited``, ``wrote``,
-``deleted`` and ``moved`` are changes, and ``bound_trail`` never drops a
-changed file. When the trail is over its bound, read paths are grouped by
-folder (``src/checkpoints/ (12 files: fsStore.ts, store.ts, ...)``), so
-every path can still be found. Pure functions; nothing here imports langgraph.
+``deleted`` and ``moved`` are changes. When the trail is over its bound, read paths are grouped by
+folder (``src/checkpoints/ (12 files: fsStore.ts, store.ts, ...)``); when
+that is not enough for its token bound, the files of the largest folders are
+counted instead (``src/pkg/ (412 changed files, 30 other files)``), changed
+files too: a codemod over thousands of files leaves a trail of a few lines,
+each named by the folder ``session_search`` finds them with. Building the
+trail is linear in its entries. Pure functions; nothing here imports langgraph.
 
 >>> touches("apply_patch", {"input": "*** Begin Patch\\n*** Update File: src/a.ts\\n@@\\n-x\\n+y\\n*** End Patch"})
 [Touch(target='src/a.ts', verb='edited')]
@@ -35,9 +38,11 @@ every path can still be found. Pure functions; nothing here imports langgraph.
 
 from __future__ import annotations
 
+import heapq
 import posixpath
 import re
 import shlex
+from functools import lru_cache
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from langchain_core.messages import BaseMessage
@@ -103,6 +108,8 @@ _DIFF_HEADER = re.compile(r"^--- (\S+)[^\n]*\n\+\+\+ (\S+)", re.MULTILINE)
 _OPERATION = re.compile(r"[A-Za-z_]+")
 _ENTRY_DETAILS = re.compile(r"^(.*?) \(([^()]*)\)$")
 _GROUP = re.compile(r"^(\S*)/ \((\d+) files: (.*)\)$")
+#: A folder whose files are counted, not listed (the trail was over its token bound even with names grouped).
+_COUNTED = re.compile(r"^(\S*)/ \((?:(\d+) changed files)?(?:, )?(?:(\d+) other files)?\)$")
 
 
 class Touch(NamedTuple):
@@ -115,10 +122,11 @@ class Touch(NamedTuple):
 # --- reading one call ---------------------------------------------------------------------------
 
 
-def _words(name: str) -> list[str]:
+@lru_cache(maxsize=4096)  # argument keys and tool names repeat on every call: a codemod's 10,000 calls use a few
+def _words(name: str) -> tuple[str, ...]:
     """Return the lower-case words of a name in any style (``filePath``, ``absolute_path``, ``read-file``)."""
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name or "")
-    return re.findall(r"[a-z]+\d*", spaced.lower())
+    return tuple(re.findall(r"[a-z]+\d*", spaced.lower()))
 
 
 def _tool_name(name: str) -> str:
@@ -137,6 +145,7 @@ def _verb_of(*names: str) -> Optional[str]:
     return None
 
 
+@lru_cache(maxsize=4096)
 def _key_kind(key: str) -> Optional[str]:
     """Return what an argument key holds by its meaning: ``path``, ``loose`` (maybe a path), ``url``, ``command``."""
     words = _words(key)
@@ -441,9 +450,11 @@ def _items(messages: Sequence[BaseMessage]) -> list[str]:
 
 def split_entry(entry: str) -> tuple[str, list[str]]:
     """Return a trail entry's key (the path, URL or ``$ command``) and its details (verbs, or the exit status)."""
-    match = _ENTRY_DETAILS.match(entry.strip())
-    if not match or _GROUP.match(entry.strip()):
-        return entry.strip(), []
+    entry = entry.strip()
+    match = _ENTRY_DETAILS.match(entry)
+    # a folder's line is one entry: its details are not verbs (only a line with "files" in them can be one)
+    if not match or "files" in match.group(2) and (_GROUP.match(entry) or counted_files(entry)):
+        return entry, []
     return match.group(1), [d.strip() for d in match.group(2).split(",") if d.strip()]
 
 
@@ -483,6 +494,19 @@ def _is_change(entry: str) -> bool:
     return bool(set(split_entry(entry)[1]) & set(CHANGE_VERBS))
 
 
+def counted_files(entry: str) -> Optional[tuple[str, int, int]]:
+    """Return (folder, changed files, other files) of a folder's counted line of the trail, else None."""
+    match = _COUNTED.match(entry.strip())
+    if not match or not (match.group(2) or match.group(3)):
+        return None
+    return match.group(1), int(match.group(2) or 0), int(match.group(3) or 0)
+
+
+def _counted_line(folder: str, changed: int, other: int) -> str:
+    parts = ([f"{changed} changed files"] if changed else []) + ([f"{other} other files"] if other else [])
+    return f"{folder}/ ({', '.join(parts)})"
+
+
 def _split_folder(key: str) -> tuple[Optional[str], str]:
     """Return (folder, name) of a path or URL, with ``key == folder + "/" + name`` (folder ``.`` and the key as the name
     for a bare name or ``./name``)."""
@@ -507,6 +531,42 @@ def _parent(folder: str) -> Optional[str]:
     return folder.rsplit("/", 1)[0]
 
 
+def _merge_folders(folders: Sequence[str], room: int) -> tuple[dict[str, str], list[str]]:
+    """Return where each folder ends up, and the folders left in order, once the deepest are merged into their parents.
+
+    The deepest folder (the latest of equals) moves into its parent until at
+    most ``room`` are left or none can move. A heap keeps it O(n log n) in
+    the folders (picking the deepest by a scan was quadratic).
+    """
+    rank = {f: i for i, f in enumerate(folders)}
+    left: dict[str, None] = dict.fromkeys(folders)
+    into: dict[str, str] = {}
+
+    def push(f: str) -> None:
+        if _parent(f) is not None:
+            heapq.heappush(heap, (-(f.count("/") + (f != ".")), -rank[f], f))
+
+    heap: list = []
+    for f in folders:
+        push(f)
+    while len(left) > room and heap:
+        folder = heapq.heappop(heap)[2]
+        parent = _parent(folder)
+        del left[folder]
+        into[folder] = parent
+        if parent not in left:
+            left[parent] = None
+            rank.setdefault(parent, len(rank))
+            push(parent)
+
+    def final(f: str) -> str:
+        while f in into:
+            f = into[f]
+        return f
+
+    return {f: final(f) for f in folders}, list(left)
+
+
 def group_paths(entries: Sequence[str], room: int) -> list[str]:
     """Return path entries in at most ``room`` lines (when it can): the paths of one folder share a line.
 
@@ -515,29 +575,23 @@ def group_paths(entries: Sequence[str], room: int) -> list[str]:
     into their parents until the lines fit. A folder with one path keeps its
     entry as it was. ``expand_group`` reads a line back to its paths.
     """
-    buckets: dict[Optional[str], list[str]] = {}
-    names: dict[str, str] = {}
-    for entry in entries:
-        key = split_entry(entry)[0]
-        folder, names[entry] = _split_folder(key)
-        buckets.setdefault(folder if folder is not None else key, []).append(entry)
-    while len(buckets) > room:
-        movable = [f for f in buckets if f is not None and _parent(f) is not None]
-        if not movable:
-            break
-        order = list(buckets)
-        deepest = max(movable, key=lambda f: (f.count("/") + (f != "."), order.index(f)))
-        parent = _parent(deepest)
-        prefix = deepest + "/" if parent == "." else deepest[len(parent) + 1 :] + "/"
-        for entry in buckets.pop(deepest):
-            names[entry] = prefix + names[entry]
-            buckets.setdefault(parent, []).append(entry)
+    keys = [split_entry(e)[0] for e in entries]
+    # a URL at its host's root (``https://host``) has no folder: it is its own bucket, at the top
+    homes = [folder if folder is not None else key for key in keys for folder in (_split_folder(key)[0],)]
+    where, left = _merge_folders(list(dict.fromkeys(homes)), room)
+    buckets: dict[str, list[int]] = {f: [] for f in left}
+    for i, home in enumerate(homes):
+        buckets[where[home]].append(i)
+
+    def name(key: str, folder: str) -> str:
+        return key[len(folder) + 1 :] if folder != "." and key.startswith(folder + "/") else key
+
     lines = []
     for folder, members in buckets.items():
         if len(members) == 1:
-            lines.append(members[0])
+            lines.append(entries[members[0]])
         else:
-            shown = ", ".join(names[e] for e in members)
+            shown = ", ".join(name(keys[i], folder) for i in members)
             lines.append(f"{folder}/ ({len(members)} files: {shown})")
     return lines
 
@@ -552,18 +606,70 @@ def expand_group(line: str) -> list[str]:
     return [n if folder == "." else f"{folder}/{n}" for n in names]
 
 
-def _bound_lines(entries: Sequence[str], limit: int) -> tuple[list[str], int]:
+def _bound_lines(entries: Sequence[str], limit: int, changes: set[str]) -> tuple[list[str], int]:
     if len(entries) <= limit:
         return list(entries), 0
     commands = [e for e in entries if e.startswith("$ ")]
     recent, older = commands[: max(1, limit // 10)], commands[max(1, limit // 10) :]
-    changed = [e for e in entries if not e.startswith("$ ") and _is_change(e)]
-    reads = [e for e in entries if not e.startswith("$ ") and not _is_change(e)]
+    changed = [e for e in entries if e in changes]
+    reads = [e for e in entries if not e.startswith("$ ") and e not in changes]
     room = limit - len(changed) - len(recent)
     grouped = group_paths(reads, max(room, 1)) if len(reads) > room else []
     kept_older = older[: max(0, room - len(grouped or reads))]
     keep = set(changed) | set(recent) | set(kept_older) | set([] if grouped else reads)
     return [e for e in entries if e in keep] + grouped, len(older) - len(kept_older)
+
+
+def _counted_lines(
+    entries: Sequence[str], changes: set[str], max_tokens: int, size: Callable[[Sequence[str]], int]
+) -> tuple[list[str], int]:
+    """Return the trail in one line of each kind with the files of the costliest folders counted, until it fits.
+
+    The other files (read, searched, run) of the folders whose lines take the
+    most tokens are counted first, then the changed files the same way, so a
+    changed file keeps its own line longest. When every file is counted and
+    the lines are still too many, the deepest folders merge into their
+    parents, their counts added up. A count carried from an earlier summary
+    joins its folder's line as soon as that folder is counted.
+    """
+    homes: dict[str, tuple[str, int, int]] = {}  # entry -> (its folder, changed files, other files it stands for)
+    units: dict[str, tuple] = {}  # entry -> the units (folder, changed?) whose counting counts it
+    costs: dict[tuple[str, bool], int] = {}  # unit -> the tokens its entries take
+    for e in entries:
+        if e.startswith("$ "):
+            continue
+        counted = counted_files(e)
+        home = counted[0] if counted else _split_folder(split_entry(e)[0])[0]
+        if home is not None:
+            homes[e] = counted or (home, *((1, 0) if e in changes else (0, 1)))
+            units[e] = ((home, False), (home, True)) if counted else ((home, e in changes),)
+            costs[units[e][-1]] = costs.get(units[e][-1], 0) + size([e])
+    order = sorted(costs, key=lambda u: (u[1], -costs[u]))  # stable: the newest first among equals
+
+    def render(k: int, where: Optional[dict[str, str]] = None) -> tuple[list[str], int]:
+        chosen, where = set(order[:k]), where or {}
+        gone = [e for e in entries if e in units and any(u in chosen for u in units[e])]
+        counts: dict[str, list[int]] = {}  # in the trail's order: the folder touched last first
+        for e in gone:
+            home, changed, other = homes[e]
+            total = counts.setdefault(where.get(home, home), [0, 0])
+            total[0] += changed
+            total[1] += other
+        left = set(gone)
+        lines, dropped = _bound_lines([e for e in entries if e not in left], 1, changes)
+        return lines + [_counted_line(f, *n) for f, n in counts.items()], dropped
+
+    low, high = 1, len(order)
+    while low < high:  # fewer tokens with every unit counted, the costliest first
+        mid = (low + high) // 2
+        low, high = (low, mid) if size(render(mid)[0]) <= max_tokens else (mid + 1, high)
+    best = render(low)
+    room = len({u[0] for u in order})
+    while size(best[0]) > max_tokens and room > 1:
+        room = room * 3 // 4
+        where, _ = _merge_folders(list(dict.fromkeys(h[0] for h in homes.values())), room)
+        best = render(len(order), where)
+    return best
 
 
 def bound_trail(
@@ -574,26 +680,41 @@ def bound_trail(
 ) -> tuple[list[str], int]:
     """Return the trail in about ``limit`` lines (and ``max_tokens`` tokens), and how many older commands were left out.
 
-    Every changed path keeps its own line, whatever the bound. Then the
-    newest commands (a tenth of the bound: what was run last and whether it
-    passed); then the other paths and URLs, each on its line while they fit,
-    else grouped by folder (``group_paths``) so that none is lost; older
+    Every changed path keeps its own line while the token bound allows. Then
+    the newest commands (a tenth of the bound: what was run last and whether
+    it passed); then the other paths and URLs, each on its line while they
+    fit, else grouped by folder (``group_paths``) so that none is lost; older
     commands fill what room is left. Newest first within each kind. Over
     ``max_tokens`` (counted by ``count_tokens``) the line bound shrinks by a
     quarter at a time: older commands leave first, then more paths share a
-    folder's line; changed paths and every file name stay.
+    folder's line. When even one line of each kind is over it, the files of
+    the costliest folders are counted, changed ones too
+    (``src/pkg/ (412 changed files, 30 other files)``), until it fits.
+    Linear in the entries (each one's tokens counted once).
     """
-    best = _bound_lines(entries, limit)
+    changes = {e for e in entries if _is_change(e) or counted_files(e)}  # a carried count holds changed files
+    best = _bound_lines(entries, limit, changes)
     if max_tokens is None or count_tokens is None:
         return best
+    tokens: dict[str, int] = {}
 
-    def size(trail: tuple[list[str], int]) -> int:
-        return sum(count_tokens(e) + 2 for e in trail[0])
+    def size(lines: Sequence[str]) -> int:
+        total = 0
+        for e in lines:
+            n = tokens.get(e)
+            if n is None:
+                n = tokens[e] = count_tokens(e) + 2
+            total += n
+        return total
 
-    smallest = size(best)
+    smallest = size(best[0])
     while limit > 1 and smallest > max_tokens:
         limit = limit * 3 // 4
-        tried = _bound_lines(entries, limit)
-        if size(tried) < smallest:  # merging folders into their parents can lengthen the names: keep the shortest
-            best, smallest = tried, size(tried)
+        tried = _bound_lines(entries, limit, changes)
+        if size(tried[0]) < smallest:  # merging folders into their parents can lengthen the names: keep the shortest
+            best, smallest = tried, size(tried[0])
+    if smallest > max_tokens:
+        counted = _counted_lines(entries, changes, max_tokens, size)
+        if size(counted[0]) < smallest:
+            best = counted
     return best

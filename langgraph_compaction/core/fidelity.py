@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from langchain_core.messages import BaseMessage
 
-from .artifacts import bound_trail, expand_group, merge_entries, split_entry, tool_artifacts
+from .artifacts import CHANGE_VERBS, bound_trail, counted_files, expand_group, merge_entries, split_entry, tool_artifacts
 from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
 from .redact import redact_secrets
@@ -49,6 +49,24 @@ TRAIL_FIND = (
     "changed files all listed, read files grouped by folder; "
     "session_search('<path or folder>') finds the calls that used one, recall(message_ids) returns them in full"
 )
+
+
+def counted_note(kept: Sequence[str]) -> Optional[str]:
+    """Return the trail's note when folders are counted (how many files, the query that finds them again), else None."""
+    counts = [c for e in kept if (c := counted_files(e))]
+    if not counts:
+        return None
+    changed, other = sum(c[1] for c in counts), sum(c[2] for c in counts)
+    listed = sum(1 for e in kept if set(split_entry(e)[1]) & set(CHANGE_VERBS))
+    parts = [f"{listed + changed} changed files, {changed} of them counted by folder, not listed"] if changed else []
+    parts += [f"{other} other files counted by folder"] if other else []
+    largest = max(counts, key=lambda c: c[1] + c[2])[0]
+    return "; ".join(parts) + (
+        f"; session_search('<folder>/') finds the calls that touched a counted folder (e.g. session_search('{largest}/')), "
+        "recall(message_ids) returns them in full"
+    )
+
+
 #: How each deterministic block opens; a summarizer that copies one from the previous summary is not repeated.
 _BLOCK_OPENERS = (PINS_HEADER.split(" (")[0], REQUESTS_HEADER, TRAIL_HEADER)
 _REQUEST_BLOCK = re.compile(r"<request>\n(.*?)\n</request>", re.DOTALL)
@@ -307,7 +325,11 @@ def artifacts_section(
     parts = [own] if own else []
     if kept or omitted:
         notes = [f"{omitted} older commands not shown"] if omitted else []
-        notes += [TRAIL_FIND] if omitted or len(kept) < len(trail) else []
+        counted = counted_note(kept)
+        if counted:
+            notes.append(counted)
+        elif omitted or len(kept) < len(trail):
+            notes.append(TRAIL_FIND)
         parts.append(f"{TRAIL_HEADER}{' (' + '; '.join(notes) + ')' if notes else ''}:" + "".join(f"\n- {e}" for e in kept))
     return "\n\n".join(parts) or "None"
 
