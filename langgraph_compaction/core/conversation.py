@@ -193,3 +193,15 @@ def leading_systems(messages: Sequence[BaseMessage]) -> int:
             break
         n += 1
     return n
+
+
+def summary_out_of_place(messages: Sequence[BaseMessage]) -> bool:
+    """Return True when a summary sits after the first conversation message.
+
+    A compaction puts its summary right after the leading system messages and
+    removes what it summarized. A summary further down means something added
+    the removed messages back in front of it: a parent graph whose
+    ``add_messages`` never saw the removals.
+    """
+    lead = leading_systems(messages)
+    return any(is_summary(m) for m in messages[lead + 1 :])

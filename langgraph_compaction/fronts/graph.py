@@ -32,6 +32,7 @@ from langgraph.types import Send
 from ..core.config import CompactionConfig
 from ..engine import arun_pass, run_pass
 from ..engine.nodes import FLUSH, GATE, OFFLOAD, RUN_THREAD, SUMMARIZE, CompactionNodes, state_value
+from ..engine.nesting import check_nesting, writing_back
 from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps, in_front
 from ..engine.passes import replaced_state
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
@@ -121,9 +122,11 @@ def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[Runnable
         return update
 
     def gate(state: Any, config: RunnableConfig) -> Any:
+        check_nesting(nodes, state, config)
         return let_through(state, config, nodes.gate(state, config), GATE)
 
     async def agate(state: Any, config: RunnableConfig) -> Any:
+        check_nesting(nodes, state, config)
         return let_through(state, config, await nodes.agate(state, config), GATE)
 
     def summarize(state: Any, config: RunnableConfig) -> Any:
@@ -214,14 +217,17 @@ def subgraph_node(graph: Any, *, name: Optional[str] = None) -> RunnableCallable
     node runs the subgraph with the parent's state and config (checkpoints,
     interrupts, streaming and the store work as for a direct subgraph) and
     writes back what changed: a compaction inside it compacts the parent too,
-    and every counter counts once.
+    and every counter counts once. An agent added directly instead stops at
+    its first call after a compaction with an error naming this function.
     """
 
     def invoke(state: Any, config: RunnableConfig) -> dict:
-        return _subgraph_update(state, graph.invoke(state, config))
+        with writing_back(config):
+            return _subgraph_update(state, graph.invoke(state, config))
 
     async def ainvoke(state: Any, config: RunnableConfig) -> dict:
-        return _subgraph_update(state, await graph.ainvoke(state, config))
+        with writing_back(config):
+            return _subgraph_update(state, await graph.ainvoke(state, config))
 
     return RunnableCallable(invoke, ainvoke, name=name or getattr(graph, "name", None) or "agent", trace=False)
 

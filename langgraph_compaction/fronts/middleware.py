@@ -32,6 +32,7 @@ from ..core.calibration import fixed_tokens
 from ..core.config import CompactionConfig
 from ..engine import arun_pass, run_pass
 from ..engine.nodes import CompactionNodes
+from ..engine.nesting import check_nesting
 from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps
 from ..engine.state import merge_compaction
 from .tools import make_compaction_tools
@@ -114,11 +115,13 @@ class CompactionMiddleware(AgentMiddleware):
     def before_model(self, state: Any, runtime: Any) -> Optional[dict]:
         config = get_config()
         nodes, _ = self._level(config)
+        check_nesting(nodes, state, config)
         return run_pass(nodes, state, nodes._run(config, state)).update or None
 
     async def abefore_model(self, state: Any, runtime: Any) -> Optional[dict]:
         config = get_config()
         nodes, _ = self._level(config)
+        check_nesting(nodes, state, config)
         return (await arun_pass(nodes, state, nodes._run(config, state))).update or None
 
     # -- around the model call

@@ -19,6 +19,7 @@ from typing_extensions import NotRequired
 
 from ..core.config import CompactionConfig
 from ..engine import PassResult, arun_pass, run_pass
+from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionNodes
 from ..engine.state import merge_compaction
 
@@ -66,9 +67,11 @@ def make_pre_model_hook(
         return {**result.update, "llm_input_messages": nodes.messages_of(result.state)}
 
     def hook(state: Any, config: RunnableConfig) -> dict:
+        check_nesting(nodes, state, config)
         return update(run_pass(nodes, state, nodes._run(config, state)))
 
     async def ahook(state: Any, config: RunnableConfig) -> dict:
+        check_nesting(nodes, state, config)
         return update(await arun_pass(nodes, state, nodes._run(config, state)))
 
     node = RunnableCallable(hook, ahook, name="compaction", trace=False)
