@@ -8,7 +8,10 @@ forks back to an earlier checkpoint, as time travel does), a budget,
 hostile thread and user ids, and faults (the summarizer or memory model
 raising or answering empty, error-looking, unstructured or ``NO_REPLY``
 text; storage failing before or after a write; a node's update lost after
-its side effects, as a crash and resume would). It is replayed model call by
+its side effects, as a crash and resume would). One example in ten is a
+huge parallel round over the window, or a codemod changing 1,000-3,000
+files, at the default ``prompt_cache``: no view may be sent over the trigger
+that layers 1-2 could bring under it, and every trail keeps to its budget. It is replayed model call by
 model call through the real compaction nodes (gate, flush and offload on the
 same snapshot, then summarize), with the stock ``add_messages`` and
 ``merge_compaction`` reducers, and every view and every run is checked.
@@ -37,6 +40,9 @@ from langgraph.graph.message import add_messages
 from benchmarks.runner import trajectory_files
 from langgraph_compaction import CompactionConfig, CompactionNodes, FileStorage, StoreStorage, merge_compaction
 from langgraph_compaction.core.conversation import content_text, is_summary
+from langgraph_compaction.core.fidelity import TRAIL_HEADER
+from langgraph_compaction.core.sections import section
+from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.invariants import (
     INVARIANTS,
     ThreadLedger,
@@ -292,6 +298,84 @@ def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file
         return problems
 
 
+# --- bounded requests: huge parallel rounds at the default prompt_cache, 1,000+ changed files ---------------------
+
+
+def huge_round(rng: random.Random, window: int) -> list[BaseMessage]:
+    """Return one request answered by one parallel round of 2-12 results that together are over the window."""
+    width = rng.randint(2, 12)
+    chars = int(window * rng.uniform(1.05, 1.6) * 3.2 / width)  # about 3.2 characters a token in these logs
+    name = rng.choice(["bash", "write_file", "read_file", "read_log"])
+    calls = [{"name": name, "args": {"cmd": f"cat log{i}"}, "id": f"wide{i}"} for i in range(width)]
+    line = "2026-01-01 12:00:00 worker step ok value=1234567\n"
+    results = [ToolMessage(content=(line * (chars // len(line) + 1))[:chars], tool_call_id=c["id"], name=name, id=f"wr{i}") for i, c in enumerate(calls)]
+    return [HumanMessage(content="Read the logs and say what failed.", id="wh"), AIMessage(content="", tool_calls=calls, id="wa"),
+            *results, AIMessage(content="Every worker passed.", id="wz")]
+
+
+def codemod(rng: random.Random) -> list[BaseMessage]:
+    """Return requests that change 1,000-3,000 files over 1-60 folders, by ``edit_file`` or ``git rm`` 50-400 at a time."""
+    total, folders, batch = rng.randint(1_000, 3_000), rng.randint(1, 60), rng.randint(50, 400)
+    paths = [f"pkg{i % folders}/sub{i % 3}/file_{i}.py" for i in range(total)]
+    messages: list[BaseMessage] = []
+    for start in range(0, total, batch):
+        chunk = paths[start : start + batch]
+        messages.append(HumanMessage(content=f"Apply the codemod to batch {start // batch}.", id=f"ch{start}"))
+        if rng.random() < 0.7:
+            calls = [{"name": "edit_file", "args": {"path": p, "old": "log", "new": "logger"}, "id": f"e{start}-{k}"} for k, p in enumerate(chunk)]
+        else:
+            calls = [{"name": "bash", "args": {"command": "git rm -q " + " ".join(chunk)}, "id": f"rm{start}"}]
+        messages.append(AIMessage(content="", tool_calls=calls, id=f"ca{start}"))
+        messages += [ToolMessage(content="ok", tool_call_id=c["id"], id=f"cr{c['id']}") for c in calls]
+        messages.append(AIMessage(content=f"Batch {start // batch} done.", id=f"cz{start}"))
+    return messages
+
+
+def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str = "file") -> dict[str, list[str]]:
+    """Run one example of a huge parallel round or a codemod at the defaults (``prompt_cache=True``).
+
+    Besides the invariants every example checks: no model call is sent more
+    than the trigger when layers 1-2 could bring it under (a round of results
+    each prunable to a few hundred tokens), and every summary's trail keeps
+    to ``fidelity.trail_tokens``.
+    """
+    with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
+        root = Path(tmp) / "store"
+        real = FileStorage(root) if storage == "file" else StoreStorage(_memory_store())
+        wide = rng.random() < 0.5
+        window = rng.choice([32_000, 64_000, 128_000, 200_000])
+        config = CompactionConfig(context_window=window if wide else rng.choice([32_000, 128_000]), summary_timeout=None)
+        summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
+        nodes = CompactionNodes(before="agent", model=summarizer, config=config, storage=real)
+        sim = Simulation(nodes, {"configurable": {"thread_id": "bound", "user_id": "u"}}, rng, 0.0, real)
+        conversation = huge_round(rng, window) if wide else codemod(rng)
+        views: list[list[BaseMessage]] = []
+        model_call = sim.model_call
+        sim.model_call = lambda pending: views.append(model_call(pending)) or views[-1]  # type: ignore[method-assign]
+        replay(sim, conversation)
+        problems = sim.ledger.problems
+        sim.ledger.check_store(sim.messages, real.read_transcript("bound"), ledgers_of(real, "u"))
+        problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
+        if wide:
+            sizes = [nodes.counter.total(v) for v in views]
+            problems["bounded"] += [f"a view of {n:,} tokens was sent, over the trigger {nodes.budget.trigger_tokens:,}" for n in sizes if n >= nodes.budget.trigger_tokens]
+        budget = config.fidelity.trail_tokens
+        for m in sim.messages:
+            if is_summary(m):
+                # the trail's own lines: what the summarizer wrote above it is the summary's, bounded by its target
+                body = section(content_text(m.content), "ARTIFACTS")
+                lines = body.split(TRAIL_HEADER, 1)[1].splitlines()[1:] if TRAIL_HEADER in body else []
+                size = sum(estimate_text_tokens(line[2:]) + 2 for line in lines if line.startswith("- "))
+                if size > budget:
+                    problems["bounded"].append(f"a summary's trail holds {size:,} tokens, over trail_tokens {budget:,}")
+        return problems
+
+
+def pick_example(seed: int) -> Callable[..., dict[str, list[str]]]:
+    """Return the example a seed runs: one in ten is a huge parallel round or a codemod (``run_bound_example``)."""
+    return run_bound_example if seed % 10 == 9 else run_example
+
+
 def _memory_store() -> Any:
     from langgraph.store.memory import InMemoryStore
 
@@ -326,7 +410,7 @@ def _batch(args: tuple[int, int, bool, str]) -> tuple[dict[str, int], list[str]]
     samples: list[str] = []
     for seed in range(start, start + count):
         try:
-            problems = run_example(random.Random(seed), faults=faults, storage=storage)
+            problems = pick_example(seed)(random.Random(seed), faults=faults, storage=storage)
         except Exception as exc:  # noqa: BLE001 - a crash of the run is a broken promise too
             problems = {"valid_history": [f"the run raised {type(exc).__name__}: {exc}"]}
         for name, found in problems.items():

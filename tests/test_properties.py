@@ -93,3 +93,83 @@ def test_only_the_leading_system_messages_are_pinned(messages, keep_tokens, keep
     assert history_problems(view, messages) == []
     assert [m.id for m in view[: lead + 1]] == [m.id for m in messages[:lead]] + [summary.id]
     assert [m.id for m in add_messages(messages, [RemoveMessage(id="__remove_all__"), *view])] == [m.id for m in view]
+
+
+# --- bounded requests: huge parallel rounds at the default prompt_cache, 1,000+ changed files -------------------
+
+
+@st.composite
+def huge_parallel_rounds(draw):
+    """One request answered by one parallel round whose results together are over the window (2-12 of them)."""
+    window = draw(st.sampled_from([32_000, 64_000, 128_000, 200_000]))
+    width = draw(st.integers(2, 12))
+    share = draw(st.floats(1.05, 1.6))  # the round's size, as a share of the window
+    chars = int(window * share * 3.2 / width)  # about 3.2 characters a token in these logs
+    name = draw(st.sampled_from(["bash", "write_file", "read_file", "read_log"]))
+    calls = [{"name": name, "args": {"cmd": f"cat log{i}"}, "id": f"c{i}"} for i in range(width)]
+    line = "2026-01-01 12:00:00 worker step ok value=1234567\n"
+    results = [ToolMessage(content=(line * (chars // len(line) + 1))[:chars], tool_call_id=c["id"], name=name, id=f"t{i}") for i, c in enumerate(calls)]
+    system = [SystemMessage(content="You are an operations agent.", id="sys")] if draw(st.booleans()) else []
+    return window, [*system, HumanMessage(content="Read the logs and say what failed.", id="h"), AIMessage(content="", tool_calls=calls, id="a"), *results]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(huge_parallel_rounds())
+def test_a_huge_parallel_round_at_the_default_prompt_cache_is_brought_under_the_trigger(case):
+    from langgraph_compaction.core.plan import plan_compaction
+
+    window, messages = case
+    config = CompactionConfig(context_window=window)  # the defaults: prompt_cache=True
+    budget = config.resolve()
+    counter = TokenCounter()
+    counts = counter.counts(messages)
+    assert sum(counts) > window
+    plan = plan_compaction(messages, counts, budget, config, counter.message)
+    # no summary can help (the conversation is the newest round): layers 1-2 must, whatever the cost rule says
+    assert plan.tokens_after_layers < budget.trigger_tokens, (plan.tokens_after_layers, plan.layer_counts)
+
+
+@st.composite
+def codemods(draw):
+    """1,000-3,000 changed files over 1-60 folders, edited 50-400 at a time, some deleted by ``git rm``."""
+    total = draw(st.integers(1_000, 3_000))
+    folders = draw(st.integers(1, 60))
+    batch = draw(st.integers(50, 400))
+    depth = draw(st.integers(1, 4))
+    paths = [f"{'/'.join(f'd{(i * 7 + k) % folders}' for k in range(depth))}/file_{i}.py" for i in range(total)]
+    messages = [HumanMessage(content="Apply the codemod everywhere.", id="h")]
+    for start in range(0, total, batch):
+        chunk = paths[start : start + batch]
+        if draw(st.booleans()):
+            calls = [{"name": "edit_file", "args": {"path": p}, "id": f"e{start}-{k}"} for k, p in enumerate(chunk)]
+        else:
+            calls = [{"name": "bash", "args": {"command": "git rm -q " + " ".join(chunk)}, "id": f"rm{start}"}]
+        messages.append(AIMessage(content="", tool_calls=calls, id=f"a{start}"))
+        messages += [ToolMessage(content="ok", tool_call_id=c["id"], id=f"t{c['id']}") for c in calls]
+    return total, messages
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(codemods(), st.integers(1, 3))
+def test_the_trail_keeps_to_its_budget_and_accounts_for_every_changed_file(case, summaries):
+    import re
+
+    from langgraph_compaction.core.config import FidelityConfig
+    from langgraph_compaction.core.sections import section
+    from langgraph_compaction.core.summary import extractive_summary
+    from langgraph_compaction.core.tokens import estimate_text_tokens
+
+    total, messages = case
+    budget = FidelityConfig().trail_tokens
+    summary, start = None, 0
+    for k in range(1, summaries + 1):  # chained: each summary carries the previous one's trail on
+        end = len(messages) * k // summaries
+        while end < len(messages) and isinstance(messages[end], ToolMessage):
+            end += 1
+        summary = extractive_summary(([build_summary_message(summary)] if summary else []) + messages[start:end])
+        start = end
+    lines = [line[2:] for line in section(summary, "ARTIFACTS").splitlines() if line.startswith("- ")]
+    assert sum(estimate_text_tokens(line) + 2 for line in lines) <= budget
+    named = sum(1 for line in lines if line.endswith(("(edited)", "(deleted)")))
+    counted = sum(int(m.group(1)) for line in lines if (m := re.search(r"\((\d+) changed files", line)))
+    assert named + counted == total
