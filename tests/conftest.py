@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from openai_server import StrictOpenAIServer
+from support import in_ci
 
 # tests import the Studio graph (graphs/agent.py, served by langgraph.json) as ``graphs.agent``
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -19,10 +20,6 @@ POSTGRES_DSN = os.environ.get("COMPACTION_TEST_POSTGRES", "postgresql://postgres
 
 #: The reason the PostgreSQL tests skip without a server (the terminal summary counts the tests it skipped).
 POSTGRES_SKIP = "PostgreSQL is not reachable"
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +38,7 @@ def postgres_dsn():
     except psycopg.OperationalError as exc:
         conn, reason = None, f"{POSTGRES_SKIP} at {POSTGRES_DSN} ({str(exc).strip().splitlines()[0]})"
     if conn is None:  # out of the except block: no chained psycopg traceback
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"{reason}; CI runs the PostgreSQL tests against a real server", pytrace=False)
         pytest.skip(f"{reason}; set COMPACTION_TEST_POSTGRES to a server's DSN to run these tests")
     with conn:

@@ -3,7 +3,7 @@
 The site is built with ``mkdocs build --strict`` into a temporary folder and served over HTTP on 127.0.0.1.
 Chromium (Debian's ``chromium`` package) loads every page of the navigation in one check page, whose script
 reports what each page shows once all of them (and their images) have loaded. Without Chromium the browser
-tests skip, except in CI (``CI=true``), where they fail.
+tests skip, except in CI (``CI`` set, as ``.ci/run`` does), where they fail.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from support import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
@@ -72,7 +74,7 @@ def served(site):
 def chromium():
     if CHROMIUM is None:
         message = "Chromium is not installed (apt-get install -y chromium); the browser checks of the site did not run"
-        if os.environ.get("CI") == "true":
+        if in_ci():
             pytest.fail(message)
         pytest.skip(message)
     return CHROMIUM
