@@ -104,6 +104,17 @@ def test_every_page_of_the_navigation_is_built_with_the_configuration_and_the_ap
     assert (site / "results" / "report" / "index.html").is_file() and (site / "results" / "billed_cost.png").is_file()
 
 
+def test_every_setting_has_a_meaning_on_the_configuration_page():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    rows = hooks.config_rows()
+    assert [setting for setting, _, meaning, _ in rows if not meaning] == [], "give these fields a Field(description=...)"
+    assert {setting.strip("`") for setting, *_ in rows} >= hooks.DESIGN_SETTINGS | set(hooks.DEVIATIONS)
+
+
 CHECK_PAGE = """<!doctype html><html><body><pre id="report">loading</pre>{frames}
 <script>
 window.addEventListener("load", () => {{
