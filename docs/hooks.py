@@ -3,11 +3,14 @@
 - ``<!-- generated-at-build:config -->`` in a page becomes the table of every ``CompactionConfig`` setting,
   read from the pydantic model itself: its default, its meaning (the field's description) and how it stands
   against the original design's table.
+- ``<!-- generated-at-build:api-rest -->`` becomes the API reference of every public name (``__all__``) that no
+  other page of ``reference/`` documents, so a new public name is never missing from the reference.
 - ``results/report.md`` is the committed benchmark report (``benchmarks/results/report.md``) with its plots.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,8 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 CONFIG_MARKER = "<!-- generated-at-build:config -->"
+API_REST_MARKER = "<!-- generated-at-build:api-rest -->"
+REFERENCE = ROOT / "docs" / "reference"
 
 #: The settings the original design's table names (in snake_case, as the model spells them).
 DESIGN_SETTINGS = {
@@ -113,9 +118,34 @@ def config_table() -> str:
     return "\n".join(lines)
 
 
+def undocumented_names() -> list[str]:
+    """Return the public names (``__all__``) that no page of ``docs/reference/`` renders with ``:::``."""
+    import langgraph_compaction
+
+    documented = set()
+    for page in REFERENCE.glob("*.md"):
+        documented |= set(re.findall(r"^::: [\w.]+\.(\w+)$", page.read_text(encoding="utf-8"), re.MULTILINE))
+    return [name for name in langgraph_compaction.__all__ if name not in documented]
+
+
+def api_rest() -> str:
+    """Return the reference of the public names the other reference pages leave out."""
+    import langgraph_compaction
+
+    parts = []
+    for name in undocumented_names():
+        value = getattr(langgraph_compaction, name)
+        module = getattr(value, "__module__", "") if callable(value) else ""
+        # functions and classes render from their docstrings; a constant has no module of its own to point at
+        parts.append(f"::: {module}.{name}" if module.startswith("langgraph_compaction") else f"`{name}` = `{value!r}`")
+    return "\n\n".join(parts) or "Every public name is on the pages above."
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     if CONFIG_MARKER in markdown:
         markdown = markdown.replace(CONFIG_MARKER, config_table())
+    if API_REST_MARKER in markdown:
+        markdown = markdown.replace(API_REST_MARKER, api_rest())
     return markdown
 
 

@@ -12,6 +12,7 @@ import functools
 import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,6 +103,15 @@ def test_every_page_of_the_navigation_is_built_with_the_configuration_and_the_ap
     assert "add_compaction" in reference and "Insert gate" in reference  # rendered from the docstring
     assert 'id="langgraph_compaction.engine.nodes.CompactionNodes.gate"' in reference  # the node methods, inherited
     assert (site / "results" / "report" / "index.html").is_file() and (site / "results" / "billed_cost.png").is_file()
+
+
+def test_every_public_name_is_in_the_api_reference(site):
+    import langgraph_compaction
+
+    pages = "".join(page.read_text(encoding="utf-8") for page in (site / "reference").rglob("index.html"))
+    anchors = set(re.findall(r'id="langgraph_compaction\.[\w.]*?\.(\w+)"', pages))
+    missing = [name for name in langgraph_compaction.__all__ if name not in anchors and f"<code>{name}</code>" not in pages]
+    assert missing == []
 
 
 def test_every_setting_has_a_meaning_on_the_configuration_page():
