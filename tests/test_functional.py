@@ -172,3 +172,25 @@ def test_a_failing_summarizer_or_disk_loses_no_message_and_says_why(tmp_path):
 def test_a_missing_thread_id_is_a_clear_error():
     with pytest.raises(ValueError, match="thread_id is required"):
         compact_messages([HumanMessage("hi")], model=ScriptedModel(), thread_id="")
+
+
+def test_an_id_less_history_of_openai_dicts_is_summarized_and_offloaded_once_per_message(tmp_path):
+    # an app of any framework: its history is OpenAI-style dicts without ids, `.state` is passed back each call
+    summarizer = ScriptedModel()
+    settings = CompactionConfig(context_window=12_000, mode="view")
+    history, compaction = [], None
+    for turn in range(14):
+        history.append({"role": "user", "content": f"Turn {turn}: " + "please look at the logs again " * 60})
+        result = compact_messages(history, model=summarizer, config=settings, storage=tmp_path, thread_id="app", state=compaction)
+        compaction = result.state
+        history.append({"role": "assistant", "content": f"Answer {turn}: " + "the logs show nothing new " * 60})
+    summaries = len([c for c in summarizer.calls if "Context Extraction Assistant" in str(c)])
+    compactions = compaction["counts"].get("summarize", 0)
+    assert 1 <= compactions <= 2  # 14 turns of ~900 tokens on a 12k window: not one compaction per call
+    assert summaries <= 2 * compactions  # (a summary may take two calls), not the whole history again each call
+    lines = FileStorage(tmp_path).read_transcript("app")
+    ids = [line["data"]["id"] for line in lines]
+    assert len(ids) == len(set(ids)) <= 28  # each message of the history once
+    # the ids are the same at every call: derived from each message's place and content
+    again = compact_messages(history[:2], model=summarizer, config=settings, thread_id="other", state=None)
+    assert [m.id for m in again.messages] == ids[:2]

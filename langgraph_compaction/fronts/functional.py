@@ -14,13 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.graph.message import add_messages
 
 from ..core.config import CompactionConfig
 from ..engine import PassResult, arun_pass, run_pass
 from ..engine.nodes import CompactionNodes
 from ..engine.state import read_compaction
+from ..storage import message_records
+from ..storage.codec import encode, revision
 
 
 @dataclass
@@ -38,14 +40,30 @@ class CompactionResult:
     view: list[BaseMessage]
 
 
+def stable_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return the messages, each one without an id given one derived from its place and its content.
+
+    An app that keeps its history without ids (OpenAI-style dicts) and passes
+    it again at each call gets the same ids each time, so what was offloaded
+    and summarized is recognized: ``msg-<index>-<hash of the message>``.
+    """
+    out = []
+    for i, message in enumerate(messages):
+        if message.id is None:
+            digest = revision(encode(message_records([message])[0]))  # the transcript's own content hash
+            message = message.model_copy(update={"id": f"msg-{i}-{digest}"})
+        out.append(message)
+    return out
+
+
 def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **settings: Any):
     if thread_id is None or str(thread_id) == "":
         raise ValueError("thread_id is required: it names the transcript and keys the summaries; pass e.g. thread_id='user-42'")
     if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
     nodes = CompactionNodes(before="model", **settings)
-    # ids as add_messages gives them: the transcript and the summaries refer to messages by id
-    values = {"messages": add_messages([], list(messages)), "compaction": read_compaction(state)}
+    # the transcript and the summaries refer to messages by id: an id-less message gets the same one at every call
+    values = {"messages": add_messages([], stable_ids(convert_to_messages(list(messages)))), "compaction": read_compaction(state)}
     return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}}, values)
 
 
@@ -74,7 +92,8 @@ def compact_messages(
     result's ``.state`` (None the first time), so summaries chain.
     ``agent_model`` (the model the messages are sent to, tools bound) and
     ``system_prompt`` (put in front of them at the call) are counted too.
-    Messages without an id get one. Compaction failures are recorded in the
+    Messages without an id (OpenAI-style dicts too) get one derived from their
+    place and content, the same at every call. Compaction failures are recorded in the
     events and never lose a message.
     """
     nodes, values, run = _prepare(
