@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.sqlite import SqliteStore
 
@@ -286,3 +287,45 @@ def test_redact_record_looks_inside_tuples_and_sets_of_an_artifact_and_keeps_the
     cleaned = redact_record(record, redact_secrets)["data"]["artifact"]
     assert secret not in str(cleaned)
     assert cleaned["argv"] == ("gh", REDACTED) and cleaned["tokens"] == {REDACTED} and cleaned["frozen"] == frozenset({REDACTED})
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("the staging db password is hunter2-staging", "the staging db password is [REDACTED]"),
+        ("FYI the api key is 9f8e7d6c5b4a…", "FYI the api key is [REDACTED]"),
+        ("My password for the VPN is Tr0ub4dor&3.", "My password for the VPN is [REDACTED]."),
+        ("the access token was 'a1b2c3d4e5f6' yesterday", "the access token was '[REDACTED]' yesterday"),
+        ("Pay it to IBAN DE89 3704 0044 0532 0130 00 today", "Pay it to IBAN [REDACTED] today"),
+        ("iban: GB82WEST12345698765432", "iban: [REDACTED]"),
+        ("refund FR1420041010050500013M02606 please", "refund [REDACTED] please"),
+    ],
+)
+def test_redactor_catches_secrets_said_in_plain_words(text, expected):
+    assert redact_secrets(text) == expected
+    assert redact_secrets(expected) == expected  # idempotent
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is required and the token is expired",
+        "the token is 5 characters long; the pin is 1234",
+        "the secret is out: the api key is rotated weekly",
+        "ticket DE12345678901234567890 is closed",  # the shape of an IBAN, not its checksum
+        "order GB00WEST12345698765432 shipped",
+    ],
+)
+def test_plain_words_about_secrets_are_not_secrets(text):
+    assert redact_secrets(text) == text
+
+
+def test_a_password_said_in_the_conversation_never_reaches_the_ledger(tmp_path):
+    graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver())
+    said = HumanMessage("Task 0 please deploy: the staging db password is hunter2-staging, IBAN DE89370400440532013000")
+    graph.invoke({"messages": [said]}, THREAD)
+    for turn in range(1, 6):
+        graph.invoke(first_input(turn), THREAD)
+    ledger = (tmp_path / "memory" / f"{_today()}.md").read_text()
+    assert "the staging db password is [REDACTED]" in ledger
+    assert "hunter2" not in ledger and "DE89" not in ledger

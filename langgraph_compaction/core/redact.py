@@ -4,9 +4,17 @@
 and leaves everything else as it was: API keys (OpenAI ``sk-...``,
 Anthropic, Google, Stripe, Slack), AWS access keys, GitHub tokens, bearer
 and basic authorization headers, JSON web tokens, private key blocks,
-passwords in URLs and ``key=value`` assignments of secret-named keys
-(``OPENAI_API_KEY=...``, ``"password": "..."``). It is idempotent:
+passwords in URLs, ``key=value`` assignments of secret-named keys
+(``OPENAI_API_KEY=...``, ``"password": "..."``), secrets said in plain
+English (``the staging db password is hunter2-staging``, ``the api key is
+9f8e...``: a secret word, ``is``/``was``, then a value with a digit or a
+symbol) and IBANs (their mod-97 checksum must hold). It is idempotent:
 redacting twice gives the same text.
+
+It does not catch: card numbers, phone numbers, names and addresses, a
+secret with no secret word before it, a value of plain letters (``the
+password is swordfish``), or phrasing in other languages. Pass your own
+detector as ``CompactionConfig.redactor`` for those.
 
 Any ``Callable[[str], str]`` can replace it (``CompactionConfig.redactor``).
 """
@@ -63,6 +71,31 @@ _ASSIGNMENT = re.compile(
 )
 _SHORT_OK = ("password", "passwd")
 
+#: ``<secret word> [for the VPN] is|was <value>``: only a value of 6 characters or more with a digit or a symbol is
+#: taken for a secret, so "the password is required" and "the token is 5 characters" stay as they are.
+_PHRASE = re.compile(
+    r"""(?ix)
+    (?P<head>\b(?:password|passwd|passphrase|passcode|pin|secret|api[\s_-]?key|access[\s_-]?key|secret[\s_-]?key|
+        private[\s_-]?key|(?:access|auth|refresh|api)[\s_-]?token|token|credentials?)
+      (?:\s+(?:for|of|to|on)(?:\s+[\w.@/-]+){1,3})?
+      \s+(?:is|was|are|were|reads|=)\s+(?:now\s+|still\s+|set\s+to\s+)?)
+    (?P<quote>["'`]?)
+    (?P<value>(?!\[REDACTED\])(?=[^\s"'`,;]{6})(?=[^\s"'`]*[0-9!#$%&*+=?@^~…_-])[^\s"'`,;]*[^\s"'`,;.!?)])
+    """
+)
+
+#: Two letters, two check digits, 11-30 letters and digits, in groups of four or not: checked by mod 97 below.
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+
+
+def _iban(match: "re.Match[str]") -> str:
+    text = match.group(0)
+    code = text.replace(" ", "")
+    if not 15 <= len(code) <= 34:
+        return text
+    digits = "".join(str(int(c, 36)) for c in code[4:] + code[:4])
+    return REDACTED if int(digits) % 97 == 1 else text
+
 
 def _assignment(match: "re.Match[str]") -> str:
     key, value = match.group("key"), match.group("value")
@@ -85,6 +118,8 @@ def redact_secrets(text: str) -> str:
     text = _TOKENS.sub(REDACTED, text)
     text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
+    text = _IBAN.sub(_iban, text)
+    text = _PHRASE.sub(lambda m: f"{m.group('head')}{m.group('quote')}{REDACTED}", text)
     return _ASSIGNMENT.sub(_assignment, text)
 
 
