@@ -119,3 +119,123 @@ def test_two_threads_of_one_user_flushing_at_once_write_each_bullet_once(tmp_pat
     # the shared facts once, and neither worker's own fact lost to the other's write
     assert sorted(bullets) == ["Staging is staging-2", "The user deploys on Fridays", "worker-0 works on its own branch", "worker-1 works on its own branch"]
     assert duplicate_problems([], ledgers) == []
+
+
+# --- two workers serving the same threads on one PostgresSaver and one PostgresStore ---------------------
+
+WORKER_REQUESTS = 12
+WORKER_WINDOW = 60_000
+
+
+class _StatelessAgentModel(ScriptedModel):
+    """The agent's model: its next step read from the request alone (another worker served the previous one).
+
+    A user request gets ``bash`` and ``read_file`` in parallel, their results
+    a ``write_file``, its result the answer. Each request it is sent is
+    checked as OpenAI would check it, and against the window.
+    """
+
+    problems: list = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        from langchain_core.messages import AIMessage, ToolMessage
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        from langgraph_compaction import openai_violations
+        from langgraph_compaction.core.conversation import is_user_turn
+        from langgraph_compaction.core.tokens import estimate_tokens
+
+        self.problems.extend(openai_violations(messages))
+        if estimate_tokens(messages) > WORKER_WINDOW:
+            self.problems.append(f"a request of {estimate_tokens(messages):,} tokens, over the {WORKER_WINDOW:,}-token window")
+        last = messages[-1]
+        if is_user_turn(last):
+            tag = last.id
+            calls = [
+                {"name": "bash", "args": {"cmd": f"pytest -q {tag}"}, "id": f"{tag}-bash"},
+                {"name": "read_file", "args": {"path": f"src/{tag}.py"}, "id": f"{tag}-read"},
+            ]
+            reply = AIMessage(f"Looking at {tag}.", tool_calls=calls)
+        elif isinstance(last, ToolMessage) and not last.tool_call_id.endswith("-write"):
+            tag = last.tool_call_id.rsplit("-", 1)[0]
+            body = "".join(f"def handler_{i}(event):\n    return event['value'] * {i}\n" for i in range(120))
+            reply = AIMessage("Writing the fix.", tool_calls=[{"name": "write_file", "args": {"path": f"src/{tag}.py", "content": body}, "id": f"{tag}-write"}])
+        else:
+            reply = AIMessage("Done: updated and the tests pass.")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _worker_agent(front: str, checkpointer, store, model):
+    from langchain.agents import create_agent
+    from langgraph.graph import START, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from checked import TIGHT
+    from langgraph_compaction import CompactionMiddleware, CompactionState, add_compaction
+    from support import TOOLS
+
+    if front == "middleware":
+        middleware = CompactionMiddleware(model=ScriptedModel(), config=TIGHT)
+        return create_agent(model, TOOLS, middleware=[middleware], checkpointer=checkpointer, store=store)
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode(TOOLS))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=TIGHT)
+    return builder.compile(checkpointer=checkpointer, store=store)
+
+
+def _worker_request(thread: str, n: int) -> dict:
+    return {"messages": [HumanMessage(f"Task {n} ({thread}): please fix module{n} and run its tests", id=f"{thread}-r{n}")]}
+
+
+def _serve(root: str, dsn: str, front: str, scenario: str, worker: int, barrier) -> None:
+    """Serve one share of the requests: every other request of one thread, or all of this worker's own thread."""
+    from pathlib import Path
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    model = _StatelessAgentModel()
+    with PostgresSaver.from_conn_string(dsn) as saver, PostgresStore.from_conn_string(dsn) as store:
+        agent = _worker_agent(front, saver, store, model)
+        for n in range(WORKER_REQUESTS):
+            barrier.wait(timeout=120)  # the load balancer: request n goes out once request n - 1 is answered
+            thread = f"{front}-{scenario}" + ("" if scenario == "alternate" else f"-{worker}")
+            if scenario == "at-once" or n % 2 == worker:
+                agent.invoke(_worker_request(thread, n), {"configurable": {"thread_id": thread, "user_id": "shared-user"}})
+            barrier.wait(timeout=120)
+    Path(root, f"problems-{worker}.json").write_text(json.dumps(model.problems))
+
+
+@pytest.mark.parametrize("scenario", ["alternate", "at-once"])
+@pytest.mark.parametrize("front", ["middleware", "graph"])
+def test_two_workers_on_one_postgres_lose_repeat_and_misorder_nothing(tmp_path, postgres_dsn, front, scenario):
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    from langgraph_compaction.invariants import ThreadLedger
+
+    with PostgresSaver.from_conn_string(postgres_dsn) as saver, PostgresStore.from_conn_string(postgres_dsn) as store:
+        saver.setup()
+        store.setup()
+    run_in_two_processes(_serve, lambda w: (str(tmp_path), postgres_dsn, front, scenario, w), barrier=True, timeout=600)
+    for w in range(2):  # what each worker's model was sent: valid for OpenAI, inside the window
+        assert json.loads((tmp_path / f"problems-{w}.json").read_text()) == []
+    threads = [f"{front}-{scenario}"] if scenario == "alternate" else [f"{front}-{scenario}-{w}" for w in range(2)]
+    with PostgresSaver.from_conn_string(postgres_dsn) as saver, PostgresStore.from_conn_string(postgres_dsn) as store:
+        agent, storage = _worker_agent(front, saver, store, _StatelessAgentModel()), StoreStorage(store)
+        ledgers = ledgers_of(storage, "shared-user")
+        for thread in threads:
+            config = {"configurable": {"thread_id": thread}}
+            ledger = ThreadLedger()
+            for snapshot in reversed(list(agent.get_state_history(config))):  # oldest first: each message as added
+                ledger.added(snapshot.values.get("messages") or [])
+            values = agent.get_state(config).values
+            assert values["compaction"]["counts"].get("summarize", 0) >= 2
+            requests = {m.id for m in ledger.history if isinstance(m, HumanMessage) and m.id.startswith(thread)}
+            assert requests == {f"{thread}-r{n}" for n in range(WORKER_REQUESTS)}
+            assert ledger.check_store(values["messages"], storage.read_transcript(thread), ledgers) == []
+        assert ledgers and duplicate_problems([], ledgers) == []
