@@ -5,7 +5,8 @@ rounds, reused tool-call ids, orphan results, unanswered calls, content
 blocks, huge, empty and non-ASCII messages, invalid tool calls, artifacts
 JSON cannot hold; user messages replaced by id after they were offloaded;
 forks back to an earlier checkpoint, as time travel does), a budget,
-hostile thread and user ids, and faults (the summarizer or memory model
+hostile and colliding thread and user ids (ids equal to another id's storage
+name, in this release or an earlier one) or no thread id at all, and faults (the summarizer or memory model
 raising or answering empty, error-looking, unstructured or ``NO_REPLY``
 text; storage failing before or after a write; a node's update lost after
 its side effects, as a crash and resume would). One example in ten is a
@@ -54,7 +55,9 @@ from langgraph_compaction.invariants import (
 from langgraph_compaction.storage import message_records, record_id
 from langgraph_compaction.testing import ScriptedModel
 
-HOSTILE_IDS = ["t", "../../etc", "/abs/path", ".", "a\x00b", "x" * 300, "用户🙂", "a/b", "a.b", "langgraph"]
+HOSTILE_IDS = ["t", "../../etc", "/abs/path", ".", "a\x00b", "x" * 300, "用户🙂", "a/b", "a.b", "langgraph",
+               # built to collide: an id, its storage name in an earlier release and in this one, case, the default
+               "user:42", "user-42-ea3fd43be1e57d62", "~user+3a42", "Alice", "alice", "default", ""]
 MODEL_FAULTS: list[Any] = [None, RuntimeError("provider down"), "", "Error: rate limited", "Sure, done.", "NO_REPLY"]
 _SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None  # memory-backed: fsync costs nothing there
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+A8AAQUBAScY42YAAAAASUVORK5CYII="
@@ -197,10 +200,14 @@ class Simulation:
         self.ledger = ThreadLedger()
         self.checkpoints: list[tuple] = []
 
+    def transcript_key(self) -> str:
+        """Return the thread's transcript key: its thread id, or the run's own key when it has none."""
+        thread = self.config["configurable"].get("thread_id")
+        return str(thread) if thread is not None else str(self.compaction.get("run_thread") or "")
+
     def replace(self) -> None:
         """Replace by id (``update_state``) a user message whose current version the transcript already holds."""
-        thread = self.config["configurable"]["thread_id"]
-        latest = {record_id(r): r for r in self.storage.read_transcript(str(thread))}
+        latest = {record_id(r): r for r in self.storage.read_transcript(self.transcript_key())}
         stored = [
             m for m in self.messages
             if isinstance(m, HumanMessage) and not is_summary(m) and latest.get(m.id) == message_records([m])[0]
@@ -284,15 +291,19 @@ def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file
         flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
         rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
         thread, user = rng.choice(HOSTILE_IDS), rng.choice(HOSTILE_IDS)
+        where = {"thread_id": thread, "user_id": user} if rng.random() < 0.85 else {"user_id": user}  # or a stateless run
         nodes = CompactionNodes(
             before="agent", model=summarizer, flush_model=flusher, config=config, storage=FlakyStorage(real, rng, rate) if rate else real
         )
-        sim = Simulation(nodes, {"configurable": {"thread_id": thread, "user_id": user}}, rng, rate, real)
+        sim = Simulation(nodes, {"configurable": where}, rng, rate, real)
         replay(sim, random_conversation(rng))
-        transcript = real.read_transcript(thread)
+        key = sim.transcript_key()
+        transcript = real.read_transcript(key)
         sim.ledger.check_store(sim.messages, transcript, ledgers_of(real, user))
         problems = sim.ledger.problems
         problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
+        # only this run wrote: any other id that reads a transcript reads this run's
+        problems["contained"] += [f"thread {other!r} reads the transcript of {key!r}" for other in HOSTILE_IDS if other != key and real.read_transcript(other)]
         if storage == "file":
             problems["contained"] += escaped_paths(files_under(tmp), root)
         return problems
