@@ -1,4 +1,4 @@
-"""Property-based: any conversation shape, compacted, is one a provider accepts."""
+"""Property-based: any conversation shape, compacted, is one a provider accepts; no run reads another's transcript."""
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -9,6 +9,8 @@ from langgraph_compaction import CompactionConfig, build_summary_message, find_c
 from langgraph_compaction.engine.nodes import CompactionNodes
 from langgraph_compaction.core.plan import compacted_view
 from langgraph_compaction.core.tokens import TokenCounter
+from langgraph_compaction import safe_label
+from test_isolation import NASTY, released_label
 
 
 @st.composite
@@ -173,3 +175,41 @@ def test_the_trail_keeps_to_its_budget_and_accounts_for_every_changed_file(case,
     named = sum(1 for line in lines if line.endswith(("(edited)", "(deleted)")))
     counted = sum(int(m.group(1)) for line in lines if (m := re.search(r"\((\d+) changed files", line)))
     assert named + counted == total
+
+
+@st.composite
+def two_runs(draw):
+    """Two thread ids for two runs: none (a stateless run), nasty ones, and the second built to collide with the first."""
+    first = draw(st.one_of(st.none(), st.sampled_from(NASTY), st.text(max_size=20)))
+    like = [] if first is None else [first, safe_label(first), released_label(first), first.upper(), first + "."]
+    second = draw(st.one_of(st.none(), st.sampled_from(NASTY), *([st.sampled_from(like)] if like else [])))
+    return [first, second], [draw(conversations()), draw(conversations())]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(two_runs(), st.sampled_from(["files", "store"]))
+def test_runs_with_colliding_or_no_thread_ids_never_read_each_others_transcript(runs, backend):
+    import random
+    import tempfile
+
+    from langgraph.store.memory import InMemoryStore
+
+    from benchmarks.stress import Simulation, replay
+    from langgraph_compaction import FileStorage, StoreStorage
+    from langgraph_compaction.testing import ScriptedModel
+
+    threads, conversations_ = runs
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = FileStorage(tmp) if backend == "files" else StoreStorage(InMemoryStore())
+        config = CompactionConfig(context_window=4_000, trigger_tokens=2_000, keep_tokens=500)
+        keys = []
+        for k, (thread, messages) in enumerate(zip(threads, conversations_)):
+            nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=config, storage=storage)
+            where = {"user_id": f"user-{k}", **({"thread_id": thread} if thread is not None else {})}
+            sim = Simulation(nodes, {"configurable": where}, random.Random(k), 0.0, storage)
+            replay(sim, [m.model_copy(update={"id": f"run{k}-{m.id}"}) for m in messages])
+            keys.append(sim.transcript_key())
+        if threads[0] is None or str(threads[0]) != str(threads[1]):  # else one thread, served twice
+            for k, key in enumerate(keys):
+                other = f"run{1 - k}-"
+                assert not [r for r in storage.read_transcript(key) if (r["data"].get("id") or "").startswith(other)]
