@@ -123,7 +123,7 @@ def thread_key(thread_id: object) -> str:
 
     ``""``, ``"default"`` and ``0`` are three threads. A graph run without a
     ``thread_id`` never comes here: it gets a transcript of its own (see
-    ``engine.nodes.run_thread_id``).
+    ``engine.effects.run_thread_id``).
     """
     return "default" if thread_id is None else str(thread_id)
 
