@@ -41,6 +41,7 @@ from langgraph_compaction import (
     read_compaction,
 )
 from langgraph_compaction.engine.nodes import SUMMARIZE
+from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY
 from langgraph_compaction.testing import ScriptedModel
 
 from graphs.agent import OFFLINE_CONTEXT_WINDOW, OfflineAgentModel, build_agent
@@ -297,6 +298,45 @@ def test_sqlite_checkpoint_bytes_grow_by_a_constant_amount_per_turn_with_and_wit
     # without compaction the list grows, and so does the snapshot the channel writes every 50 updates;
     # the whole list in every checkpoint made the second half's turns cost about 2.7x the first half's
     assert raw_second <= 2 * raw_first
+
+
+def _compaction_copies(saver: Any, config: dict) -> tuple[list[bool], int]:
+    """Return, newest first, whether each checkpoint stores the ``compaction`` value, and how many steps wrote it."""
+    tuples = list(saver.list(config))
+    stored = ["compaction" in t.checkpoint["channel_values"] for t in tuples]
+    return stored, sum(any(w[1] == "compaction" for w in t.pending_writes or ()) for t in tuples)
+
+
+def test_a_checkpoint_stores_the_compaction_value_only_after_a_step_that_changed_it(tmp_path):
+    # SqliteSaver keeps every channel's value in each checkpoint row: the compaction value (counts, the
+    # last 20 events, the calibration) stored again at each of a turn's four steps cost more than the turn
+    with SqliteSaver.from_conn_string(str(tmp_path / "copies.sqlite")) as saver:
+        graph = _graph(saver, InMemoryStore(), config=SUMMARY_ONLY)
+        config = {"configurable": {"thread_id": "copies"}}
+        for turn in range(6):
+            graph.invoke(_request(turn), config, context={"user_id": "copies", **THRESHOLDS})
+        stored, written = _compaction_copies(saver, config)
+        compaction = read_compaction(graph.get_state(config).values["compaction"])
+    assert sum(stored) <= written < len(stored) / 2
+    assert compaction["counts"]["summarize"] >= 2 and len(compaction["events"]) > 5 and compaction["wired"]
+
+
+def test_an_idle_thread_stores_its_compaction_value_again_before_a_load_reads_far_back(tmp_path):
+    # a checkpoint that stores no compaction value is rebuilt from the newest one that does: on a thread
+    # that never compacts (and whose model reports no usage) that copy must stay near the head
+    with SqliteSaver.from_conn_string(str(tmp_path / "idle.sqlite")) as saver:
+        graph = _graph(saver, InMemoryStore(), config=SUMMARY_ONLY)
+        config = {"configurable": {"thread_id": "idle"}}
+        for turn in range(60):
+            graph.invoke(_request(turn), config, context={"user_id": "idle", **NEVER})
+        tuples = list(saver.list(config))
+        newest = next(t for t in tuples if "compaction" in t.checkpoint["channel_values"])
+        then = graph.get_state(newest.config).values
+        now = graph.get_state(config).values
+    assert len(now["messages"]) > 2 * MESSAGES_SNAPSHOT_EVERY and read_compaction(now["compaction"])["wired"]
+    # no further back than the messages' own snapshot, which comes every MESSAGES_SNAPSHOT_EVERY updates
+    assert len(now["messages"]) - len(then["messages"]) <= MESSAGES_SNAPSHOT_EVERY
+    assert sum("compaction" in t.checkpoint["channel_values"] for t in tuples) < len(tuples) / 10
 
 
 def test_durability_exit_keeps_one_checkpoint_per_run_and_the_same_compaction(tmp_path):

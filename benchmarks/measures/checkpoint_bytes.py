@@ -2,7 +2,8 @@
 
 Every system runs with a real checkpointer and default settings, so what is
 measured is what a deployment stores: each super-step's checkpoint and
-writes. SQLite: the bytes of its rows (checkpoints, metadata, writes) and,
+writes. The agent's replies report their usage as a provider's do (this
+package then calibrates, and records it, at every turn). SQLite: the bytes of its rows (checkpoints, metadata, writes) and,
 for context, the file size (database + WAL, which also holds free pages and
 not yet checkpointed frames). PostgreSQL: the thread's checkpoint, blob and
 write bytes. "Conversation once" is every message of the session once, as
@@ -55,7 +56,7 @@ def _sqlite_sizes(system: str, session: list, marks: set[int], path, config=None
     sizes: dict[str, int] = {}
     files: dict[str, int] = {}
     try:
-        agent = ScriptedAgent(measure=False)
+        agent = ScriptedAgent()  # its replies report usage, as a provider's do
         graph = system_graph(system, agent, scripted_summarizer(), Thresholds(), config=config).compile(
             checkpointer=SqliteSaver(connection)
         )
@@ -75,7 +76,7 @@ def _sqlite_sizes(system: str, session: list, marks: set[int], path, config=None
 def _postgres_sizes(system: str, session: list, marks: set[int], saver, connection, config=None) -> dict:
     thread = f"bench-{system}-{uuid.uuid4().hex[:8]}"
     sizes: dict[str, int] = {}
-    agent = ScriptedAgent(measure=False)
+    agent = ScriptedAgent()  # its replies report usage, as a provider's do
     graph = system_graph(system, agent, scripted_summarizer(), Thresholds(), config=config).compile(checkpointer=saver)
 
     def after_turn(i: int, values: dict) -> None:

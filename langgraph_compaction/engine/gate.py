@@ -24,7 +24,7 @@ from .effects import RUN_THREAD, Run, Steps, current_runtime, state_value
 from .events import describe_error, emit_event
 from .flush import FLUSH
 from .offload import OFFLOAD, UNENCODABLE_NOTE
-from .state import read_compaction
+from .state import COMPACTION_REFRESH_MESSAGES, read_compaction
 from .summarize import SUMMARIZE
 
 GATE = "compaction_gate"
@@ -221,6 +221,10 @@ class GateStage:
         if events:
             compaction["events"] = events
             compaction["last_error"] = next((e["error"] for e in events if e.get("error")), view.get("last_error"))
-        if compaction:
+        seen = view.get("seen_messages")
+        # a checkpoint stores the value only at a step that changed it (CompactionState): a thread with nothing
+        # to compact writes it again now and then, or a load would read every checkpoint back to its first call
+        if compaction or seen is None or not 0 <= len(messages) - seen < COMPACTION_REFRESH_MESSAGES:
+            compaction["seen_messages"] = len(messages)
             update["compaction"] = compaction
         return update

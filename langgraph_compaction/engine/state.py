@@ -8,8 +8,9 @@ crashing the next run.
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Sequence
 
 from langchain_core.messages import AnyMessage
 from typing_extensions import TypedDict
@@ -45,6 +46,7 @@ _DEFAULTS: dict[str, Any] = {
     "events": [],
     "pins": [],
     "run_thread": None,
+    "seen_messages": None,
 }
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "pending": dict,
@@ -61,6 +63,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "events": list,
     "pins": list,
     "run_thread": str,
+    "seen_messages": int,
 }
 
 
@@ -120,21 +123,39 @@ def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
 
 #: Every this many updates of ``messages`` a checkpoint stores the whole list; the others store only their writes.
 MESSAGES_SNAPSHOT_EVERY = 100
+#: Every this many updates of ``compaction`` a checkpoint stores its whole value (the events, the counts): a model
+#: that reports usage updates it at every call, for the calibration.
+COMPACTION_SNAPSHOT_EVERY = 10
+#: When the gate has written no ``compaction`` update for this many new messages, it writes ``seen_messages``, so
+#: that a read goes back no further for the value's snapshot than for the messages' (about 100 messages).
+COMPACTION_REFRESH_MESSAGES = MESSAGES_SNAPSHOT_EVERY // COMPACTION_SNAPSHOT_EVERY
+
+
+def merge_compaction_writes(value: Optional[dict], writes: Sequence[Any]) -> dict:
+    """Fold a batch of ``compaction`` writes into the value in order: the ``DeltaChannel`` form of ``merge_compaction``.
+
+    One at a time, so a replay of many steps' writes in one batch gives what the steps gave one by one.
+    """
+    return functools.reduce(merge_compaction, writes, value)
 
 
 class CompactionState(TypedDict):
     """A ready-made state: ``messages`` and ``compaction`` (``merge_compaction``).
 
-    ``messages`` is a ``DeltaChannel`` with LangGraph's message reducer
+    Both keys are ``DeltaChannel``s, so a checkpoint stores what its step
+    wrote, not the whole value again (SQLite keeps every other channel's value
+    in each checkpoint row). ``messages`` uses LangGraph's message reducer
     (``add_messages`` semantics: by id, ``RemoveMessage``, remove-all; a
-    removal of an unknown id is ignored): a checkpoint stores the step's new
-    messages, not the whole list again, so checkpoints grow by a constant
-    amount per turn; a snapshot every ``MESSAGES_SNAPSHOT_EVERY`` updates
-    bounds how many writes a read replays.
+    removal of an unknown id is ignored), with a snapshot every
+    ``MESSAGES_SNAPSHOT_EVERY`` updates to bound how many writes a read
+    replays. ``compaction`` changes at a compaction or a calibration, with a
+    snapshot every ``COMPACTION_SNAPSHOT_EVERY`` updates; the gate updates it
+    at least every ``COMPACTION_REFRESH_MESSAGES`` messages, so a read goes
+    no further back for it than for the messages.
     """
 
     messages: Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)]
-    compaction: Annotated[dict, merge_compaction]
+    compaction: Annotated[dict, DeltaChannel(merge_compaction_writes, snapshot_frequency=COMPACTION_SNAPSHOT_EVERY)]
 
 
 class CompactionChannel(TypedDict):
