@@ -28,7 +28,7 @@ from langchain_core.messages import messages_to_dict
 from benchmarks.anchors import SYSTEMS, ScriptedAgent, Thresholds, drive, scripted_summarizer, synthetic_session, system_graph
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction import CompactionConfig
-from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY
+from langgraph_compaction.engine.state import COMPACTION_SNAPSHOT_EVERY, MESSAGES_SNAPSHOT_EVERY
 
 NAME = "checkpoint_bytes"
 #: The windows this package's defaults are measured at, and the size of each tool result in that session.
@@ -180,9 +180,9 @@ def report(figures: dict) -> str:
     return f"""## 6. Checkpoint bytes
 
 The synthetic session with each system's graph checkpointed after every super-step; this package's defaults
-at a 128k window (its state keeps `messages` in a `DeltaChannel`: a checkpoint stores the step's writes, and the
-whole list every {MESSAGES_SNAPSHOT_EVERY} updates), the same trigger and keep for the others (their own `add_messages` state: every
-checkpoint holds the whole list).
+at a 128k window (its state keeps `messages` and `compaction` in `DeltaChannel`s: a checkpoint stores the step's writes,
+the whole list every {MESSAGES_SNAPSHOT_EVERY} updates and the whole compaction value every {COMPACTION_SNAPSHOT_EVERY}), the same trigger and keep for the
+others (their own `add_messages` state: every checkpoint holds the whole list). The agent's replies report usage.
 
 {targets_table(figures['targets'])}
 
