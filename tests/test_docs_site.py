@@ -91,6 +91,13 @@ def _browse(chromium: str, url: str, *extra: str, tmp: Path) -> str:
     return run.stdout
 
 
+def test_every_page_of_docs_is_in_the_navigation_once():
+    sources = [source for _, source in NAV]
+    assert len(sources) == len(set(sources)), "a page is twice in mkdocs.yml's nav"
+    pages = {str(page.relative_to(ROOT / "docs")) for page in (ROOT / "docs").rglob("*.md")}
+    assert pages - set(sources) == set(), "add these pages to mkdocs.yml's nav"
+
+
 def test_every_page_of_the_navigation_is_built_with_the_configuration_and_the_api_generated(site):
     for title, source in NAV:
         assert (site / _url(source) / "index.html").is_file(), f"{title}: {source} was not built"
