@@ -167,13 +167,26 @@ class RecordingModel(ScriptedModel):
 
 
 def replay(
-    system: str, path: Path, storage, thresholds: Thresholds = THRESHOLDS, config: Optional[CompactionConfig] = None
+    system: str,
+    path: Optional[Path],
+    storage,
+    thresholds: Thresholds = THRESHOLDS,
+    config: Optional[CompactionConfig] = None,
+    *,
+    turns: Optional[Sequence] = None,
+    timing: Any = None,
 ) -> dict:
-    """Return one system's billed-cost and fidelity figures for one trajectory (ours with ``config`` when given)."""
-    turns = trajectory_turns(path)
+    """Return one system's billed-cost and fidelity figures for one trajectory (ours with ``config`` when given).
+
+    ``turns`` replays a session that is not a file (``path`` None). ``timing``
+    (see the background measure) is told of every model call: it is handed
+    the summarizer (``timing.model(model)`` returns the one to use), each
+    agent call (``timing.agent_call(i)``) and each turn's end (``timing.turn_done(i)``).
+    """
+    turns = turns if turns is not None else trajectory_turns(path)
     flat = [m for pending, reply in turns for m in (*pending, reply)]
-    key = path.with_suffix(".touched.json")  # the answer key of what each call touched, as the fidelity measure reads it
-    touched = call_paths(flat, json.loads(key.read_text(encoding="utf-8")) if key.exists() else None)
+    key = path.with_suffix(".touched.json") if path is not None else None  # the answer key of what each call touched
+    touched = call_paths(flat, json.loads(key.read_text(encoding="utf-8")) if key is not None and key.exists() else None)
     sent_by_call, sent = [], 0
     for pending, _ in turns:
         sent_by_call.append(sent + len(pending))
@@ -185,6 +198,8 @@ def replay(
 
     def observe(view: list[BaseMessage]) -> None:
         ledger.add("agent", view)
+        if timing is not None:
+            timing.agent_call(state["calls"])
         present = {m.id for m in view}
         compacted = [m for m in flat[: sent_by_call[state["calls"]]] if m.id not in present]
         state["calls"] += 1
@@ -194,9 +209,11 @@ def replay(
 
     base = scripted_summarizer()
     summarizer = RecordingModel(**{k: getattr(base, k) for k in ("latency", "summary_words", "reply")}, ledger=ledger)
+    if timing is not None:
+        summarizer = timing.model(summarizer)
     agent = ScriptedAgent(measure=False, observe=observe)
     graph = system_graph(system, agent, summarizer, thresholds, config=config, storage=storage).compile()
-    drive(graph, agent, turns)
+    drive(graph, agent, turns, after_turn=(lambda i, _: timing.turn_done(i)) if timing is not None else None)
     figures = ledger.figures()
     for kind in KINDS:
         figures[kind] = sum(c[kind] for c in checks)

@@ -188,6 +188,19 @@ class CompactionConfig(_Settings):
     )
     calibrate: bool = Field(True, description="Scale counts by the model's reported usage_metadata.input_tokens.")
 
+    # Not in the design's table: compaction off the agent's critical path (see docs/background.md).
+    background: bool = Field(
+        False,
+        description=(
+            "Prepare the summary (offload, flush, summary) in a thread or an asyncio task next to the agent once "
+            "the context passes background_start of the trigger, and swap it in at the trigger if the messages it "
+            "covers are unchanged. False: every compaction runs in front of the model call (blocking)."
+        ),
+    )
+    background_start: float = Field(
+        0.85, gt=0, lt=1, description="Fraction of the trigger (tokens and messages) at which a background compaction starts."
+    )
+
     @model_validator(mode="after")
     def _check_combinations(self) -> "CompactionConfig":
         if self.keep_tokens_min > self.keep_tokens_max:

@@ -15,7 +15,7 @@ import contextvars
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generator, Optional
 
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -44,6 +44,17 @@ class Run:
     storage: Optional[CompactionStorage]
     budget: Budget
     threadless: bool = False
+    #: What this run's compaction model calls used, as their providers reported it (``usage_metadata``), added up.
+    usage: dict = field(default_factory=dict)
+
+
+def add_usage(total: dict, reply: Any) -> None:
+    """Add a model reply's ``usage_metadata`` (input, output and total tokens) to ``total``."""
+    usage = getattr(reply, "usage_metadata", None) or {}
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        if isinstance(usage.get(key), int):
+            total[key] = total.get(key, 0) + usage[key]
+    total["calls"] = total.get("calls", 0) + 1
 
 
 def state_value(state: Any, key: str, default: Any = None) -> Any:
@@ -124,35 +135,45 @@ class EffectDriver:
     the chat, and bounded by ``config.summary_timeout``.
     """
 
-    def _call_sync(self, model: Any, prompt: str | list[BaseMessage]) -> str:
+    def _call_sync(self, model: Any, prompt: str | list[BaseMessage], usage: Optional[dict] = None) -> str:
         """Call a compaction model with a prompt (one human message) or a whole request (a message list)."""
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
         request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
         if self.config.summary_timeout is None:
-            return content_text(runnable.invoke(request).content)
-        pool = ThreadPoolExecutor(max_workers=1)
-        try:
-            future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
-            return content_text(future.result(timeout=self.config.summary_timeout).content)
-        finally:
-            pool.shutdown(wait=False)
+            reply = runnable.invoke(request)
+        else:
+            pool = ThreadPoolExecutor(max_workers=1)
+            try:
+                future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
+                reply = future.result(timeout=self.config.summary_timeout)
+            finally:
+                pool.shutdown(wait=False)
+        if usage is not None:
+            add_usage(usage, reply)
+        return content_text(reply.content)
 
-    async def _call_async(self, model: Any, prompt: str | list[BaseMessage]) -> str:
+    async def _call_async(self, model: Any, prompt: str | list[BaseMessage], usage: Optional[dict] = None) -> str:
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
         request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
         reply = await asyncio.wait_for(runnable.ainvoke(request), self.config.summary_timeout)
+        if usage is not None:
+            add_usage(usage, reply)
         return content_text(reply.content)
 
     def _effect(self, effect: Effect, run: Run) -> Any:
         kind, target, args = effect
         if kind == "model":
-            return self._call_sync(target, *args)
+            return self._call_sync(target, *args, usage=run.usage)
+        if kind == "background":  # start or wait for a compaction prepared next to the agent (``background``)
+            return target.run_sync(*args)
         return getattr(run.storage, target)(*args)
 
     async def _aeffect(self, effect: Effect, run: Run) -> Any:
         kind, target, args = effect
         if kind == "model":
-            return await self._call_async(target, *args)
+            return await self._call_async(target, *args, usage=run.usage)
+        if kind == "background":
+            return await target.run_async(*args)
         return await getattr(run.storage, "a" + target)(*args)
 
     def _drive(self, steps: Steps, run: Run) -> dict:

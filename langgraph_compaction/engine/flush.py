@@ -8,9 +8,9 @@ effort: a failure is recorded and summarizing goes on.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from ..memory.ledger import (
@@ -43,7 +43,15 @@ class FlushStage:
     async def aflush(self, state: Any, config: RunnableConfig) -> dict:
         return await self._aguarded("flush", state, self._flush_steps, self._run(config, state))
 
-    def _flush_steps(self, state: Any, run: Run) -> Steps:
+    def _flush_steps(self, state: Any, run: Run, commit: bool = True) -> Steps:
+        """Yield the flush of the evicted prefix; return its update.
+
+        ``commit=False`` (a compaction prepared in the background) asks the
+        model but writes nothing: the answer is returned as ``flush_answer``
+        and written by ``_commit_flush`` when the summary is applied, so a
+        discarded summary leaves no memory behind and every message is
+        flushed once, by the compaction that commits.
+        """
         view = read_compaction(state_value(state, "compaction"))
         messages = self.messages_of(state, view)
         pending = view.get("pending") or {}
@@ -75,25 +83,50 @@ class FlushStage:
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)
                 asking, tripped = False, {self._flush_breaker: breaker_after(breaker, None, 0, 0)}  # a success closes it
-
-                def compose(current: str) -> Optional[str]:
-                    # the ledger as it is now, under the storage's lock: another thread's flush may have just written
-                    if has_flush_marker(current, marker):
-                        return None
-                    return ledger_entry(answer, current, now, redact=self.config.redactor, marker=marker)
-
-                _, entry = yield ("storage", "append_memory_entry", (run.user_id, ledger_relpath(day), compose))
+                if not commit:
+                    held = {"text": answer, "ids": [m.id for m in todo], "marker": marker}
+                    return {"compaction": {**tripped, "flush_answer": held}}
+                entry = yield from self._write_memory(run, answer, marker, now)
         except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
             event = emit_event({"stage": "flush", "error": describe_error(exc)})
             if asking:
                 tripped = {self._flush_breaker: breaker_after(breaker, event["error"], self.config.breaker_failures, self.config.breaker_cooldown)}
             return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
-        flushed = set(view["flushed_ids"]) | {m.id for m in todo}
+        return {"compaction": {**tripped, **self._flushed(messages, view, [m.id for m in todo], entry)}}
+
+    def _write_memory(self, run: Run, answer: str, marker: str, now: Any) -> Steps:
+        """Append the memory model's answer to the ledger of ``now``'s day once (its marker); return the entry, or None."""
+
+        def compose(current: str) -> Optional[str]:
+            # the ledger as it is now, under the storage's lock: another thread's flush may have just written
+            if has_flush_marker(current, marker):
+                return None
+            return ledger_entry(answer, current, now, redact=self.config.redactor, marker=marker)
+
+        _, entry = yield ("storage", "append_memory_entry", (run.user_id, ledger_relpath(now.date().isoformat()), compose))
+        return entry
+
+    def _flushed(self, messages: Sequence[BaseMessage], view: dict, ids: Sequence[str], entry: Optional[str]) -> dict:
+        """Return the ``compaction`` update of a committed flush: the cursor advanced over ``ids``, and its event."""
+        flushed = set(view["flushed_ids"]) | set(ids)
         written = entry.count("\n- ") if entry else 0
         return {
-            "compaction": {
-                **tripped,
-                "flushed_ids": [m.id for m in messages if m.id in flushed],
-                "events": [emit_event({"stage": "flush", "flushed_messages": len(todo), "memories": written})],
-            }
+            "flushed_ids": [m.id for m in messages if m.id in flushed],
+            "events": [emit_event({"stage": "flush", "flushed_messages": len(ids), "memories": written})],
         }
+
+    def _commit_flush(self, messages: Sequence[BaseMessage], view: dict, held: Optional[dict], run: Run) -> Steps:
+        """Write a prepared flush answer (``held``) and advance the cursor; return the ``compaction`` update.
+
+        Messages flushed since it was prepared are left out by advancing the
+        cursor only; a failed write is recorded and the messages stay
+        unflushed, so the next compaction asks again.
+        """
+        if not held or run.storage is None:
+            return {}
+        try:
+            entry = yield from self._write_memory(run, held["text"], held["marker"], local_now(self.config.timezone))
+        except Exception as exc:  # noqa: BLE001 - memory is best effort; the summary is applied all the same
+            event = emit_event({"stage": "flush", "error": describe_error(exc)})
+            return {"last_error": event["error"], "events": [event]}
+        return self._flushed(messages, view, held["ids"], entry)

@@ -103,11 +103,13 @@ class GateStage:
         new_tokens: Optional[int] = None,
         overflow: bool = False,
         memo: Optional[Memo] = None,
+        floor: int = 0,
     ) -> CompactionPlan:
         """Return the gate's plan for these messages (layers 1-2, trigger, cutoff).
 
         With the thread's ``memo`` only what is new since the last call is
-        counted and scanned.
+        counted and scanned. Layers 1-2 edit nothing before ``floor`` (the
+        messages a summary being prepared covers).
         """
         return plan_compaction(
             messages,
@@ -118,7 +120,7 @@ class GateStage:
             manual=manual,
             new_tokens=new_tokens,
             overflow=overflow,
-            settled=memo.settled if memo is not None else 0,
+            settled=max(memo.settled if memo is not None else 0, floor),
         )
 
     def memo(self, thread_id: str, messages: Sequence[BaseMessage]) -> Memo:
@@ -155,7 +157,9 @@ class GateStage:
         memo = self.memo(run.thread_id, messages)
         budget, calibration = self.calibrated(messages, view, run.budget, memo.counts)
         new_tokens = tokens_since(messages, memo.counts, view.get("cooldown_id"))
-        plan = self.plan(messages, manual=bool(manual), budget=budget, new_tokens=new_tokens, overflow=overflow, memo=memo)
+        background = self.config.background and not overflow and not manual
+        floor = self._background_floor(run, messages, view) if background else 0
+        plan = self.plan(messages, manual=bool(manual), budget=budget, new_tokens=new_tokens, overflow=overflow, memo=memo, floor=floor)
         update: dict[str, Any] = {}
         compaction: dict[str, Any] = {"calibration": calibration} if calibration else {}
         events: list[dict] = []
@@ -163,7 +167,14 @@ class GateStage:
             emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
         if calibration and "usage" in calibration:  # the newest reply's usage, as its provider reported it (streamed)
             emit_event({"stage": "gate", "usage": usage_event(calibration)})
-        if plan.edits:
+        applied, blocked = False, None
+        if background:
+            prepared, written, applied, blocked = yield from self._background_steps(state, run, messages, memo, view, plan, budget, new_tokens)
+            events.extend(prepared.pop("events", []))
+            compaction.update(prepared)
+            if written is not None:
+                update["messages"] = written
+        if plan.edits and not applied:  # a summary applied now replaces what the edits would shorten
             offloaded = True
             if self.config.offload_before_compact and run.storage is not None:
                 try:
@@ -195,14 +206,16 @@ class GateStage:
                         }
                     )
                 )
-        if not plan.edits or offloaded:
+        if not plan.edits or applied or offloaded:
             memo.settled = plan.settled
         if not view.get("wired"):  # tells the compact tool that a gate runs in front of this agent's model
             compaction["wired"] = True
         if run.threadless and view.get(RUN_THREAD) != run.thread_id:  # the run's later steps and tools use it too
             compaction[RUN_THREAD] = run.thread_id
-        if plan.summarize:
+        if plan.summarize and not applied and (not background or blocked):
             cut = plan.cut
+            started = {"event": "compaction_started", "mode": "blocking", "tokens_before": plan.tokens_after_layers, "usage": {}}
+            events.append(emit_event({"stage": "gate", **started, **({"why": blocked} if background else {})}))
             # streamed, not kept: a UI shows "compacting..." until the summarize stage ends
             emit_event({"stage": "lifecycle", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
                    "tokens_after_layers": plan.tokens_after_layers, "evict": len(cut.evict)})

@@ -1,6 +1,7 @@
 """The compaction nodes: one object holding the four stages of the card's graph, bound to one setup.
 
-Each stage has its module (``gate``, ``offload``, ``flush``, ``summarize``)
+Each stage has its module (``gate``, ``offload``, ``flush``, ``summarize``,
+and ``background`` for a compaction prepared next to the agent)
 and is written once, as a generator of effects that ``effects.EffectDriver``
 runs synchronously or asynchronously; ``CompactionNodes`` composes them with
 what every stage shares: the models, the storage, the budget and the
@@ -21,6 +22,7 @@ from ..core.config import Budget, CompactionConfig
 from ..core.tokens import TokenCounter
 from ..core.view import model_view
 from ..storage import StoreStorage, open_storage
+from .background import BackgroundStage
 from .effects import (
     CONTEXT_THRESHOLDS,
     RUN_THREAD,
@@ -67,7 +69,7 @@ def _is_agent_model(model: Any, agent_model: Any) -> bool:
     return False
 
 
-class CompactionNodes(GateStage, OffloadStage, FlushStage, SummarizeStage, EffectDriver):
+class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, SummarizeStage, EffectDriver):
     """The four nodes (gate, flush, offload, summarize) and the gate's router, bound to one setup.
 
     ``before`` is the node compaction runs in front of (the agent's model

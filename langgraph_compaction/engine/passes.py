@@ -19,7 +19,10 @@ from typing import Any, Generator
 from langgraph.graph.message import add_messages
 
 from .effects import Run, state_value
-from .nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
+from .flush import FLUSH
+from .gate import GATE
+from .offload import OFFLOAD
+from .summarize import SUMMARIZE
 from .state import merge_compaction
 
 #: A stage to run: (name, the node's steps, the state it reads).
@@ -61,7 +64,7 @@ def update_delta(updates: list[dict]) -> dict:
     return out
 
 
-def pass_stages(nodes: CompactionNodes, state: Any, overflow: bool = False) -> Pass:
+def pass_stages(nodes: Any, state: Any, overflow: bool = False) -> Pass:
     """Yield the stages to run, each batch side by side; return the updates in the order applied, and the state after.
 
     ``overflow=True`` runs the gate in overflow mode (a request the model refused as too long).
@@ -82,7 +85,7 @@ def pass_stages(nodes: CompactionNodes, state: Any, overflow: bool = False) -> P
     return updates, apply_update(state, updates[-1])
 
 
-def run_batch(nodes: CompactionNodes, batch: list[Stage], run: Run) -> list[dict]:
+def run_batch(nodes: Any, batch: list[Stage], run: Run) -> list[dict]:
     """Run one batch of stages (side by side in threads when there are several); return their updates."""
     if len(batch) == 1:  # the gate runs before every model call: no thread hop for it
         name, steps, state = batch[0]
@@ -93,6 +96,6 @@ def run_batch(nodes: CompactionNodes, batch: list[Stage], run: Run) -> list[dict
         return [f.result() for f in futures]
 
 
-async def arun_batch(nodes: CompactionNodes, batch: list[Stage], run: Run) -> list[dict]:
+async def arun_batch(nodes: Any, batch: list[Stage], run: Run) -> list[dict]:
     """Run one batch of stages with ``await`` (``asyncio.gather``); return their updates."""
     return list(await asyncio.gather(*(nodes._aguarded(name, st, steps, run) for name, steps, st in batch)))

@@ -47,6 +47,7 @@ _DEFAULTS: dict[str, Any] = {
     "pins": [],
     "run_thread": None,
     "seen_messages": None,
+    "prepared": None,
 }
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "pending": dict,
@@ -64,6 +65,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "pins": list,
     "run_thread": str,
     "seen_messages": int,
+    "prepared": dict,
 }
 
 

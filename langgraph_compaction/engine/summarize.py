@@ -190,42 +190,79 @@ class SummarizeStage:
             text, kind = extractive_summary(evicted), "extractive"
         text, pins, summary, result, after = composed or compose(text)
         before = self.counter.total(messages)
-        why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
         if after >= before:  # no progress, whatever the reason (a manual request too): keep the history
+            why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
             note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
             event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
             event = emit_event({**event, **({"over_budget": why} if why else {})})
             return {"compaction": {**done, "events": [event], "cooldown_id": messages[-1].id}}
+        applied = {"reason": pending.get("reason"), "usage": dict(run.usage)}
+        if pending.get("reason") != "background":  # a background job's summary is applied later, by the gate
+            applied = {"event": "compaction_applied", "mode": "blocking", **applied}
+        update = self._summary_update(
+            messages, view, evict_ids, pending.get("cutoff_id"), summary, pins, kind, path, run,
+            event={**applied, **({"error": problem} if problem else {})},
+        )
+        update["compaction"] = {
+            **done,
+            **update["compaction"],
+            "events": [*breaker_events, *update["compaction"]["events"]],
+            **({"last_error": problem} if problem else {}),
+        }
+        return update
+
+    def _summary_update(
+        self,
+        messages: Sequence[BaseMessage],
+        view: dict,
+        evict_ids: set,
+        cutoff_id: Optional[str],
+        summary: BaseMessage,
+        pins: list,
+        kind: str,
+        path: Optional[str],
+        run: Run,
+        event: dict,
+    ) -> dict:
+        """Return the state update that replaces the evicted messages by ``summary`` (rewrite) or records the view.
+
+        ``event`` adds to the summarize event (what made the summary, and how).
+        """
+        result = compacted_view(messages, evict_ids, summary)
+        counts = self.counter.counts(result)
+        before, after = self.counter.total(messages), sum(counts)
+        why = over_budget_reason(result, counts, run.budget.trigger_tokens)  # invariant 3: say why
+        evicted = [m.id for m in messages if m.id in evict_ids]
+        done: dict[str, Any] = {}
+        if self.config.mode == "view":  # the state keeps every message; the record rebuilds the model's view
+            done["view"] = view_record(messages, evict_ids, cutoff_id, summary)
+            done["view_edits"] = kept_edits(view.get("view_edits"), result)
         event = emit_event(
             {
                 "stage": "summarize",
                 "layer": kind,
-                "reason": pending.get("reason"),
+                **event,
                 "tokens_before": before,  # the state as summarize found it (the gate's edits may not have landed)
                 "tokens_after": after,
                 **({"over_budget": why} if why else {}),
-                "cutoff_id": pending.get("cutoff_id"),
+                "cutoff_id": cutoff_id,
                 "evicted": len(evicted),
-                "evicted_ids": [m.id for m in evicted],
+                "evicted_ids": evicted,
                 "offload_path": path,
-                **({"error": problem} if problem else {}),
             }
         )
-        if self.config.mode == "view":  # the state keeps every message; the record rebuilds the model's view
-            done["view"] = view_record(messages, evict_ids, pending.get("cutoff_id"), summary)
-            done["view_edits"] = kept_edits(view.get("view_edits"), result)
         return {
             **({} if self.config.mode == "view" else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result]}),
             "compaction": {
                 **done,
                 "summary_id": summary.id,
                 "pins": pins,
-                "cutoff_id": pending.get("cutoff_id"),
+                "cutoff_id": cutoff_id,
                 "offload_path": path,
                 "counts": {kind: 1},
                 "edited_messages": {kind: len(evicted)},
-                "events": [*breaker_events, event],
+                "events": [event],
                 "cooldown_id": result[-1].id,
-                **({"last_error": problem} if problem else {}),
+                "prepared": None,  # a summary prepared in the background covered what this one replaced
             },
         }

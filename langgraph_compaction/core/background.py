@@ -1,0 +1,134 @@
+"""Background compaction's decisions: when to start preparing a summary, and whether a prepared one still applies.
+
+A summary prepared in the background covers the messages before its cut as
+they were when it started. It may replace them only if they are unchanged
+(same ids, same content, same order: ``message_digest`` is stable across
+processes, so another worker can check it), the latest request is not among
+them, and what arrived after the cut (the tail) is within
+``keep_tokens_max``. Pure functions; nothing here imports langgraph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import replace
+from typing import Any, Optional, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, message_to_dict
+
+from .config import MIN_KEEP_TOKENS, Budget
+from .conversation import latest_user_index, leading_systems
+
+
+def message_digest(message: BaseMessage) -> str:
+    """Return a digest of everything a message carries (type, id, content, tool calls, metadata), the same in every process."""
+    text = json.dumps(message_to_dict(message), sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def start_budget(budget: Budget, start: float = 1.0) -> Budget:
+    """Return the budget a background compaction is planned with: triggers at ``start`` of the real ones, a short tail.
+
+    The window and the target stay those of the real compaction. The kept
+    tail is the smallest a cut allows (``MIN_KEEP_TOKENS``; a cut never
+    splits the newest tool round and keeps the latest request): what the
+    agent adds while the summary is prepared refills it, so the tail at the
+    swap is about the one a blocking compaction keeps, not that plus the
+    growth (see ``prepared_problem``'s ``keep_tokens_max``).
+    """
+    return replace(
+        budget,
+        trigger_tokens=max(1, int(budget.trigger_tokens * start)),
+        trigger_messages=math.ceil(budget.trigger_messages * start) if budget.trigger_messages else 0,
+        messages_min_tokens=int(budget.messages_min_tokens * start),
+        keep_tokens=min(budget.keep_tokens, MIN_KEEP_TOKENS) if budget.keep_tokens > 0 else 0,
+    )
+
+
+def wait_limit(budget: Budget) -> int:
+    """Return the request size up to which the gate lets the agent go on while a summary is being prepared.
+
+    Halfway from the trigger to the window: the other half of the reserve is
+    left to the reply. Without a known window, the trigger itself (no wait).
+    """
+    reserve = max(0, (budget.context_window or 0) - budget.trigger_tokens)
+    return budget.trigger_tokens + reserve // 2
+
+
+def covered(messages: Sequence[BaseMessage], evict_ids: Sequence[str]) -> list[list[str]]:
+    """Return ``[id, digest]`` of each message a summary will replace, in order."""
+    chosen = set(evict_ids)
+    return [[m.id, message_digest(m)] for m in messages if m.id in chosen]
+
+
+def cut_index(messages: Sequence[BaseMessage], cutoff_id: Optional[str]) -> Optional[int]:
+    """Return the index of the first kept message (``len(messages)`` without a cutoff id; None when it is gone)."""
+    if cutoff_id is None:
+        return len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].id == cutoff_id:
+            return i
+    return None
+
+
+def kept_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], evict_ids: Sequence[str]) -> int:
+    """Return the tokens a summary leaves beside itself: every message it does not replace, leading system messages aside."""
+    gone = set(evict_ids)
+    lead = leading_systems(messages)
+    return sum(c for i, (m, c) in enumerate(zip(messages, counts)) if i >= lead and m.id not in gone)
+
+
+def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_id: Optional[str]) -> int:
+    """Return the tokens of the tail: what arrived after a summary's cut (0 when the cut point is gone)."""
+    end = cut_index(messages, cutoff_id)
+    return sum(counts[end:]) if end is not None else 0
+
+
+def swap_before_trigger(record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens_max: int) -> bool:
+    """Return True when a ready summary should be applied now, before the trigger: one more turn would push its tail past ``keep_tokens_max``.
+
+    A turn is what the newest model call added (its reply and the tool
+    results after it); applying later would only discard the summary.
+    """
+    turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
+    return tail_tokens(messages, counts, record.get("cutoff_id")) + sum(counts[turn:]) > keep_tokens_max
+
+
+def prepared_problem(
+    record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens_max: Optional[int] = None
+) -> Optional[str]:
+    """Return why a prepared summary may not replace its messages now (None: it may).
+
+    It may not when a message it covers is gone, changed or moved
+    (``update_state``, time travel, a fork, another worker's compaction), when
+    its cut point is gone, when the latest request is among them, or (with
+    ``keep_tokens_max``) when the tail after its cut has grown past it.
+    """
+    entries = record.get("covered") or []
+    if not entries:
+        return "it covers no message"
+    index = {m.id: i for i, m in enumerate(messages)}
+    last = -1
+    for message_id, digest in entries:
+        i = index.get(message_id)
+        if i is None:
+            return f"message {message_id} it covers is no longer in the history"
+        if i < last:
+            return f"message {message_id} it covers has moved"
+        if message_digest(messages[i]) != digest:
+            return f"message {message_id} it covers has changed"
+        last = i
+    end = cut_index(messages, record.get("cutoff_id"))
+    if end is None or end <= last:
+        return f"its cut point {record.get('cutoff_id')} is no longer after the messages it covers"
+    latest = latest_user_index(messages)
+    ids = {message_id for message_id, _ in entries}
+    if latest is not None and messages[latest].id in ids:
+        return "the latest request is among the messages it covers"
+    if keep_tokens_max is not None:
+        tail = tail_tokens(messages, counts, record.get("cutoff_id"))
+        if tail > keep_tokens_max:
+            return f"the tail after its cut is {tail:,} tokens, over keep_tokens_max ({keep_tokens_max:,})"
+    return None
