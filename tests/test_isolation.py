@@ -251,3 +251,10 @@ def test_graph_runs_without_a_thread_id_at_once_each_keep_their_own_transcript(t
     for user, key in zip(users, keys):
         requests = {m.id for m in load_transcript(tmp_path, key) if isinstance(m, HumanMessage) and not is_summary(m)}
         assert requests == {f"request-{user}"}
+
+
+def test_a_service_of_many_thread_less_runs_keeps_a_bounded_memory_of_ids_looked_up(tmp_path):
+    storage = FileStorage(tmp_path)
+    for n in range(5_000):  # every run without a thread id names a transcript of its own
+        storage.transcript_location(f"no-thread:alice:{n:032x}")
+    assert len(storage._first_use._seen) <= 4_096

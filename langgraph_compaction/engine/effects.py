@@ -94,6 +94,7 @@ THREADLESS_WARNING = (
     "so that a conversation keeps its transcript across requests"
 )
 _THREADLESS_WARNED = threading.Event()  # the warning is given once per process
+_WARNING_LOCK = threading.Lock()
 
 
 def run_thread_id(config: RunnableConfig, state: Any, user_id: str) -> tuple[str, bool]:
@@ -114,8 +115,10 @@ def run_thread_id(config: RunnableConfig, state: Any, user_id: str) -> tuple[str
     known = raw.get(RUN_THREAD) if isinstance(raw, dict) else None
     if isinstance(known, str) and known:
         return known, True
-    if not _THREADLESS_WARNED.is_set():
+    with _WARNING_LOCK:  # two runs starting at once: still one warning
+        first = not _THREADLESS_WARNED.is_set()
         _THREADLESS_WARNED.set()
+    if first:
         emit_event({"stage": "storage", "warning": THREADLESS_WARNING})
     return f"no-thread:{user_id}:{uuid.uuid4().hex}", True
 

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
@@ -116,6 +117,29 @@ def legacy_label(value: object, *, thread: bool) -> Optional[str]:
         slug = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40] or "id"
         old = f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
     return None if old == safe_label(text) else old
+
+
+class _FirstUse:
+    """The ids whose legacy name was looked for in this process: the most recent ``size`` of them.
+
+    Bounded, since a service names a new transcript for every run without a
+    thread id; an id forgotten is looked for again, which finds nothing to move.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._seen: dict[tuple[str, str], None] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def first(self, kind: str, key: str) -> bool:
+        """Return True the first time (kind, key) is asked about (since it was last forgotten)."""
+        with self._lock:
+            if (kind, key) in self._seen:
+                return False
+            self._seen[(kind, key)] = None
+            if len(self._seen) > self._size:
+                del self._seen[next(iter(self._seen))]
+            return True
 
 
 def thread_key(thread_id: object) -> str:
@@ -298,13 +322,12 @@ class FileStorage(_ThreadedAsync):
     def __init__(self, root: Union[str, os.PathLike]) -> None:
         # resolved now: a relative folder must not follow a later chdir (an agent's shell tool)
         self.root = Path(os.path.abspath(root))
-        self._settled: set[tuple[str, str]] = set()  # ids whose legacy name was looked for in this process
+        self._first_use = _FirstUse()
 
     def _adopt_legacy(self, kind: str, key: str, new: Path, old: Optional[Path]) -> None:
         """Rename what an earlier release stored for this id (``old``) to its new name, once per id and process."""
-        if (kind, key) in self._settled:
+        if not self._first_use.first(kind, key):
             return
-        self._settled.add((kind, key))
         if old is None or not os.path.lexists(old) or os.path.islink(old) or os.path.lexists(new):
             return
         try:
@@ -533,13 +556,12 @@ class StoreStorage:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._settled: set[tuple[str, str]] = set()  # ids whose legacy namespace was looked for in this process
+        self._first_use = _FirstUse()
 
     def _legacy(self, kind: str, key: str) -> Optional[tuple[tuple[str, ...], tuple[str, ...]]]:
         """Return (legacy namespace, new namespace) the first time an id is used in this process, when it has one."""
-        if (kind, key) in self._settled:
+        if not self._first_use.first(kind, key):
             return None
-        self._settled.add((kind, key))
         old = legacy_label(key, thread=kind == "transcripts")
         return ((_NS_ROOT, kind, old), (_NS_ROOT, kind, safe_label(key))) if old else None
 
