@@ -412,6 +412,28 @@ def test_delta_channel_messages_compact_and_resume(kind, tmp_path, postgres_for,
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_thread_of_the_earlier_default_state_goes_on_under_todays(kind, tmp_path, postgres_for, run_context):
+    # the earlier default stored compaction whole in every checkpoint (DeltaState); today's keeps it in a
+    # DeltaChannel, which takes such a stored value as its starting point
+    backend = Backend(kind, tmp_path, postgres_for(kind))
+    context, config = run_context
+    events: list[dict] = []
+    for schema, turns in ((DeltaState, range(0, 3)), (None, range(3, 6))):
+        with backend.open() as (saver, store):
+            graph = _graph(saver, store, **({"state_schema": schema} if schema else {}))
+            for turn in turns:
+                events += list(graph.stream(_request(turn), config, stream_mode="custom", context=context))
+            if schema:
+                before = read_compaction(graph.get_state(config).values["compaction"])
+            values = graph.get_state(config).values
+            storage = StoreStorage(store)
+            transcript = storage.read_transcript(config["configurable"]["thread_id"])
+            ledger = "".join(storage.read_memory_file(context["user_id"], f) or "" for f in storage.list_memory_files(context["user_id"]))
+    _check_thread(values, events, transcript, ledger)
+    assert read_compaction(values["compaction"])["counts"]["summarize"] > before["counts"]["summarize"] >= 1
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_the_default_state_travels_in_time_and_takes_state_edits(kind, tmp_path, postgres_for, run_context):
     # the default state's messages are a DeltaChannel: an earlier checkpoint is rebuilt from its own history
     backend = Backend(kind, tmp_path, postgres_for(kind))
