@@ -25,6 +25,7 @@ every ``*.jsonl`` trajectory there with compaction forced every few calls.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import datetime as dt
 import logging
 import multiprocessing
@@ -32,6 +33,7 @@ import random
 import sys
 import tempfile
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -44,6 +46,7 @@ from langgraph_compaction.core.conversation import content_text, is_summary
 from langgraph_compaction.core.fidelity import TRAIL_HEADER
 from langgraph_compaction.core.sections import section
 from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.engine.background import Job, Runner, forget_jobs, use_runner
 from langgraph_compaction.invariants import (
     INVARIANTS,
     ThreadLedger,
@@ -382,9 +385,91 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
         return problems
 
 
+# --- background compaction: jobs ready before or after the trigger, lost, forked from, edited under --------------
+
+
+class DrawnRunner(Runner):
+    """Background jobs for the stress command: each runs at once, and is ready a drawn number of model calls later.
+
+    0 is ready at the next call (before the trigger, usually); 50 is never in time (the gate waits for it, or
+    compacts without it once the request is too large to wait).
+    """
+
+    def __init__(self, rng: random.Random, calls: Callable[[], int]) -> None:
+        self.rng, self.calls, self.ready_at = rng, calls, {}
+
+    def start_sync(self, job: Job, work: Callable, awork: Callable) -> None:
+        future: Future = Future()
+        try:
+            future.set_result(contextvars.Context().run(work))
+        except Exception as exc:  # noqa: BLE001 - the job's own failure: the gate reads it from the future
+            future.set_exception(exc)
+        job.future = future
+        self.ready_at[id(job)] = self.calls() + self.rng.choice([0, 1, 2, 4, 50])
+
+    def is_done(self, job: Job) -> bool:
+        return job.future is not None and self.calls() >= self.ready_at[id(job)]
+
+    def wait_sync(self, job: Job, timeout: Optional[float]) -> bool:
+        self.ready_at[id(job)] = self.calls()  # waiting lets it finish
+        return True
+
+
+def run_background_example(rng: random.Random, *, faults: bool = True, storage: str = "file") -> dict[str, list[str]]:
+    """Run one random example with ``background=True``; return the problems found per invariant.
+
+    Before each model call it may draw: the process ending (every job in
+    progress lost, as a restart loses them), a fork back to an earlier
+    checkpoint while a summary is pending, or ``update_state`` on an
+    offloaded user message (one a prepared summary covers, as a rule).
+    """
+    forget_jobs()  # a fresh process: no job of an earlier example
+    with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
+        root = Path(tmp) / "store"
+        real = FileStorage(root) if storage == "file" else StoreStorage(_memory_store())
+        config = random_config(rng)
+        # room past the trigger to wait for a job in progress, as a known window gives
+        window = config.context_window or (config.trigger_tokens * 3 if rng.random() < 0.8 else None)
+        config = config.model_copy(update={"background": True, "background_start": rng.choice([0.5, 0.8, 0.9]), "context_window": window})
+        summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
+        flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
+        rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
+        thread, user = rng.choice(HOSTILE_IDS), rng.choice(HOSTILE_IDS)
+        nodes = CompactionNodes(
+            before="agent", model=summarizer, flush_model=flusher, config=config, storage=FlakyStorage(real, rng, rate) if rate else real
+        )
+        sim = Simulation(nodes, {"configurable": {"thread_id": thread, "user_id": user}}, rng, rate, real)
+        calls = [0]
+        with use_runner(DrawnRunner(rng, lambda: calls[0])):
+            pending: list[BaseMessage] = []
+            for message in random_conversation(rng):
+                if not isinstance(message, AIMessage):
+                    pending.append(message)
+                    continue
+                draw = rng.random()
+                if draw < 0.05:
+                    forget_jobs()
+                elif draw < 0.10:
+                    sim.fork()
+                elif draw < 0.15:
+                    sim.replace()
+                sim.model_call(pending)
+                calls[0] += 1
+                sim.reply(message)
+                pending = []
+        forget_jobs()
+        sim.ledger.check_store(sim.messages, real.read_transcript(sim.transcript_key()), ledgers_of(real, user))
+        problems = sim.ledger.problems
+        problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
+        if storage == "file":
+            problems["contained"] += escaped_paths(files_under(tmp), root)
+        return problems
+
+
 def pick_example(seed: int) -> Callable[..., dict[str, list[str]]]:
-    """Return the example a seed runs: one in ten is a huge parallel round or a codemod (``run_bound_example``)."""
-    return run_bound_example if seed % 10 == 9 else run_example
+    """Return the example a seed runs: one in ten is a huge parallel round or a codemod (``run_bound_example``),
+    one in ten compacts in the background (``run_background_example``)."""
+    return run_bound_example if seed % 10 == 9 else run_background_example if seed % 10 == 4 else run_example
 
 
 def _memory_store() -> Any:
