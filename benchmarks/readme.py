@@ -6,7 +6,7 @@ rendered from a committed file:
 
 - ``demo``: ``docs/demo_output.txt``, the output of the offline demo
   (``--demo`` reruns it and redraws ``docs/demo.png``);
-- ``headline``, ``targets``, ``cost``, ``checkpoints``: ``benchmarks/results/latest.json``,
+- ``headline``, ``targets``, ``cost``, ``checkpoints``, ``background``: ``benchmarks/results/latest.json``,
   the full benchmark run (``python -m benchmarks --write-results`` rewrites it);
 - ``cost_curve``: the stored outputs of ``notebooks/03_cost_curve.ipynb``
   (``--notebooks`` re-executes every notebook and stores its outputs).
@@ -279,6 +279,30 @@ def headline_block() -> str:
     return "\n".join(rows) + f"\n\n{met} of the {len(targets)} benchmark targets met in the committed {results['meta']['mode']} run.\n"
 
 
+def background_block() -> str:
+    """Return the timed-session figures of blocking and background compaction at each window, from the committed full run."""
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    if not any(m["name"] == "background_compaction" and m["status"] == "ok" for m in results["measures"]):
+        return "(not in the committed results yet: `python -m benchmarks --write-results` measures it)\n"
+    figures = _figures("background_compaction")
+    rows = [
+        "| window | system | wall time added | stall at p95 | compactions that blocked | prepared summaries discarded | billed vs blocking |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    systems = {"ours, blocking": "blocking", "ours, background": "background", "langchain": "LangChain middleware", "langmem": "langmem"}
+    for window, totals in figures["totals"].items():
+        blocking = max(1, totals["ours, blocking"]["billed_openai"])
+        for key, label in systems.items():
+            t = totals[key]
+            blocked = f"{t['blocked']} of {t['compactions']}" if key.startswith("ours") else "all"
+            discarded = f"{t['discarded']} of {t['prepared']}" if t["prepared"] else "–"
+            rows.append(
+                f"| {window} | {label} | {100 * t['added']:+.1f} % | {t['stall_p95'] / (t['L'] or 1):.2f} L "
+                f"| {blocked} | {discarded} | {t['billed_openai'] / blocking:.3f}× |"
+            )
+    return "\n".join(rows) + "\n"
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "headline": headline_block,
     "demo": demo_block,
@@ -286,6 +310,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "cost_curve": cost_curve_block,
     "cost": cost_block,
     "checkpoints": checkpoint_block,
+    "background": background_block,
 }
 
 
