@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import logging
 import multiprocessing
+import random
 import sqlite3
 import threading
 import warnings
@@ -468,3 +469,14 @@ def test_a_worker_killed_mid_summary_loses_nothing_and_the_next_one_compacts_aga
     assert session.lost(state["messages"], tmp_path, "killed") == []
     bullets = parse_bullets("".join(p.read_text() for p in tmp_path.rglob("memory/*.md")))
     assert len(bullets) == len(set(bullets))
+
+
+def test_random_conversations_compacted_in_the_background_break_no_invariant():
+    """The stress command's background examples: jobs ready before or after the trigger, lost, forked from, edited under."""
+    from benchmarks.stress import run_background_example
+
+    problems = {}
+    for seed in range(4, 200, 10):
+        for name, found in run_background_example(random.Random(seed)).items():
+            problems.setdefault(name, []).extend(f"seed {seed}: {p}" for p in found)
+    assert {name: found for name, found in problems.items() if found} == {}
