@@ -285,7 +285,8 @@ def _print_state(console: Any, thread: str, values: dict, checkpoints: int, db: 
         events.add_column(column, justify="left" if column in ("stage", "layer") else "right", no_wrap=True)
     for e in compaction["events"]:
         events.add_row(
-            str(e.get("stage", "")), str(e.get("layer") or ("error" if e.get("error") else "")),
+            # a background compaction's events name themselves (compaction_ready, compaction_discarded, ...)
+            str(e.get("stage", "")), str(e.get("layer") or e.get("event") or ("error" if e.get("error") else "")),
             *(f"{e[k]:,}" if isinstance(e.get(k), int) else "" for k in ("tokens_before", "tokens_after", "evicted", "offloaded", "memories")),
         )
     console.print(events)
