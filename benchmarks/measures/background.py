@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import statistics
 from collections import Counter
 from concurrent.futures import Future
@@ -266,6 +267,11 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered) + 0.5) - 1))]
 
 
+def _reason(why: str) -> str:
+    """Return a reason with its figures and message ids left out, so that like reasons count together."""
+    return re.sub(r"message \S+", "a message", re.sub(r"\d[\d,]*", "N", why))
+
+
 def _totals(runs: list[dict]) -> dict:
     stalls = [s for r in runs for s in r["compaction_stalls"]]
     calls = [s for r in runs for s in r["summary_call_seconds"]]
@@ -279,10 +285,10 @@ def _totals(runs: list[dict]) -> dict:
         "compactions": sum(r["compactions"] for r in runs),
         "swaps": sum(r["swaps"] for r in runs),
         "blocked": sum(r["blocked"] for r in runs),
-        "blocked_why": Counter(w for r in runs for w in r["blocked_why"]).most_common(),
+        "blocked_why": Counter(_reason(w) for r in runs for w in r["blocked_why"]).most_common(),
         "prepared": sum(r["prepared"] for r in runs),
         "discarded": sum(r["discarded"] for r in runs),
-        "discarded_why": Counter(w for r in runs for w in r["discarded_why"]).most_common(),
+        "discarded_why": Counter(_reason(w) for r in runs for w in r["discarded_why"]).most_common(),
         "discarded_billed": sum(r["discarded_billed"] for r in runs),
         "stall_p95": round(_p95(stalls), 3),
         "stall_max": round(max(stalls, default=0.0), 3),

@@ -291,12 +291,11 @@ class BackgroundStage:
             record, harvested = self._harvest(job, record, messages, counts, events)
             update.update(harvested)
         keep_max = max(self.config.keep_tokens_max, budget.keep_tokens)
+        swap = lambda record: self._swap(record, messages, counts, view, run, budget, keep_max, update, events)  # noqa: E731
         if not plan.summarize and record is not None and swap_before_trigger(record, messages, counts, keep_max):
-            applied = yield from self._apply(record, messages, counts, view, run, budget, keep_max, events)
-            if applied is not None:
-                compaction, written = applied
-                return self._finish({**update, **compaction}, events), written, True, None
-            update["prepared"] = record = None
+            if swapped := (yield from swap(record)):
+                return swapped
+            record = None
         if not plan.summarize:
             early_budget = start_budget(budget, self.config.background_start)
             near = plan.tokens_after_layers >= early_budget.trigger_tokens or (
@@ -308,11 +307,8 @@ class BackgroundStage:
                     yield from self._start(state, run, messages, early, budget, events)
             return self._finish(update, events), None, False, None
         if record is not None:
-            applied = yield from self._apply(record, messages, counts, view, run, budget, keep_max, events)
-            if applied is not None:
-                compaction, written = applied
-                return self._finish({**update, **compaction}, events), written, True, None
-            update["prepared"] = record = None
+            if swapped := (yield from swap(record)):
+                return swapped
         fits = plan.tokens_after_layers < wait_limit(budget)
         job = _job(key)
         problem = prepared_problem(job.meta, messages, counts, keep_max) if job is not None and not job.done() else None
@@ -326,12 +322,8 @@ class BackgroundStage:
             if (yield ("background", _Wait(job, self.config.summary_timeout), ())):
                 record, harvested = self._harvest(job, None, messages, counts, events)
                 update.update(harvested)
-                if record is not None:
-                    applied = yield from self._apply(record, messages, counts, view, run, budget, keep_max, events)
-                    if applied is not None:
-                        compaction, written = applied
-                        return self._finish({**update, **compaction}, events), written, True, None
-                    update["prepared"] = None
+                if record is not None and (swapped := (yield from swap(record))):
+                    return swapped
                 return self._finish(update, events), None, False, "the prepared summary could not be applied"
             _drop(job)
             why = "not ready before the request outgrew the wait"
@@ -415,9 +407,18 @@ class BackgroundStage:
         if problem is not None:
             events.append(_event("compaction_discarded", why=problem, **tokens))
             return record, update
-        update["prepared"] = outcome
+        update["prepared"] = {k: v for k, v in outcome.items() if k != "breakers"}
         events.append(_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))
         return outcome, update
+
+    def _swap(self, record: dict, messages, counts, view, run: Run, budget: Any, keep_max: int, update: dict, events: list[dict]) -> Steps:
+        """Yield the swap of a ready summary; return the gate's (update, messages, applied, blocked), or None (it was discarded)."""
+        applied = yield from self._apply(record, messages, counts, view, run, budget, keep_max, events)
+        if applied is None:
+            update["prepared"] = None
+            return None
+        compaction, written = applied
+        return self._finish({**update, **compaction}, events), written, True, None
 
     def _apply(self, record: dict, messages, counts, view: dict, run: Run, budget: Any, keep_max: int, events: list[dict]) -> Steps:
         """Yield the ledger write of a ready summary and return its (``compaction``, messages) update, or None when it may not apply."""
