@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .prompts import memory_prompt_missing, summary_prompt_missing
 from .redact import redact_secrets
 
 #: Trigger used when the model does not report its context window.
@@ -85,6 +86,9 @@ class FidelityConfig(_Settings):
     )
     auto_pin: bool = Field(True, description="Pin the rules users state ('never ...', '必须 ...') automatically.")
     max_auto_pins: int = Field(20, ge=0, description="Automatic pins kept in force; the oldest are unpinned first.")
+    max_pins: int = Field(
+        20, ge=0, description="Pins the agent may keep in force with the pin tool; the tool says so when it is reached."
+    )
 
 
 class CompactionConfig(_Settings):
@@ -200,6 +204,74 @@ class CompactionConfig(_Settings):
     background_start: float = Field(
         0.85, gt=0, lt=1, description="Fraction of the trigger (tokens and messages) at which a background compaction starts."
     )
+
+    # Not in the design's table: the application's controls over what compaction writes and keeps.
+    summary_instructions: Optional[str] = Field(
+        None, description="Added to the summarizer's instruction (what to keep, the language, the domain)."
+    )
+    memory_instructions: Optional[str] = Field(None, description="Added to the memory model's instruction.")
+    summary_prompt: Optional[str] = Field(
+        None,
+        description=(
+            "Replaces the summarizer's prompt whole: it must hold {messages} and the four sections SESSION INTENT, "
+            "SUMMARY, ARTIFACTS, NEXT STEPS ({focus} optional: where the additions go, else at the end)."
+        ),
+    )
+    memory_prompt: Optional[str] = Field(
+        None,
+        description=(
+            "Replaces the memory model's prompt whole: it must hold {messages} and the answer NO_REPLY "
+            "({today}, {ledger_path}, {memory_md}, {ledger} optional)."
+        ),
+    )
+    before_summary: Optional[Callable[..., Any]] = Field(
+        None,
+        description=(
+            "Called (sync or async) with a CompactionInfo before each summary: return a str of instructions for "
+            "this summary, False to skip the model (an extractive summary instead), or None."
+        ),
+    )
+    after_compaction: Optional[Callable[..., Any]] = Field(
+        None,
+        description=(
+            "Called (sync or async) with a CompactionInfo after each summary: the messages it returns go right "
+            "after the summary (counted in the budget; the next compaction replaces them)."
+        ),
+    )
+    dedupe_results: bool = Field(
+        True,
+        description=(
+            "Layer 2 also shortens a tool result superseded by a later call of the same tool with the same "
+            "arguments (never across a change of a file in between), to a marker naming the newer result."
+        ),
+    )
+    context_status: bool = Field(
+        False,
+        description=(
+            "End the model's view with one line: tokens used of the window, compactions so far, the transcript "
+            "(after the newest message, so the cached prefix is untouched; never stored in the state)."
+        ),
+    )
+
+    @field_validator("summary_prompt")
+    @classmethod
+    def _check_summary_prompt(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and (missing := summary_prompt_missing(value)):
+            raise ValueError(
+                f"summary_prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
+                "reads the four sections back; add them, or use summary_instructions to add to the built-in prompt"
+            )
+        return value
+
+    @field_validator("memory_prompt")
+    @classmethod
+    def _check_memory_prompt(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and (missing := memory_prompt_missing(value)):
+            raise ValueError(
+                f"memory_prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
+                "accepts bullets or NO_REPLY; add them, or use memory_instructions to add to the built-in prompt"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "CompactionConfig":

@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from .artifacts import CHANGE_VERBS, touches
 from .config import MicroCompactConfig, PruneConfig, TruncateArgsConfig
 from .conversation import content_text, tool_calls_of, tool_names_by_result, tool_rounds
 
 PRUNED_MARK = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
 MICRO_PLACEHOLDER = "[Old tool result of `{tool}` cleared to save context ({chars} chars); the full output is in the transcript.]"
+SUPERSEDED_MARK = (
+    "[Superseded: `{tool}` was called again with the same arguments; the newer result is message {newer} "
+    "(tool_call_id {call_id}). This older output ({chars} chars) is in the transcript: recall([\"{own}\"]).]"
+)
+#: How every marker of layer 2 opens: a result that starts so is layer 2's copy, never shortened again.
+SHORTENED_OPENINGS = (MICRO_PLACEHOLDER.split("`", 1)[0], SUPERSEDED_MARK.split("`", 1)[0])
 
 
 def _shorten(value: Any, cfg: TruncateArgsConfig) -> tuple[Any, bool]:
@@ -148,6 +155,69 @@ def prune_tool_results(
     }
 
 
+def _call_key(call: dict) -> Optional[tuple[str, str]]:
+    """Return what makes two tool calls the same call: the tool's name and its arguments, canonically."""
+    try:
+        return call.get("name") or "", json.dumps(call.get("args"), sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # keys json cannot order (mixed types): such a call is never deduplicated
+        return None
+
+
+def superseded_results(messages: Sequence[BaseMessage]) -> dict[int, BaseMessage]:
+    """Return the tool results made obsolete by a later call of the same tool with the same arguments, as markers.
+
+    A file read again, ``git status`` run again: the older output becomes
+    ``SUPERSEDED_MARK`` naming the newer result's message id (the transcript
+    keeps the original). The newest result of a run of same calls is kept
+    whole; so is a result whose files a call in between changed (edited,
+    wrote, deleted, moved), and a result the newer call failed to replace
+    (``status="error"``). Results no longer than their marker stay. Cheap
+    when no call repeats: one pass over the history, no parsing.
+    """
+    call_of: dict[str, tuple[int, dict]] = {}
+    results: dict[tuple[str, str], list[tuple[int, int, dict]]] = {}
+    for i, m in enumerate(messages):
+        if isinstance(m, AIMessage):
+            for call in m.tool_calls:
+                if call.get("id"):
+                    call_of[call["id"]] = (i, call)
+        elif isinstance(m, ToolMessage) and m.tool_call_id in call_of:
+            at, call = call_of[m.tool_call_id]
+            if (key := _call_key(call)) is not None:
+                results.setdefault(key, []).append((i, at, call))
+    edits: dict[int, BaseMessage] = {}
+    changes: dict[int, set[str]] = {}  # per assistant message: the paths its calls change
+
+    def changed_between(first: int, last: int) -> set[str]:
+        out: set[str] = set()
+        for j in range(first, last + 1):
+            if j not in changes:
+                changes[j] = {
+                    t.target for c in tool_calls_of(messages[j]) for t in touches(c.get("name") or "", c.get("args"))
+                    if t.verb in CHANGE_VERBS
+                }
+            out |= changes[j]
+        return out
+
+    for (name, _), found in results.items():
+        if len(found) < 2:
+            continue
+        targets = {t.target for t in touches(name, found[0][2].get("args"))}
+        newest = found[-1]
+        for older in reversed(found[:-1]):
+            if messages[newest[0]].status == "error" or (targets and targets & changed_between(older[1], newest[1])):
+                newest = older  # a newer run starts here: the results before it are superseded by this one
+                continue
+            m, newer = messages[older[0]], messages[newest[0]]
+            text = content_text(m.content)
+            if text.startswith(SHORTENED_OPENINGS):
+                continue
+            marker = SUPERSEDED_MARK.format(tool=name, newer=newer.id, call_id=newer.tool_call_id, chars=len(text), own=m.id)
+            if len(text) > len(marker):
+                edits[older[0]] = m.model_copy(update={"content": marker})
+    return edits
+
+
 def micro_compact(
     messages: Sequence[BaseMessage],
     counts: Sequence[int],
@@ -176,7 +246,7 @@ def micro_compact(
         if i < start or i in kept or names[i] in excluded_tools:
             continue
         text = content_text(messages[i].content)
-        if len(text) > cfg.min_chars and not text.startswith("[Old tool result of `"):
+        if len(text) > cfg.min_chars and not text.startswith(SHORTENED_OPENINGS):
             candidates.append((i, text))
     if not candidates or sum(counts[i] for i, _ in candidates) < cfg.minimum_tokens:
         return {}
@@ -207,6 +277,6 @@ def settled_from(
                 continue
             if prune.enabled and size > prune.max_output_chars and not PRUNED_MARK.search(content_text(content)):
                 return i
-            if micro.enabled and size > micro.min_chars and not content_text(content).startswith("[Old tool result of `"):
+            if micro.enabled and size > micro.min_chars and not content_text(content).startswith(SHORTENED_OPENINGS):
                 return i
     return len(messages)

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from .config import SUMMARY_ALLOWANCE, Budget, CompactionConfig
 from .conversation import is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
-from .layers import micro_compact, prune_tool_results, settled_from, truncate_arguments
+from .layers import micro_compact, prune_tool_results, settled_from, superseded_results, truncate_arguments
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,8 @@ def plan_compaction(
 
     def run_layers(cfg: CompactionConfig, first: int) -> None:
         apply("truncate", truncate_arguments(working, sum(sizes), cfg.truncate_args, start=first))
+        if cfg.dedupe_results:  # the whole history: a new call can supersede a result layers 1-2 had settled
+            apply("dedupe", superseded_results(working))
         apply("prune", prune_tool_results(working, sizes, cfg.prune, start=first))
         apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools, start=first))
 

@@ -1,11 +1,21 @@
-"""The two prompts of the design: summary extraction and memory extraction.
+"""The two prompts of the design: summary extraction and memory extraction, and how they are filled.
 
 Each comes in two forms. The ``*_PROMPT`` form holds the conversation
 rendered as text, for a summarizer that is not the agent's model. The
 ``*_INSTRUCTION`` form is sent as one message after the agent's own messages,
 unchanged, so that a provider's prompt cache serves them (``{where}`` below
 becomes "above"); the text is otherwise the same.
+
+An application adds to a prompt (``CompactionConfig(summary_instructions=...,
+memory_instructions=...)``, a ``compact(focus)``, a ``before_summary`` hook)
+or replaces it whole (``summary_prompt=`` / ``memory_prompt=``); a
+replacement must hold what the engine reads back (``summary_prompt_missing``,
+``memory_prompt_missing``). Placeholders are filled by name only, so a
+replacement may hold other braces (a JSON example) as they are.
 """
+
+import re
+from typing import Optional, Sequence
 
 _SUMMARY = """<role>
 Context Extraction Assistant
@@ -55,6 +65,13 @@ The agent asked for this compaction with a focus. Preserve everything about it i
 </focus>
 """
 
+#: The application's own instructions (``summary_instructions``, ``memory_instructions``, a hook's answer).
+EXTRA_INSTRUCTIONS = """
+<application_instructions>
+{instructions}
+</application_instructions>
+"""
+
 _MEMORY = """You are a memory extraction assistant. Analyze the conversation {where} and extract important facts, decisions, preferences, and contextual information that should be remembered for future conversations.
 
 Output ONLY the extracted memories as a markdown bullet list. Each item should be a concise, self-contained fact. Include dates, names, and specifics when available.
@@ -92,3 +109,72 @@ MEMORY_INSTRUCTION = _MEMORY.replace("{where}", "above").replace(
 )
 
 NO_REPLY = "NO_REPLY"
+
+#: What a replacement prompt's conversation becomes when it is sent after the agent's own messages.
+_ABOVE = "(the conversation above)"
+_TOOLLESS = "Do not call any tool."
+_PLACEHOLDER = re.compile(r"\{(messages|focus|ledger_path|today|memory_md|ledger)\}")
+
+
+def fill(template: str, **values: str) -> str:
+    """Return the template with its known ``{name}`` placeholders replaced; any other brace stays as written."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+
+
+def additions(focus: Optional[str] = None, instructions: Sequence[Optional[str]] = ()) -> str:
+    """Return the blocks added to a prompt: the application's instructions, then the agent's focus."""
+    extra = "\n\n".join(t.strip() for t in instructions if t and t.strip())
+    return (EXTRA_INSTRUCTIONS.format(instructions=extra) if extra else "") + (
+        FOCUS_INSTRUCTION.format(focus=focus) if focus else ""
+    )
+
+
+def _with_additions(template: str, added: str) -> str:
+    # a replacement without {focus} gets the additions at its end
+    return template if "{focus}" in template or not added else template + "\n" + added
+
+
+def summary_request(
+    rendered: Optional[str], *, prompt: Optional[str] = None, focus: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+) -> str:
+    """Return the summary prompt for a rendered conversation, or the instruction sent after it (``rendered=None``).
+
+    ``prompt`` replaces the built-in one (its ``{messages}`` becomes the
+    conversation); ``instructions`` and ``focus`` are added either way.
+    """
+    added = additions(focus, instructions)
+    if prompt is None:
+        template = SUMMARY_PROMPT if rendered is not None else SUMMARY_INSTRUCTION
+        return fill(template, messages=rendered or "", focus=added)
+    if rendered is None:
+        prompt = prompt.replace("{messages}", _ABOVE) + "\n" + _TOOLLESS
+    return fill(_with_additions(prompt, added), messages=rendered or "", focus=added)
+
+
+def memory_request(
+    rendered: Optional[str], *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = (), **values: str
+) -> str:
+    """Return the memory prompt for a rendered conversation, or the instruction sent after it (``rendered=None``).
+
+    ``values`` fill ``{ledger_path}``, ``{today}``, ``{memory_md}`` and ``{ledger}``.
+    """
+    added = additions(None, instructions)
+    if prompt is None:
+        template = MEMORY_PROMPT if rendered is not None else MEMORY_INSTRUCTION
+    else:
+        template = prompt if rendered is not None else prompt.replace("{messages}", _ABOVE) + "\n" + _TOOLLESS
+    return fill(template + ("\n" + added if added else ""), messages=rendered or "", **values)
+
+
+def summary_prompt_missing(prompt: str) -> list[str]:
+    """Return what a replacement summary prompt lacks: the ``{messages}`` placeholder and the four section names."""
+    from .sections import SECTIONS
+
+    missing = ["the {messages} placeholder (where the conversation goes)"] if "{messages}" not in prompt else []
+    return missing + [f"the section name {name!r}" for name in SECTIONS if not re.search(rf"\b{name}\b", prompt)]
+
+
+def memory_prompt_missing(prompt: str) -> list[str]:
+    """Return what a replacement memory prompt lacks: ``{messages}``, and the NO_REPLY answer for nothing to keep."""
+    missing = ["the {messages} placeholder (where the conversation goes)"] if "{messages}" not in prompt else []
+    return missing + ([f"the answer {NO_REPLY} (what the model writes when there is nothing to remember)"] if NO_REPLY not in prompt else [])

@@ -26,7 +26,7 @@ from .conversation import (
 from .fidelity import complete_summary
 from .layers import prune_preview
 from .sections import SECTION_HEADER, section
-from .prompts import FOCUS_INSTRUCTION, NO_REPLY, SUMMARY_INSTRUCTION, SUMMARY_PROMPT
+from .prompts import NO_REPLY, summary_request
 
 EXTRACTIVE_MARK = "(Extractive summary: these sections were copied from the messages, not written by a model.)"
 REFERENCE_NOTE = (
@@ -62,15 +62,21 @@ def summary_content(summary: str, transcript_path: Optional[str]) -> str:
 COMPACTION_MARKER = "lc_compaction"
 
 
-def build_summary_message(summary: str, transcript_path: Optional[str] = None, *, evicted: Optional[int] = None) -> HumanMessage:
+def build_summary_message(
+    summary: str, transcript_path: Optional[str] = None, *, evicted: Optional[int] = None, covers: Optional[Sequence[str]] = None
+) -> HumanMessage:
     """Return the summary as a human message named ``__compaction_summary__`` with a content-derived id.
 
     ``additional_kwargs["lc_compaction"]`` marks it for a UI: ``{"kind":
     "summary", "evicted": <messages it replaced>, "transcript": <path or None>}``
-    (providers do not send ``additional_kwargs`` of a human message).
+    and, given ``covers``, ``"covers"``: the ids of the messages it replaced,
+    in order (what ``recall(summary_id)`` returns). Providers do not send
+    ``additional_kwargs`` of a human message.
     """
     content = summary_content(summary, transcript_path)
     marker = {"kind": "summary", "evicted": evicted, "transcript": transcript_path}
+    if covers is not None:
+        marker["covers"] = list(covers)
     return HumanMessage(
         content=content, name=SUMMARY_MESSAGE_NAME, id=summary_message_id(content), additional_kwargs={COMPACTION_MARKER: marker}
     )
@@ -112,16 +118,21 @@ def render_messages(messages: Sequence[BaseMessage], max_result_chars: Optional[
     return "\n\n".join(render_message(m, max_result_chars) for m in messages)
 
 
-def summary_prompt(rendered: str, focus: Optional[str] = None) -> str:
-    """Return the Context Extraction Assistant prompt for rendered messages (and an optional focus)."""
-    return SUMMARY_PROMPT.format(
-        messages=rendered, focus=FOCUS_INSTRUCTION.format(focus=focus) if focus else ""
-    )
+def summary_prompt(
+    rendered: str, focus: Optional[str] = None, *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+) -> str:
+    """Return the Context Extraction Assistant prompt for rendered messages (and an optional focus).
+
+    ``prompt`` replaces the built-in text; ``instructions`` (the application's) are added to it.
+    """
+    return summary_request(rendered, prompt=prompt, focus=focus, instructions=instructions)
 
 
-def summary_instruction(focus: Optional[str] = None) -> str:
+def summary_instruction(
+    focus: Optional[str] = None, *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+) -> str:
     """Return the Context Extraction Assistant instruction sent after the agent's own messages (and an optional focus)."""
-    return SUMMARY_INSTRUCTION.format(focus=FOCUS_INSTRUCTION.format(focus=focus) if focus else "")
+    return summary_request(None, prompt=prompt, focus=focus, instructions=instructions)
 
 
 def summary_problem(text: object) -> Optional[str]:

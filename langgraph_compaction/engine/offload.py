@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
 from ..core.conversation import content_text
-from ..core.layers import PRUNED_MARK, MICRO_PLACEHOLDER  # the marks of layer 2's edits, to tell them from a user's
+from ..core.layers import PRUNED_MARK, SHORTENED_OPENINGS  # the marks of layer 2's edits, to tell them from a user's
 from ..core.redact import redact_record, redact_secrets
 from ..storage import message_records, record_id, unencodable_fields
 from ..storage.codec import same_version
@@ -31,7 +31,7 @@ def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
     """Return True for layers 1-2's own shortened copy of a message, which offload never writes as a new version."""
     if isinstance(message, ToolMessage):
         text = content_text(message.content)
-        return bool(PRUNED_MARK.search(text)) or text.startswith(MICRO_PLACEHOLDER.split("`", 1)[0])
+        return bool(PRUNED_MARK.search(text)) or text.startswith(SHORTENED_OPENINGS)
     return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
 
 

@@ -1,6 +1,6 @@
 """The agent's tools over what compaction keeps: memory search and reads, transcript search and recall, compact.
 
-``make_compaction_tools(storage)`` returns five LangChain tools, sync and
+``make_compaction_tools(storage)`` returns seven LangChain tools, sync and
 async, for ``ToolNode`` / ``create_agent``:
 
 - ``memory_search(query, max_results=10)``: BM25-ranked lines of MEMORY.md
@@ -10,8 +10,11 @@ async, for ``ToolNode`` / ``create_agent``:
 - ``session_search(query, max_results=10)``: BM25 over this thread's
   offloaded transcript, each hit with its message id;
 - ``recall(message_ids, page=1)``: evicted messages back by id, in full,
-  size-capped and paginated;
-- ``compact(focus=None)``: ask for compaction before the next model call.
+  size-capped and paginated; a summary's id gives the messages it replaced;
+- ``compact(focus=None)``: ask for compaction before the next model call;
+- ``pin(text)`` / ``unpin(text)``: keep a rule or a fact verbatim in every
+  later summary (the pins of ``pin_constraint``), up to
+  ``FidelityConfig.max_pins`` at a time.
 
 The thread, the user and the store come from the tool runtime (thread id
 from the run's ``configurable``, or the run's own transcript when it has
@@ -33,15 +36,17 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from rank_bm25 import BM25Plus
 
-from ..core.config import CompactionConfig
+from ..core.config import CompactionConfig, FidelityConfig
 from ..core.conversation import is_summary
+from ..core.fidelity import active_pins, pin_constraint, pin_id, unpin_constraint
 from ..memory.ledger import MEMORY_FILE, is_memory_text, memory_lines, search_terms
 from ..engine.nodes import run_thread_id, run_user_id
 from ..core.plan import find_cutoff
 from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage
 from ..core.summary import render_message
 from ..core.tokens import TokenCounter
-from ..storage.transcript import messages_by_id, paginate, render_recalled
+from ..engine.state import read_compaction
+from ..storage.transcript import messages_by_id, paginate, render_recalled, summary_covers
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -175,18 +180,57 @@ def search_session(
 def recall_messages(
     storage: CompactionStorage, thread_id: str, message_ids: Sequence[str], page: Any = 1, max_chars: Any = PAGE_CHARS
 ) -> str:
-    """Return the ``recall`` answer: the messages with these ids in full, one page at a time."""
+    """Return the ``recall`` answer: the messages with these ids in full, one page at a time.
+
+    A summary's id stands for the messages it replaced (all of them, in
+    order, after the summary itself), so an agent can open a summary.
+    """
     ids = [message_ids] if isinstance(message_ids, str) else [str(i) for i in message_ids or []]
     if not ids:
         return "Error: give message_ids, e.g. the ids session_search or the summary's compaction note shows."
-    found, missing = messages_by_id(messages_from_dict(storage.read_transcript(thread_id)), ids)
+    transcript = messages_from_dict(storage.read_transcript(thread_id))
+    covers = summary_covers(transcript)
+    wanted = [j for i in ids for j in ([i, *covers[i]] if i in covers else [i])]
+    found, missing = messages_by_id(transcript, wanted)
+    opened = [i for i in ids if i in covers]
     text = "\n\n".join(render_recalled(m) for m in found)
     if missing:
         text += ("\n\n" if text else "") + f"(not in the transcript: {', '.join(missing[:20])})"
     chunk = paginate(text, _clamp(page, 1, 10**6, 1), _clamp(max_chars, 1_000, 50_000, PAGE_CHARS))
-    head = f"Recalled {len(found)} of {len(ids)} messages (page {chunk.number} of {chunk.count})"
+    summaries = f"; {len(opened)} summar{'y' if len(opened) == 1 else 'ies'} opened" if opened else ""
+    head = f"Recalled {len(found)} of {len(dict.fromkeys(wanted))} messages{summaries} (page {chunk.number} of {chunk.count})"
     tail = f"\n(call recall with page={chunk.number + 1} for more)" if chunk.number < chunk.count else ""
     return f"{head}:\n{chunk.text}{tail}"
+
+
+def pin_answer(state: Any, text: str, max_pins: int) -> tuple[str, Optional[dict]]:
+    """Return what ``pin`` tells the agent and the ``compaction`` update to make (None: nothing pinned)."""
+    if not isinstance(text, str) or not text.strip():
+        return "Error: give the text to pin, e.g. pin('Never push to main.').", None
+    pins = active_pins(read_compaction(_state_value(state, "compaction"))["pins"])
+    if any(p["id"] == pin_id(text) for p in pins):
+        return "Already pinned: it stays verbatim in every later summary.", None
+    mine = [p for p in pins if p.get("source") == "agent"]
+    if len(mine) >= max_pins:
+        return (
+            f"Error: not pinned: {len(mine)} of your pins are in force, the most allowed (FidelityConfig.max_pins={max_pins}). "
+            "Unpin one you no longer need with unpin(text), then pin again.",
+            None,
+        )
+    update = pin_constraint(text)["compaction"]
+    update["pins"][0]["source"] = "agent"
+    return f"Pinned ({len(mine) + 1} of {max_pins}): it stays verbatim in every later summary until unpin(text).", update
+
+
+def unpin_answer(state: Any, text: str) -> tuple[str, Optional[dict]]:
+    """Return what ``unpin`` tells the agent and the ``compaction`` update to make."""
+    if not isinstance(text, str) or not text.strip():
+        return "Error: give the pinned text (or its id, 'pin-...') to unpin.", None
+    update = unpin_constraint(text.strip())["compaction"]
+    pinned = any(p["id"] == update["pins"][0]["id"] for p in active_pins(read_compaction(_state_value(state, "compaction"))["pins"]))
+    if pinned:
+        return "Unpinned: later summaries no longer keep it verbatim.", update
+    return "It was not pinned; it will not be pinned automatically either.", update
 
 
 def compact_answer(messages: Sequence[BaseMessage], focus: Optional[str], config: Optional[CompactionConfig]) -> Optional[str]:
@@ -213,9 +257,13 @@ def compact_answer(messages: Sequence[BaseMessage], focus: Optional[str], config
 # --- the tool shell --------------------------------------------------------------
 
 
+def _state_value(state: Any, key: str) -> Any:
+    return state.get(key) if isinstance(state, dict) else getattr(state, key, None)
+
+
 def compaction_wired(state: Any) -> bool:
     """Return True when a compaction gate has run on this state (it marks ``compaction["wired"]``)."""
-    value = state.get("compaction") if isinstance(state, dict) else getattr(state, "compaction", None)
+    value = _state_value(state, "compaction")
     return isinstance(value, dict) and value.get("wired") is True
 
 
@@ -251,14 +299,16 @@ def _tool(name: str, storage: Optional[CompactionStorage], answer: Callable[...,
 
 
 def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionConfig] = None) -> list[BaseTool]:
-    """Return the agent's tools, in this order: memory_search, memory_get, session_search, recall, compact.
+    """Return the agent's tools, in this order: memory_search, memory_get, session_search, recall, compact, pin, unpin.
 
     ``storage`` is what ``add_compaction`` was given (a directory, a
     ``BaseStore`` or a storage object); None uses the graph's store at run
     time. ``config`` (the agent's ``CompactionConfig``) lets ``compact``
-    say how much will be summarized.
+    say how much will be summarized, and sets the cap of ``pin``
+    (``fidelity.max_pins``).
     """
     opened = open_storage(storage)
+    max_pins = (config.fidelity if config else FidelityConfig()).max_pins
 
     def memory_search(query: str, max_results: int = 10, *, runtime: ToolRuntime[Any, Any]) -> str:
         """Search long-term memory (MEMORY.md and the daily memory ledgers) for facts, decisions and preferences.
@@ -276,7 +326,10 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
         """
 
     def recall(message_ids: list[str], page: int = 1, *, runtime: ToolRuntime[Any, Any]) -> str:
-        """Return earlier messages of this conversation in full, by id (from session_search or a summary)."""
+        """Return earlier messages of this conversation in full, by id (from session_search or a summary).
+
+        A summary's id returns the messages that summary replaced, in order.
+        """
 
     def compact(focus: Optional[str] = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
         """Compact the conversation now: earlier messages are replaced by a summary before your next step.
@@ -303,6 +356,32 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
     async def acompact(focus: Optional[str] = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
         return compact(focus, runtime=runtime)
 
+    def _pins_command(runtime: ToolRuntime[Any, Any], name: str, answer: Callable[[Any], tuple[str, Optional[dict]]]) -> Command:
+        call_id = runtime.tool_call_id or ""
+        state = getattr(runtime, "state", None)
+        if not compaction_wired(state):  # no compaction state to keep the pin in, and no summary to keep it in
+            return Command(update={"messages": [ToolMessage(NOT_WIRED.replace("compact is", f"{name} is"), tool_call_id=call_id, name=name, status="error")]})
+        text, update = answer(state)
+        message = ToolMessage(text, tool_call_id=call_id, name=name, **({"status": "error"} if text.startswith("Error") else {}))
+        return Command(update={"messages": [message], **({"compaction": update} if update else {})})
+
+    def pin(text: str, *, runtime: ToolRuntime[Any, Any]) -> Command:
+        """Pin a rule or a fact: it stays word for word in every later summary of this conversation until unpinned.
+
+        text: the rule or fact, as it must be kept (e.g. 'Never push to main.').
+        """
+        return _pins_command(runtime, "pin", lambda state: pin_answer(state, text, max_pins))
+
+    async def apin(text: str, *, runtime: ToolRuntime[Any, Any]) -> Command:
+        return pin(text, runtime=runtime)
+
+    def unpin(text: str, *, runtime: ToolRuntime[Any, Any]) -> Command:
+        """Unpin a rule or fact pinned before (give its text, or its id 'pin-...'): later summaries may drop it."""
+        return _pins_command(runtime, "unpin", lambda state: unpin_answer(state, text))
+
+    async def aunpin(text: str, *, runtime: ToolRuntime[Any, Any]) -> Command:
+        return unpin(text, runtime=runtime)
+
     return [
         _tool("memory_search", opened, lambda w, *a, **k: search_memory(w.storage, w.user_id, *a, **k), memory_search),
         _tool("memory_get", opened, lambda w, *a, **k: read_memory(w.storage, w.user_id, *a, **k), memory_get),
@@ -314,4 +393,6 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
         ),
         _tool("recall", opened, lambda w, *a, **k: recall_messages(w.storage, w.thread_id, *a, **k), recall),
         StructuredTool.from_function(func=compact, coroutine=acompact, name="compact"),
+        StructuredTool.from_function(func=pin, coroutine=apin, name="pin"),
+        StructuredTool.from_function(func=unpin, coroutine=aunpin, name="unpin"),
     ]

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 from langchain_core.messages import BaseMessage
 
 from ..core.conversation import is_summary
-from ..core.prompts import MEMORY_INSTRUCTION, MEMORY_PROMPT, NO_REPLY
+from ..core.prompts import NO_REPLY, memory_request
 from ..core.summary import render_messages
 from ..core.tokens import estimate_text_tokens
 
@@ -104,17 +104,31 @@ def flush_input(messages: Sequence[BaseMessage], flushed_ids: Sequence[str]) -> 
     return [m for m in messages if not is_summary(m) and m.id not in done]
 
 
+def _ledger_values(memory_md: str, ledger: str, day: str) -> dict:
+    return {
+        "ledger_path": ledger_relpath(day),
+        "today": day,
+        "memory_md": memory_md.strip() or "(empty)",
+        "ledger": ledger.strip() or "(empty)",
+    }
+
+
 def flush_prompt(
-    messages: Sequence[BaseMessage], memory_md: str, ledger: str, day: str, max_result_chars: Optional[int] = None
+    messages: Sequence[BaseMessage],
+    memory_md: str,
+    ledger: str,
+    day: str,
+    max_result_chars: Optional[int] = None,
+    *,
+    prompt: Optional[str] = None,
+    instructions: Sequence[Optional[str]] = (),
 ) -> str:
-    """Return the memory-extraction prompt with MEMORY.md and today's ledger shown read-only."""
-    return MEMORY_PROMPT.format(
-        ledger_path=ledger_relpath(day),
-        today=day,
-        memory_md=memory_md.strip() or "(empty)",
-        ledger=ledger.strip() or "(empty)",
-        messages=render_messages(messages, max_result_chars),
-    )
+    """Return the memory-extraction prompt with MEMORY.md and today's ledger shown read-only.
+
+    ``prompt`` replaces the built-in text; ``instructions`` (the application's) are added to it.
+    """
+    rendered = render_messages(messages, max_result_chars)
+    return memory_request(rendered, prompt=prompt, instructions=instructions, **_ledger_values(memory_md, ledger, day))
 
 
 #: Han, kana and hangul: written without spaces, so they are indexed as characters and bigrams.
@@ -123,14 +137,11 @@ _CJK_SPLIT = re.compile(f"({_CJK}+)")
 _CJK_RUN = re.compile(f"{_CJK}+")
 
 
-def flush_instruction(memory_md: str, ledger: str, day: str) -> str:
+def flush_instruction(
+    memory_md: str, ledger: str, day: str, *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+) -> str:
     """Return the memory-extraction instruction sent after the agent's own messages (MEMORY.md and the ledger read-only)."""
-    return MEMORY_INSTRUCTION.format(
-        ledger_path=ledger_relpath(day),
-        today=day,
-        memory_md=memory_md.strip() or "(empty)",
-        ledger=ledger.strip() or "(empty)",
-    )
+    return memory_request(None, prompt=prompt, instructions=instructions, **_ledger_values(memory_md, ledger, day))
 
 
 def search_terms(text: str) -> list[str]:

@@ -5,9 +5,18 @@ Offload writes every version of every message of a thread once, in
 per thread), so ``load_transcript`` gives back exactly what the agent saw:
 ids, tool calls with their full arguments, ``tool_call_id``, names, metadata
 and artifacts (bytes, datetimes, tuples, models: equal, not JSON look-alikes).
+
+A summary is written there too, as soon as it is made, and its record names
+the messages it replaced (``additional_kwargs["lc_compaction"]["covers"]``,
+in order): ``summary_covers`` reads that link and ``summarized_by`` turns it
+around, so every record of a summarized message says which summary replaced
+it without rewriting an append-only line. A summary written before covers
+existed is read by the id range of its compaction note.
 """
 
 from __future__ import annotations
+
+import re
 
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
@@ -15,7 +24,11 @@ from typing import Any, Literal, Sequence
 from langchain_core.messages import BaseMessage, messages_from_dict
 
 from . import open_storage, record_id, thread_key
-from ..core.summary import render_message
+from ..core.conversation import is_summary, text_of
+from ..core.summary import COMPACTION_MARKER, render_message
+
+#: The id range of a summary's compaction note (``compaction_note``), for summaries written without ``covers``.
+_NOTE_RANGE = re.compile(r"Compacted \d+ messages \(~[\d,]+ tokens\), ids (\S+) \.\. (\S+?)(?:;|\.\n|\.$)", re.MULTILINE)
 
 
 def _require(storage: Any):
@@ -66,6 +79,36 @@ def messages_by_id(messages: Sequence[BaseMessage], ids: Sequence[str]) -> tuple
     index = {m.id: m for m in messages if m.id}
     found = [index[i] for i in dict.fromkeys(ids) if i in index]
     return found, [i for i in dict.fromkeys(ids) if i not in index]
+
+
+def summary_covers(messages: Sequence[BaseMessage]) -> dict[str, list[str]]:
+    """Return, for each summary in a transcript, the ids of the messages it replaced, in order.
+
+    ``messages`` is the transcript (``load_transcript``). A summary that
+    replaced an earlier summary lists it; open that one for what it covers.
+    """
+    order = [m.id for m in messages if m.id]
+    covers: dict[str, list[str]] = {}
+    for m in messages:
+        if not is_summary(m) or not m.id:
+            continue
+        marker = m.additional_kwargs.get(COMPACTION_MARKER)
+        listed = marker.get("covers") if isinstance(marker, dict) else None
+        if isinstance(listed, list):
+            covers[m.id] = [str(i) for i in listed]
+        elif (span := _NOTE_RANGE.search(text_of(m))) and span.group(1) in order and span.group(2) in order:
+            first, last = order.index(span.group(1)), order.index(span.group(2))
+            covers[m.id] = [i for i in order[first : last + 1] if i != m.id]
+    return covers
+
+
+def summarized_by(messages: Sequence[BaseMessage]) -> dict[str, str]:
+    """Return, for each summarized message of a transcript, the id of the summary that replaced it (the first one)."""
+    out: dict[str, str] = {}
+    for summary_id, ids in summary_covers(messages).items():
+        for i in ids:
+            out.setdefault(i, summary_id)
+    return out
 
 
 def render_recalled(message: BaseMessage) -> str:
