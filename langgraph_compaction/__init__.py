@@ -23,6 +23,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "core.config": ("Budget", "CompactionConfig", "FidelityConfig", "MicroCompactConfig", "PruneConfig", "TruncateArgsConfig"),
     "memory.consolidation": ("ConsolidationResult", "aconsolidate_memory", "amemory_for_prompt", "consolidate_memory", "memory_for_prompt"),
     "core.conversation": ("SUMMARY_MESSAGE_NAME", "is_summary"),
+    "core.hooks": ("CompactionInfo",),
     "core.fidelity": ("complete_summary", "pin_constraint", "stated_rules", "unpin_constraint"),
     "fronts.consolidation": ("consolidation_node",),
     "fronts.functional": ("CompactionResult", "acompact_messages", "compact_messages"),

@@ -210,7 +210,7 @@ class Session:
         return problems
 
 
-def edge_builder(model: "ToolCallingModel", storage: Any, config: CompactionConfig) -> StateGraph:
+def edge_builder(model: "ToolCallingModel", storage: Any, config: CompactionConfig, summarizer: Any = None) -> StateGraph:
     """Return the usual agent <-> tools loop (tools -> agent by an edge) with compaction added, not yet compiled."""
     bound = model.bind_tools(TOOLS)
     builder = StateGraph(CompactionState)
@@ -219,5 +219,5 @@ def edge_builder(model: "ToolCallingModel", storage: Any, config: CompactionConf
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    add_compaction(builder, before="agent", model=ScriptedModel(), config=config, storage=storage, agent_model=bound)
+    add_compaction(builder, before="agent", model=summarizer or ScriptedModel(), config=config, storage=storage, agent_model=bound)
     return builder

@@ -278,7 +278,9 @@ def test_parse_answer_and_loss_check_are_pure():
 
 
 def test_tools_and_consolidation_share_one_storage_contract(memory_dir):
-    assert [t.name for t in make_compaction_tools(memory_dir)] == ["memory_search", "memory_get", "session_search", "recall", "compact"]
+    assert [t.name for t in make_compaction_tools(memory_dir)] == [
+        "memory_search", "memory_get", "session_search", "recall", "compact", "pin", "unpin"
+    ]
     with pytest.raises(ValueError, match="storage is None"):
         consolidate_memory(None, ScriptedModel())
     with pytest.raises(ValueError, match="max_tokens=10"):

@@ -152,7 +152,8 @@ def test_session_search_and_recall_bring_evicted_messages_back_in_full(tmp_path)
     original = next(m for view in agent.views for m in view if m.id == write_id)
 
     in_state = {m.id for m in state["messages"]}
-    evicted = [m.id for m in load_transcript(tmp_path, "thread-1") if m.id not in in_state]
+    # earlier summaries are in the transcript too; recalled by id, each would bring what it covers
+    evicted = [m.id for m in load_transcript(tmp_path, "thread-1") if m.id not in in_state and not is_summary(m)]
     wanted = [write_id, *[i for i in evicted if i != write_id], "no-such-id"]
     pages = [_call(tools, "recall", {"message_ids": wanted}, state["messages"])]
     head = f"Recalled {len(evicted)} of {len(wanted)} messages (page 1 of "
@@ -254,7 +255,7 @@ def test_tools_say_when_no_storage_is_configured():
 
 def test_retrieval_tools_are_never_pruned_by_default():
     names = [t.name for t in make_compaction_tools()]
-    assert names == ["memory_search", "memory_get", "session_search", "recall", "compact"]
+    assert names == ["memory_search", "memory_get", "session_search", "recall", "compact", "pin", "unpin"]
     assert set(names[:4]) | {"read_file"} <= PruneConfig().excluded_tools
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 
 from benchmarks.anchors import ScriptedAgent, Thresholds, drive, o200k_tokens, scripted_summarizer, system_graph, trajectory_turns
 from benchmarks.measures.fidelity import KINDS, call_paths, check_context
@@ -36,6 +36,7 @@ from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, cached_prefix, common_prefix
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
+from langgraph_compaction.core.layers import SHORTENED_OPENINGS
 from langgraph_compaction.testing import ScriptedModel
 
 NAME = "billed_cost"
@@ -195,11 +196,13 @@ def replay(
     budget = FidelityConfig().request_tokens
     checks: list[dict] = []
     state = {"calls": 0, "compacted": 0}
+    superseded: set = set()  # the results the agent was sent as layer 2's superseded marker
 
     def observe(view: list[BaseMessage]) -> None:
         ledger.add("agent", view)
         if timing is not None:
             timing.agent_call(state["calls"])
+        superseded.update(m.id for m in view if isinstance(m, ToolMessage) and str(m.content).startswith(SHORTENED_OPENINGS[1]))
         present = {m.id for m in view}
         compacted = [m for m in flat[: sent_by_call[state["calls"]]] if m.id not in present]
         state["calls"] += 1
@@ -219,6 +222,7 @@ def replay(
         figures[kind] = sum(c[kind] for c in checks)
         figures[f"{kind}_found"] = sum(c[f"{kind}_found"] for c in checks)
     figures["compactions"] = len(checks)
+    figures["superseded"] = len(superseded)
     return figures
 
 

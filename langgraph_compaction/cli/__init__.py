@@ -90,6 +90,7 @@ def parser() -> argparse.ArgumentParser:
     inspect.add_argument("--thread", required=True, help="the thread id to show")
     inspect.add_argument("--storage", default=DEFAULT_STORAGE, help=f"the demo's storage directory (default ./{DEFAULT_STORAGE})")
     inspect.add_argument("--user", default="default", help="whose memory files to list (default: the default user)")
+    inspect.add_argument("--summary", help="open a summary by its id: print the messages it replaced, in order")
 
     # its arguments are parsed by the memory module's own parser (see main)
     commands.add_parser("consolidate", help="merge new daily ledger entries into MEMORY.md (see consolidate --help)")
@@ -225,9 +226,36 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
     return dict(values), count
 
 
+def _print_summaries(console: Any, transcript: list, opened: Optional[str]) -> None:
+    """Print the summaries of a transcript and what each replaced; with ``opened``, that summary's messages in full."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..storage.transcript import render_recalled, summary_covers
+
+    covers = summary_covers(transcript)
+    if opened is not None and opened not in covers:
+        known = ", ".join(covers) or "none (the thread has not been summarized)"
+        raise UsageError(f"--summary {opened!r} is not a summary of this thread; its summaries: {known}")
+    if covers:
+        table = Table(title="summaries in the transcript (open one with --summary ID)")
+        for column in ("summary id", "replaced", "first", "last"):
+            table.add_column(column, no_wrap=True)
+        for summary_id, ids in covers.items():
+            table.add_row(summary_id, f"{len(ids):,}", ids[0] if ids else "", ids[-1] if ids else "")
+        console.print(table)
+    if opened is not None:
+        by_id = {m.id: m for m in transcript}
+        console.print(f"[bold]summary {escape(opened)}[/bold] replaced {len(covers[opened]):,} messages:")
+        for message_id in covers[opened]:
+            shown = render_recalled(by_id[message_id]) if message_id in by_id else f"--- message {message_id} (not in the transcript) ---"
+            console.print(shown, markup=False)
+
+
 def run_inspect_command(args: argparse.Namespace) -> int:
     """Run ``inspect``: the thread's compaction records, current summary, transcript and memory files."""
     from ..storage import FileStorage
+    from ..storage.transcript import load_transcript
     from .consolidate import existing_storage
 
     console = _console()  # first: it names the extra to install when rich is missing
@@ -251,6 +279,7 @@ def run_inspect_command(args: argparse.Namespace) -> int:
         console.print(f"transcript: {transcript} · {len(files.read_transcript(args.thread)):,} messages · {transcript.stat().st_size:,} bytes")
     else:
         console.print(f"transcript: none yet ({transcript} is written at the first compaction)")
+    _print_summaries(console, load_transcript(files, args.thread), args.summary)
     memory = files.list_memory_files(args.user)
     console.print(f"memory files of user {args.user!r}: {len(memory) or 'none'}")
     for rel in memory:

@@ -16,6 +16,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 #: ``name`` of the summary message that compaction writes.
 SUMMARY_MESSAGE_NAME = "__compaction_summary__"
+#: ``additional_kwargs`` key of what compaction writes: the summary, the messages an
+#: ``after_compaction`` hook re-injects (``"kind": "injected"``) and the context status line.
+COMPACTION_MARKER = "lc_compaction"
 
 
 def is_summary(message: BaseMessage) -> bool:
@@ -23,9 +26,20 @@ def is_summary(message: BaseMessage) -> bool:
     return isinstance(message, HumanMessage) and message.name == SUMMARY_MESSAGE_NAME
 
 
+def compaction_kind(message: BaseMessage) -> Optional[str]:
+    """Return the kind of a message compaction wrote (``summary``, ``injected``, ``status``), None for the others."""
+    marker = message.additional_kwargs.get(COMPACTION_MARKER) if isinstance(message.additional_kwargs, dict) else None
+    return marker.get("kind") if isinstance(marker, dict) else None
+
+
+def is_injected(message: BaseMessage) -> bool:
+    """Return True for a message an ``after_compaction`` hook placed after a summary (the next compaction replaces it)."""
+    return compaction_kind(message) == "injected"
+
+
 def is_user_turn(message: BaseMessage) -> bool:
-    """Return True for a human message that a person wrote (not a summary)."""
-    return isinstance(message, HumanMessage) and not is_summary(message)
+    """Return True for a human message that a person wrote (not a summary, a re-injected message or the status line)."""
+    return isinstance(message, HumanMessage) and not is_summary(message) and compaction_kind(message) is None
 
 
 def tool_calls_of(message: BaseMessage) -> list[dict]:

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from .config import SUMMARY_ALLOWANCE, Budget, CompactionConfig
-from .conversation import is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
+from .conversation import is_injected, is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
 from .layers import micro_compact, prune_tool_results, settled_from, superseded_results, truncate_arguments
 
 
@@ -73,8 +73,8 @@ def find_cutoff(
     newest_start = safe[-1]
     candidate = min(_candidate(counts, system, keep_tokens, keep_messages), newest_start)
 
-    def evictable(cut: int) -> bool:
-        return any(not system[i] and not is_summary(messages[i]) for i in range(cut))
+    def evictable(cut: int) -> bool:  # a summary and the messages re-injected after it alone are no progress
+        return any(not system[i] and not is_summary(messages[i]) and not is_injected(messages[i]) for i in range(cut))
 
     down = next((i for i in reversed(safe) if i <= candidate), None)
     if down is not None and evictable(down):
@@ -86,7 +86,7 @@ def find_cutoff(
     human = latest_user_index(messages)
     kept_human = human if human is not None and human < cutoff else None
     evict = tuple(i for i in range(cutoff) if not system[i] and i != kept_human)
-    if not any(not is_summary(messages[i]) for i in evict):
+    if not any(not is_summary(messages[i]) and not is_injected(messages[i]) for i in evict):
         return None
     return Cut(cutoff=cutoff, evict=evict, kept_human=kept_human)
 
@@ -235,8 +235,9 @@ def plan_compaction(
         return reason, None
 
     reason, held = decide(sum(sizes))
-    if edits and reason is None and held is None and config.prompt_cache and may_wait(before, budget):
-        # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job
+    if edits and reason is None and config.prompt_cache and may_wait(before, budget):
+        # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job; a
+        # summary held back (cooldown) does not make them urgent while the request fits
         ahead = FORECAST_SHARE * calls_ahead(working, sizes, budget, conversation)
         if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=ahead):
             working, sizes, edits, layer_counts = messages, counts, {}, {}
@@ -350,11 +351,16 @@ def cache_aware_edits(
     return edits if edit_repays(saved, sum(edited[first:]), calls_ahead) else {}
 
 
-def compacted_view(messages: Sequence[BaseMessage], evict_ids: set, summary: BaseMessage) -> list[BaseMessage]:
-    """Return the messages after a compaction: what is kept, with the summary right after the leading system messages."""
+def compacted_view(
+    messages: Sequence[BaseMessage], evict_ids: set, summary: BaseMessage, after: Sequence[BaseMessage] = ()
+) -> list[BaseMessage]:
+    """Return the messages after a compaction: what is kept, with the summary right after the leading system messages.
+
+    ``after`` (an ``after_compaction`` hook's messages) follow the summary.
+    """
     kept = [m for m in messages if m.id not in evict_ids]
     at = leading_systems(messages)  # never evicted, so they are the first ``at`` kept messages
-    return kept[:at] + [summary] + kept[at:]
+    return kept[:at] + [summary, *after] + kept[at:]
 
 
 def tokens_since(messages: Sequence[BaseMessage], counts: Sequence[int], last_id: Optional[str]) -> Optional[int]:

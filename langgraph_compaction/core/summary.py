@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from .config import FidelityConfig
 from .conversation import (
+    COMPACTION_MARKER,
     SUMMARY_MESSAGE_NAME,
     content_text,
     is_summary,
@@ -56,10 +57,6 @@ def summary_content(summary: str, transcript_path: Optional[str]) -> str:
             f"<summary>\n{summary}\n</summary>"
         )
     return f"Here is a summary of the conversation to date:\n\n{summary}"
-
-
-#: ``additional_kwargs`` key of the summary message: what a chat UI filters on (``stream_mode="messages"``).
-COMPACTION_MARKER = "lc_compaction"
 
 
 def build_summary_message(

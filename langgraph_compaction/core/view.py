@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Sequence
 
-from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from langchain_core.messages import BaseMessage, HumanMessage, message_to_dict, messages_from_dict
 
-from .conversation import leading_systems
+from .conversation import COMPACTION_MARKER, leading_systems
 from .plan import compacted_view
 
 logger = logging.getLogger("langgraph_compaction")
@@ -31,14 +31,19 @@ def kept_edits(edits: Any, view: Sequence[BaseMessage]) -> dict:
 
 
 def view_record(
-    messages: Sequence[BaseMessage], evict_ids: set, cutoff_id: Optional[str], summary: BaseMessage
+    messages: Sequence[BaseMessage],
+    evict_ids: set,
+    cutoff_id: Optional[str],
+    summary: BaseMessage,
+    after: Sequence[BaseMessage] = (),
 ) -> dict:
     """Return the JSON-native record of a compaction of ``messages`` (themselves a view or the whole history).
 
     ``cutoff_id`` is the first message of the kept tail (None: nothing after
     the cut); the messages before it that stay (besides the leading system
     messages: the latest request) are named, so the view can be rebuilt after new messages
-    arrive.
+    arrive. ``after`` are the messages an ``after_compaction`` hook placed
+    after the summary (in the view only, like the summary).
     """
     end = next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages)) if cutoff_id else len(messages)
     lead = leading_systems(messages)  # pinned; a system message after them is conversation
@@ -48,6 +53,7 @@ def view_record(
         "cutoff_id": cutoff_id,
         "last_id": messages[-1].id if messages else None,
         "kept_ids": kept_before,
+        **({"after": [message_to_dict(m) for m in after]} if after else {}),
     }
 
 
@@ -78,4 +84,17 @@ def model_view(messages: Sequence[BaseMessage], record: Any, edits: Any = None) 
     kept = set(record.get("kept_ids") or [])
     evict_ids = {m.id for m in messages[leading_systems(messages):end] if m.id not in kept}
     (summary,) = messages_from_dict([record["summary"]])
-    return compacted_view(messages, evict_ids, summary)
+    after = messages_from_dict(record["after"]) if isinstance(record.get("after"), list) else []
+    return compacted_view(messages, evict_ids, summary, after)
+
+
+def context_status(tokens: int, window: Optional[int], compactions: int, transcript: Optional[str]) -> HumanMessage:
+    """Return the one-line context status that ends the model's view (``CompactionConfig(context_status=True)``).
+
+    It goes after the newest message, so the cached prefix is the same with
+    or without it, and it is never written to the state.
+    """
+    used = f"{tokens:,} of {window:,} tokens used ({100 * tokens // max(window, 1)}%)" if window else f"~{tokens:,} tokens used"
+    where = f"full transcript: {transcript}" if transcript else "no transcript written yet"
+    text = f"[Context status: {used}; {compactions} compaction{'' if compactions == 1 else 's'} so far; {where}.]"
+    return HumanMessage(text, id="__compaction_status__", additional_kwargs={COMPACTION_MARKER: {"kind": "status"}})

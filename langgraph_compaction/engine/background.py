@@ -441,8 +441,10 @@ class BackgroundStage:
             record.get("offload_path"), run,
             event={"event": "compaction_applied", "mode": "background", "reason": "background", "prepared_id": record.get("id"), "usage": tokens["usage"]},
         )
+        # written to the transcript now that it replaces what it covers (so recall can open it)
+        recorded = yield from self._record_summary(summary, run, run.storage is not None and self.config.offload_before_compact)
         compaction = {**written["compaction"], **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
-        events.extend([*flushed.get("events", []), *compaction.pop("events")])
+        events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
         return compaction, written.get("messages")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -163,12 +164,35 @@ class EffectDriver:
             add_usage(usage, reply)
         return content_text(reply.content)
 
+    @staticmethod
+    def _hook_sync(hook: Any, *args: Any) -> Any:
+        """Call an application hook; an ``async`` one runs to its end on an event loop of its own thread."""
+        result = hook(*args)
+        if not inspect.isawaitable(result):
+            return result
+
+        async def wait() -> Any:
+            return await result
+
+        with ThreadPoolExecutor(max_workers=1) as pool:  # this thread may already run a loop (sync code called from one)
+            return pool.submit(contextvars.copy_context().run, asyncio.run, wait()).result()
+
+    @staticmethod
+    async def _hook_async(hook: Any, *args: Any) -> Any:
+        """Await an ``async`` hook; a plain one runs in a worker thread, so a slow one does not block the loop."""
+        if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(getattr(hook, "__call__", None)):
+            return await hook(*args)
+        result = await asyncio.to_thread(hook, *args)
+        return await result if inspect.isawaitable(result) else result
+
     def _effect(self, effect: Effect, run: Run) -> Any:
         kind, target, args = effect
         if kind == "model":
             return self._call_sync(target, *args, usage=run.usage)
         if kind == "background":  # start or wait for a compaction prepared next to the agent (``background``)
             return target.run_sync(*args)
+        if kind == "hook":
+            return self._hook_sync(target, *args)
         return getattr(run.storage, target)(*args)
 
     async def _aeffect(self, effect: Effect, run: Run) -> Any:
@@ -177,6 +201,8 @@ class EffectDriver:
             return await self._call_async(target, *args, usage=run.usage)
         if kind == "background":
             return await target.run_async(*args)
+        if kind == "hook":
+            return await self._hook_async(target, *args)
         return await getattr(run.storage, "a" + target)(*args)
 
     def _drive(self, steps: Steps, run: Run) -> dict:

@@ -74,11 +74,12 @@ class FlushStage:
             if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
                 prefix = self._cached_prefix(messages, pending) if self._flush_shares_cache else None
                 asking = True
+                prompt = {"prompt": self.config.memory_prompt, "instructions": [self.config.memory_instructions]}
                 if prefix is not None:  # the summary request shares this prefix: both read it from the cache
-                    request: Any = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day))]
+                    request: Any = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day, **prompt))]
                     answer = yield ("model", self._agent_model, (request,))
                 else:
-                    request = flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars)
+                    request = flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars, **prompt)
                     answer = yield ("model", self.flush_model, (request,))
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from ..core.calibration import fixed_tokens
 from ..core.config import Budget, CompactionConfig
 from ..core.tokens import TokenCounter
-from ..core.view import model_view
+from ..core.view import context_status, model_view
 from ..storage import StoreStorage, open_storage
 from .background import BackgroundStage
 from .effects import (
@@ -143,3 +143,22 @@ class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, Summ
             return messages
         compaction = compaction if compaction is not None else read_compaction(state_value(state, "compaction"))
         return model_view(messages, compaction.get("view"), compaction.get("view_edits"))
+
+    def sends_other_messages(self) -> bool:
+        """Return True when the model is sent other messages than the state's (view mode, the context status)."""
+        return self.config.mode == "view" or self.config.context_status
+
+    def model_messages(self, state: Any) -> list[BaseMessage]:
+        """Return what the model is sent: ``messages_of``, then the context status line when it is on."""
+        compaction = read_compaction(state_value(state, "compaction"))
+        messages = self.messages_of(state, compaction)
+        if not self.config.context_status:
+            return messages
+        counts = compaction.get("counts") or {}
+        status = context_status(
+            self.counter.total(messages) + self.fixed_tokens,
+            self.budget.hard_limit,
+            counts.get("summarize", 0) + counts.get("extractive", 0),
+            compaction.get("offload_path"),
+        )
+        return [*messages, status]

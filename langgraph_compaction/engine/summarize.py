@@ -10,6 +10,7 @@ prompt cache serves that prefix.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Optional, Sequence
 
@@ -19,9 +20,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.config import model_context_window
+from ..core.conversation import is_injected
 from ..core.fidelity import complete_summary
+from ..core.hooks import CompactionInfo, before_summary_answer, injected_messages
 from ..core.plan import compacted_view, over_budget_reason
-from ..core.redact import redact_secrets
+from ..core.redact import redact_record, redact_secrets
 from ..core.summary import (
     build_summary_message,
     chunk_for_window,
@@ -40,6 +43,7 @@ from .effects import Run, Steps, state_value
 from .errors import is_context_overflow, overflow_figures
 from .events import describe_error, emit_event
 from .state import read_compaction
+from ..storage import message_records
 
 SUMMARIZE = "compaction_summarize"
 
@@ -90,6 +94,7 @@ class SummarizeStage:
         focus: Optional[str],
         budget: Optional[int] = None,
         prefix: Optional[list[BaseMessage]] = None,
+        instructions: Sequence[Optional[str]] = (),
     ) -> Steps:
         """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem).
 
@@ -97,13 +102,16 @@ class SummarizeStage:
         ``_cached_prefix``) one call sends it followed by the instruction.
         When the summarizer refuses a part as too long (its window is smaller
         than configured), the prefix is split again into parts half as large.
+        ``instructions`` (the application's, this summary's) are added to the
+        prompt (``summary_prompt`` when configured, else the built-in one).
         """
+        prompt = {"prompt": self.config.summary_prompt, "instructions": [self.config.summary_instructions, *instructions]}
         if prefix is not None:
             try:
-                answer = yield ("model", self._agent_model, ([*prefix, HumanMessage(summary_instruction(focus))],))
+                answer = yield ("model", self._agent_model, ([*prefix, HumanMessage(summary_instruction(focus, **prompt))],))
             except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
                 if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
-                    return (yield from self._summary_text(evicted, focus))
+                    return (yield from self._summary_text(evicted, focus, instructions=instructions))
                 return None, f"the summarizer failed: {describe_error(exc)}"
             problem = summary_problem(answer)
             return (None, problem) if problem else (answer, None)
@@ -115,18 +123,35 @@ class SummarizeStage:
         for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):
             inputs = ([build_summary_message(text)] if text else []) + list(chunk)
             try:
-                answer = yield ("model", self.model, (summary_prompt(render_messages(inputs, shown), focus),))
+                answer = yield ("model", self.model, (summary_prompt(render_messages(inputs, shown), focus, **prompt),))
             except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
                 window, _ = overflow_figures(exc)
                 smaller = min(budget // 2, (window or budget) // 2)
                 if is_context_overflow(exc) and smaller >= 250:
-                    return (yield from self._summary_text(evicted, focus, smaller))
+                    return (yield from self._summary_text(evicted, focus, smaller, instructions=instructions))
                 return None, f"the summarizer failed: {describe_error(exc)}"
             problem = summary_problem(answer)
             if problem:
                 return None, problem
             text = answer
         return text, None
+
+    def _record_summary(self, summary: BaseMessage, run: Run, offload_on: bool) -> Steps:
+        """Write the summary to the transcript now (it names what it covers, so recall can open it); return events.
+
+        A failure is an event only: the summary stays in the state, and the
+        next offload writes it.
+        """
+        if not offload_on:
+            return []
+        records = message_records([summary])
+        if self.config.redact_transcripts:
+            records = [redact_record(r, self.config.redactor or redact_secrets) for r in records]
+        try:
+            yield ("storage", "append_transcript", (run.thread_id, records))
+        except Exception as exc:  # noqa: BLE001 - the summary is committed either way
+            return [emit_event({"stage": "summarize", "error": f"the summary was not written to the transcript: {describe_error(exc)}"})]
+        return []
 
     def _summarize_steps(self, state: Any, run: Run) -> Steps:
         view = read_compaction(state_value(state, "compaction"))
@@ -135,7 +160,8 @@ class SummarizeStage:
         if not pending:
             return {}
         evict_ids = set(pending.get("evict_ids") or [])
-        evicted = [m for m in messages if m.id in evict_ids]
+        # what an after_compaction hook placed after the last summary is replaced, not summarized again
+        evicted = [m for m in messages if m.id in evict_ids and not is_injected(m)]
         done = {"pending": None, "manual": None}
         offload_on = self.config.offload_before_compact and run.storage is not None
         if not evicted:
@@ -147,24 +173,45 @@ class SummarizeStage:
         path = view.get("offload_path") if offload_on else None
         note = compaction_note(evicted, sum(self.counter.counts(evicted)), path)
 
+        covers = [m.id for m in evicted]
+
         def compose(body: str) -> tuple:
             """Return (text, pins, summary message, compacted messages, their tokens) for one summary body."""
             body, pins = complete_summary(
                 body, evicted, pins=view["pins"], settings=self.config.fidelity, redactor=self.config.redactor or redact_secrets
             )
-            summary = build_summary_message(finish_summary(body, note), path, evicted=len(evicted))
+            summary = build_summary_message(finish_summary(body, note), path, evicted=len(evicted), covers=covers)
             result = compacted_view(messages, evict_ids, summary)
             return body, pins, summary, result, self.counter.total(result)
 
+        info = CompactionInfo(
+            thread_id=run.thread_id,
+            user_id=run.user_id,
+            reason=pending.get("reason"),
+            tokens_before=pending.get("tokens_before") or self.counter.total(messages),
+            messages=list(evicted),
+            transcript_path=path,
+            focus=pending.get("focus"),
+        )
+        hook_events: list[dict] = []
+        extra, skip = None, False
+        if self.config.before_summary is not None:
+            try:
+                extra, skip = before_summary_answer((yield ("hook", self.config.before_summary, (info,))))
+            except Exception as exc:  # noqa: BLE001 - a failing hook changes nothing: the summary is made as configured
+                hook_events.append(emit_event({"stage": "summarize", "hook": "before_summary", "error": describe_error(exc)}))
         breaker = read_breaker(view)
         breaker_events: list[dict] = []
         composed = None
-        if self.model is None or breaker["open_until"] > time.time():
+        if skip:  # the application asked for no model call: the extractive summary, as when the summarizer fails
+            text, problem, kind = extractive_summary(evicted), None, "extractive"
+            hook_events.append(emit_event({"stage": "summarize", "hook": "before_summary", "note": "skipped the summarizer"}))
+        elif self.model is None or breaker["open_until"] > time.time():
             # no summarizer, or it failed too often lately: the deterministic summary is the summary
             text, problem, kind = extractive_summary(evicted), None, "extractive"
         else:
             prefix = self._cached_prefix(messages, pending) if self._summary_shares_cache else None
-            text, problem = yield from self._summary_text(evicted, pending.get("focus"), prefix=prefix)
+            text, problem = yield from self._summary_text(evicted, pending.get("focus"), prefix=prefix, instructions=[extra])
             kind = "summarize"
             if not problem:
                 # a well-formed but endless answer fails too (invariant 3): it misses the target where the
@@ -189,24 +236,36 @@ class SummarizeStage:
                 return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
             text, kind = extractive_summary(evicted), "extractive"
         text, pins, summary, result, after = composed or compose(text)
+        injected: list[BaseMessage] = []
+        if self.config.after_compaction is not None:
+            made = dataclasses.replace(info, summary=text, summary_id=summary.id)
+            try:
+                injected = injected_messages((yield ("hook", self.config.after_compaction, (made,))), summary.id)
+            except Exception as exc:  # noqa: BLE001 - a failing hook adds nothing; the summary stands
+                hook_events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)}))
+            if injected:  # counted like every message: a compaction that would not shrink with them is refused below
+                result = compacted_view(messages, evict_ids, summary, injected)
+                after = self.counter.total(result)
         before = self.counter.total(messages)
         if after >= before:  # no progress, whatever the reason (a manual request too): keep the history
             why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
             note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
             event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
             event = emit_event({**event, **({"over_budget": why} if why else {})})
-            return {"compaction": {**done, "events": [event], "cooldown_id": messages[-1].id}}
+            return {"compaction": {**done, "events": [*hook_events, event], "cooldown_id": messages[-1].id}}
         applied = {"reason": pending.get("reason"), "usage": dict(run.usage)}
         if pending.get("reason") != "background":  # a background job's summary is applied later, by the gate
             applied = {"event": "compaction_applied", "mode": "blocking", **applied}
         update = self._summary_update(
             messages, view, evict_ids, pending.get("cutoff_id"), summary, pins, kind, path, run,
-            event={**applied, **({"error": problem} if problem else {})},
+            event={**applied, **({"error": problem} if problem else {})}, injected=injected,
         )
+        # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
+        written = [] if pending.get("reason") == "background" else (yield from self._record_summary(summary, run, offload_on))
         update["compaction"] = {
             **done,
             **update["compaction"],
-            "events": [*breaker_events, *update["compaction"]["events"]],
+            "events": [*hook_events, *breaker_events, *written, *update["compaction"]["events"]],
             **({"last_error": problem} if problem else {}),
         }
         return update
@@ -223,19 +282,21 @@ class SummarizeStage:
         path: Optional[str],
         run: Run,
         event: dict,
+        injected: Sequence[BaseMessage] = (),
     ) -> dict:
         """Return the state update that replaces the evicted messages by ``summary`` (rewrite) or records the view.
 
-        ``event`` adds to the summarize event (what made the summary, and how).
+        ``event`` adds to the summarize event (what made the summary, and how); ``injected`` (an
+        ``after_compaction`` hook's messages) follow the summary.
         """
-        result = compacted_view(messages, evict_ids, summary)
+        result = compacted_view(messages, evict_ids, summary, injected)
         counts = self.counter.counts(result)
         before, after = self.counter.total(messages), sum(counts)
         why = over_budget_reason(result, counts, run.budget.trigger_tokens)  # invariant 3: say why
         evicted = [m.id for m in messages if m.id in evict_ids]
         done: dict[str, Any] = {}
         if self.config.mode == "view":  # the state keeps every message; the record rebuilds the model's view
-            done["view"] = view_record(messages, evict_ids, cutoff_id, summary)
+            done["view"] = view_record(messages, evict_ids, cutoff_id, summary, injected)
             done["view_edits"] = kept_edits(view.get("view_edits"), result)
         event = emit_event(
             {
@@ -248,6 +309,7 @@ class SummarizeStage:
                 "cutoff_id": cutoff_id,
                 "evicted": len(evicted),
                 "evicted_ids": evicted,
+                **({"injected": len(injected)} if injected else {}),
                 "offload_path": path,
             }
         )

@@ -31,7 +31,8 @@ class CompactionResult:
 
     In the default rewrite mode ``view`` is ``messages``; in view mode
     (``CompactionConfig(mode="view")``) ``messages`` is the whole history and
-    ``view`` the summary and the recent tail.
+    ``view`` the summary and the recent tail. With
+    ``CompactionConfig(context_status=True)`` ``view`` ends with the status line.
     """
 
     messages: list[BaseMessage]
@@ -69,7 +70,7 @@ def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **sett
 
 def _finish(nodes: CompactionNodes, result: PassResult) -> CompactionResult:
     state = read_compaction(result.state["compaction"])
-    view = nodes.messages_of(result.state, state)
+    view = nodes.model_messages(result.state)
     return CompactionResult(messages=result.messages, state=state, events=result.events, view=view)
 
 

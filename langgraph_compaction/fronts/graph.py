@@ -147,7 +147,7 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
     inner = node if isinstance(node, Runnable) else RunnableLambda(node)
 
     def model_input(state: Any) -> Any:
-        return replaced_state(state, messages=nodes.messages_of(state)) if nodes.config.mode == "view" else state
+        return replaced_state(state, messages=nodes.model_messages(state)) if nodes.sends_other_messages() else state
 
     def pushed(config: RunnableConfig) -> bool:
         return _PUSH in ((config.get("metadata") or {}).get("langgraph_triggers") or ())

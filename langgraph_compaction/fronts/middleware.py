@@ -141,9 +141,9 @@ class CompactionMiddleware(AgentMiddleware):
 
     @staticmethod
     def _model_request(request: ModelRequest, state: Any, nodes: CompactionNodes) -> ModelRequest:
-        """Return the request for ``state``: its messages, or in view mode the compacted view of them."""
-        if nodes.config.mode == "view":
-            return request.override(messages=nodes.messages_of(state), state=state)
+        """Return the request for ``state``: its messages, or in view mode the compacted view of them (and the status line)."""
+        if nodes.sends_other_messages():
+            return request.override(messages=nodes.model_messages(state), state=state)
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
 
     @staticmethod

@@ -61,10 +61,10 @@ def make_pre_model_hook(
     )
 
     def update(result: PassResult) -> dict:
-        if nodes.config.mode != "view":
+        if not nodes.sends_other_messages():
             return result.update
         # the state keeps every message; the agent node is sent the view (create_react_agent's llm_input_messages)
-        return {**result.update, "llm_input_messages": nodes.messages_of(result.state)}
+        return {**result.update, "llm_input_messages": nodes.model_messages(result.state)}
 
     def hook(state: Any, config: RunnableConfig) -> dict:
         check_nesting(nodes, state, config)

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 
 from langchain_core.messages import BaseMessage
 
-from ..core.conversation import is_summary
+from ..core.conversation import is_injected, is_summary
 from ..core.prompts import NO_REPLY, memory_request
 from ..core.summary import render_messages
 from ..core.tokens import estimate_text_tokens
@@ -99,9 +99,9 @@ def local_now(timezone: str) -> datetime:
 
 
 def flush_input(messages: Sequence[BaseMessage], flushed_ids: Sequence[str]) -> list[BaseMessage]:
-    """Return the messages memory must still be extracted from: no summaries, nothing flushed before."""
+    """Return the messages memory must still be extracted from: no summaries or re-injected messages, nothing flushed before."""
     done = set(flushed_ids)
-    return [m for m in messages if not is_summary(m) and m.id not in done]
+    return [m for m in messages if not is_summary(m) and not is_injected(m) and m.id not in done]
 
 
 def _ledger_values(memory_md: str, ledger: str, day: str) -> dict:

@@ -1,0 +1,119 @@
+"""Measure: what layer 2's superseded results save (``CompactionConfig(dedupe_results=True)``, the default).
+
+An agent reads a file again, runs ``git status`` again: the older result is
+obsolete, and layer 2 shortens it to a marker naming the newer one (never
+across a change of the file in between). The 18 real trajectories are
+replayed as the billed-cost measure replays ours (60k window, the
+summarizer being the agent's model), once with ``dedupe_results=False`` and
+once with the default, and compared: the agent's input tokens, the bill
+under prompt caching (OpenAI and Anthropic pricing, as in that measure),
+prefix breaks, summaries, and how many results were shortened. Recall of
+changed files, requests and constraints is checked after every compaction
+in both runs, as the fidelity measure does.
+"""
+
+from __future__ import annotations
+
+from benchmarks.measures.cost import PRICING, replay
+from benchmarks.measures.fidelity import KINDS
+from benchmarks.measures.replay import THRESHOLDS
+from benchmarks.report import check, table, targets_table
+from langgraph_compaction.core.config import CompactionConfig
+
+NAME = "dedupe"
+PLOT = "dedupe_savings.png"
+RUNS = {
+    "without": CompactionConfig(context_window=THRESHOLDS.context_window, dedupe_results=False),
+    "with": CompactionConfig(context_window=THRESHOLDS.context_window),
+}
+FIGURES = ("agent_input", "billed_openai", "billed_anthropic", "breaks", "compactions", "superseded", *KINDS, *(f"{k}_found" for k in KINDS))
+
+
+def savings(without: dict, with_: dict) -> dict:
+    """Return what the dedupe run saved over the run without it: tokens, billed cost (both pricings), results shortened."""
+    out = {"results_shortened": with_["superseded"], "agent_input_saved": without["agent_input"] - with_["agent_input"]}
+    for name in PRICING:
+        out[f"billed_{name}_saved"] = without[f"billed_{name}"] - with_[f"billed_{name}"]
+        out[f"billed_{name}_ratio"] = round(with_[f"billed_{name}"] / max(1, without[f"billed_{name}"]), 4)
+    return out
+
+
+def run(ctx) -> dict:
+    per: dict[str, dict] = {}
+    for path in ctx.trajectories:
+        runs = {row: replay("ours", path, ctx.scratch_dir / f"dedupe-{path.stem}-{row}", THRESHOLDS, config) for row, config in RUNS.items()}
+        per[path.stem] = {row: {k: f[k] for k in FIGURES} for row, f in runs.items()}
+        per[path.stem]["saved"] = savings(per[path.stem]["without"], per[path.stem]["with"])
+    totals = {row: {k: sum(per[t][row][k] for t in per) for k in FIGURES} for row in RUNS}
+    saved = savings(totals["without"], totals["with"])
+    recall = {row: {k: round(totals[row][f"{k}_found"] / max(1, totals[row][k]), 4) for k in KINDS} for row in RUNS}
+    targets = [
+        check("dedupe: billed (OpenAI) with / without", saved["billed_openai_ratio"], 1.0),
+        check(
+            "dedupe: recall lost (changed files, requests, constraints)",
+            max(recall["without"][k] - recall["with"][k] for k in KINDS),
+            0.0,
+            unit="",
+        ),
+    ]
+    _plot(per, ctx.results_dir / PLOT)
+    return {"totals": totals, "saved": saved, "recall": recall, "per_trajectory": per, "plot": PLOT, "targets": targets}
+
+
+def _plot(per: dict, path) -> None:
+    """Draw, per trajectory, the agent input tokens saved and the results shortened."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted(per, key=lambda t: -per[t]["saved"]["agent_input_saved"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    left.barh(names, [per[t]["saved"]["agent_input_saved"] / 1e3 for t in names])
+    left.set(xlabel="agent input tokens saved (thousands)", title="Superseded results: tokens saved per trajectory")
+    left.invert_yaxis()
+    right.barh(names, [per[t]["saved"]["results_shortened"] for t in names])
+    right.set(xlabel="results shortened", title="Results superseded by a later identical call")
+    right.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(figures: dict) -> str:
+    totals, saved, per = figures["totals"], figures["saved"], figures["per_trajectory"]
+    rows = [
+        (
+            row,
+            f"{t['agent_input'] / 1e6:.3f}M",
+            f"{t['billed_openai'] / 1e6:.3f}M",
+            f"{t['billed_anthropic'] / 1e6:.3f}M",
+            t["breaks"],
+            t["compactions"],
+            t["superseded"],
+            *(f"{100 * figures['recall'][row][k]:.1f} %" for k in KINDS),
+        )
+        for row, t in totals.items()
+    ]
+    per_rows = [
+        (name, p["saved"]["results_shortened"], f"{p['saved']['agent_input_saved']:,}", f"{p['saved']['billed_openai_saved']:,}")
+        for name, p in sorted(per.items())
+    ]
+    return f"""## Superseded results (layer 2 dedupe)
+
+{len(per)} real trajectories replayed as in the billed-cost measure (ours at its defaults for a
+60k window), without and with `dedupe_results`. Saved: {saved['results_shortened']} results shortened,
+{saved['agent_input_saved']:,} agent input tokens, billed {saved['billed_openai_saved']:,} (OpenAI,
+{saved['billed_openai_ratio']:.4f}× of the bill without) and {saved['billed_anthropic_saved']:,} (Anthropic,
+{saved['billed_anthropic_ratio']:.4f}×) token-equivalents.
+
+{targets_table(figures['targets'])}
+
+{table(["run", "agent input", "billed (OpenAI)", "billed (Anthropic)", "breaks", "summaries", "results shortened", *(f"{k} recall" for k in KINDS)], rows)}
+
+![dedupe savings]({figures['plot']})
+
+Per trajectory:
+
+{table(["trajectory", "results shortened", "agent input saved", "billed saved (OpenAI)"], per_rows)}
+"""

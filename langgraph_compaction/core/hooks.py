@@ -1,0 +1,85 @@
+"""The application's hooks around a summary: what they are told, and what their answers mean.
+
+``CompactionConfig(before_summary=f, after_compaction=g)``: each is a plain or
+an ``async`` function of one ``CompactionInfo``. ``before_summary`` may answer
+extra instructions for this one summary (a string) or ``False`` to skip the
+summarizer (the extractive summary is made instead, as when the model fails);
+``after_compaction`` may answer messages that go right after the summary (the
+contents of ``AGENTS.md``, the todo list, a re-read of the file being edited).
+Those are marked (``additional_kwargs["lc_compaction"]["kind"] == "injected"``)
+so that the next compaction drops them, and the hook gives them again, instead
+of summarizing them. Pure functions; the engine calls the hooks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from .conversation import COMPACTION_MARKER
+
+
+@dataclass(frozen=True)
+class CompactionInfo:
+    """What a hook is told about one compaction.
+
+    ``messages`` are the messages to be summarized (``before_summary``) or
+    that were (``after_compaction``); ``summary`` is the summary's text and
+    ``summary_id`` its message id, once it is made. ``transcript_path`` is
+    where the originals are (None without storage).
+    """
+
+    thread_id: str
+    user_id: str
+    reason: Optional[str]
+    tokens_before: int
+    messages: list[BaseMessage] = field(default_factory=list)
+    transcript_path: Optional[str] = None
+    focus: Optional[str] = None
+    summary: Optional[str] = None
+    summary_id: Optional[str] = None
+
+
+def before_summary_answer(value: Any) -> tuple[Optional[str], bool]:
+    """Return (extra instructions, skip the summarizer) for a ``before_summary`` answer; raise TypeError on a bad one."""
+    if value is None or value is True:
+        return None, False
+    if value is False:
+        return None, True
+    if isinstance(value, str):
+        return (value.strip() or None), False
+    raise TypeError(
+        f"before_summary returned {type(value).__name__}; return a str (instructions for this summary), "
+        "False (skip the summarizer) or None"
+    )
+
+
+def injected_messages(value: Any, summary_id: str) -> list[BaseMessage]:
+    """Return an ``after_compaction`` answer as marked messages with stable ids; raise TypeError on a bad one.
+
+    A string becomes a human message; a message keeps its type and content
+    and gets the marker (and, without an id, ``<summary id>:injected:<n>``).
+    """
+    if value is None:
+        return []
+    items = [value] if isinstance(value, (str, BaseMessage)) else value
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"after_compaction returned {type(value).__name__}; return a list of messages (or strings), or None")
+    out = []
+    for n, item in enumerate(items):
+        if isinstance(item, str):
+            item = HumanMessage(item)
+        if not isinstance(item, BaseMessage):
+            raise TypeError(f"after_compaction returned a {type(item).__name__} at position {n}; return messages or strings")
+        marker = {"kind": "injected", "summary_id": summary_id}
+        out.append(
+            item.model_copy(
+                update={
+                    "id": item.id or f"{summary_id}:injected:{n}",
+                    "additional_kwargs": {**item.additional_kwargs, COMPACTION_MARKER: marker},
+                }
+            )
+        )
+    return out
