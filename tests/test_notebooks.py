@@ -21,6 +21,7 @@ FIGURES = {
     "01_quickstart.ipynb": r"turn \d: .*tokens|quickstart\.jsonl: .*",
     "02_persistence_and_memory.ipynb": r"before the restart: .*|after three more turns: .*|\d+ messages on disk.*",
     "03_cost_curve.ipynb": r"growth exponent .*|saved: .*|\d+ model calls.*",
+    "04_controls.ipynb": r"\d+ results shortened.*|summaries: .*",
 }
 
 
@@ -135,3 +136,10 @@ def test_cost_curve_notebook_measures_quadratic_against_linear_run_after_run_lea
     assert without > 1.6 and with_ < 1.2
     saved = float(re.search(r"saved: ([\d.]+)%", out).group(1))
     assert saved > 80
+
+
+def test_controls_notebook_shows_what_superseded_results_save(workdir):
+    out = run_notebook("04_controls.ipynb", workdir)
+    shortened, without, with_ = (int(n.replace(",", "")) for n in re.search(r"(\d+) results shortened; tokens sent over \d+ calls: ([\d,]+) without, ([\d,]+) with", out).groups())
+    assert shortened > 0 and with_ < without
+    assert re.search(r"read-0 -> \[Superseded: `read_file` .* the newer result is message read-3", out)

@@ -11,6 +11,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langgraph_compaction import (
     SUMMARY_MESSAGE_NAME,
+    is_summary,
     CompactionConfig,
     CompactionState,
     FileStorage,

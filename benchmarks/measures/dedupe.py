@@ -41,7 +41,8 @@ def savings(without: dict, with_: dict) -> dict:
 def run(ctx) -> dict:
     per: dict[str, dict] = {}
     for path in ctx.trajectories:
-        runs = {row: replay("ours", path, ctx.scratch_dir / f"dedupe-{path.stem}-{row}", THRESHOLDS, config) for row, config in RUNS.items()}
+        # the same folder name in both runs: a summary names the transcript's path, and its length is counted
+        runs = {row: replay("ours", path, ctx.scratch_dir / f"dedupe-{i}" / path.stem, THRESHOLDS, config) for i, (row, config) in enumerate(RUNS.items())}
         per[path.stem] = {row: {k: f[k] for k in FIGURES} for row, f in runs.items()}
         per[path.stem]["saved"] = savings(per[path.stem]["without"], per[path.stem]["with"])
     totals = {row: {k: sum(per[t][row][k] for t in per) for k in FIGURES} for row in RUNS}
