@@ -229,7 +229,6 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
 def _print_summaries(console: Any, transcript: list, opened: Optional[str]) -> None:
     """Print the summaries of a transcript and what each replaced; with ``opened``, that summary's messages in full."""
     from rich.markup import escape
-    from rich.table import Table
 
     from ..storage.transcript import render_recalled, summary_covers
 
@@ -237,19 +236,17 @@ def _print_summaries(console: Any, transcript: list, opened: Optional[str]) -> N
     if opened is not None and opened not in covers:
         known = ", ".join(covers) or "none (the thread has not been summarized)"
         raise UsageError(f"--summary {opened!r} is not a summary of this thread; its summaries: {known}")
-    if covers:
-        table = Table(title="summaries in the transcript (open one with --summary ID)")
-        for column in ("summary id", "replaced", "first", "last"):
-            table.add_column(column, no_wrap=True)
+    if covers:  # one line each, whole: an id is what the reader copies into --summary
+        console.print(f"summaries in the transcript: {len(covers)} (open one with --summary ID)")
         for summary_id, ids in covers.items():
-            table.add_row(summary_id, f"{len(ids):,}", ids[0] if ids else "", ids[-1] if ids else "")
-        console.print(table)
+            span = f" ({ids[0]} .. {ids[-1]})" if ids else ""
+            console.print(f"  {summary_id}: replaced {len(ids):,} messages{span}", markup=False, soft_wrap=True)
     if opened is not None:
         by_id = {m.id: m for m in transcript}
         console.print(f"[bold]summary {escape(opened)}[/bold] replaced {len(covers[opened]):,} messages:")
         for message_id in covers[opened]:
             shown = render_recalled(by_id[message_id]) if message_id in by_id else f"--- message {message_id} (not in the transcript) ---"
-            console.print(shown, markup=False)
+            console.print(shown, markup=False, soft_wrap=True)
 
 
 def run_inspect_command(args: argparse.Namespace) -> int:
