@@ -7,7 +7,9 @@ replayed as the billed-cost measure replays ours (60k window, the
 summarizer being the agent's model), once with ``dedupe_results=False`` and
 once with the default, and compared: the agent's input tokens, the bill
 under prompt caching (OpenAI and Anthropic pricing, as in that measure),
-prefix breaks, summaries, and how many results were shortened. Recall of
+prefix breaks, summaries, and how many results were shortened. The same pair
+runs with ``prompt_cache=False`` too (layer-2 edits whenever they fire: the
+raw-token view, as the cumulative-tokens measure bills). Recall of
 changed files, requests and constraints is checked after every compaction
 in both runs, as the fidelity measure does.
 """
@@ -22,10 +24,15 @@ from langgraph_compaction.core.config import CompactionConfig
 
 NAME = "dedupe"
 PLOT = "dedupe_savings.png"
+_WINDOW = THRESHOLDS.context_window
 RUNS = {
-    "without": CompactionConfig(context_window=THRESHOLDS.context_window, dedupe_results=False),
-    "with": CompactionConfig(context_window=THRESHOLDS.context_window),
+    "without": CompactionConfig(context_window=_WINDOW, dedupe_results=False),
+    "with": CompactionConfig(context_window=_WINDOW),
+    "without, prompt_cache=False": CompactionConfig(context_window=_WINDOW, dedupe_results=False, prompt_cache=False),
+    "with, prompt_cache=False": CompactionConfig(context_window=_WINDOW, prompt_cache=False),
 }
+#: (saving, run without, run with) compared.
+PAIRS = (("cached", "without", "with"), ("uncached", "without, prompt_cache=False", "with, prompt_cache=False"))
 FIGURES = ("agent_input", "billed_openai", "billed_anthropic", "breaks", "compactions", "superseded", *KINDS, *(f"{k}_found" for k in KINDS))
 
 
@@ -45,20 +52,35 @@ def run(ctx) -> dict:
         runs = {row: replay("ours", path, ctx.scratch_dir / f"dedupe-{i}" / path.stem, THRESHOLDS, config) for i, (row, config) in enumerate(RUNS.items())}
         per[path.stem] = {row: {k: f[k] for k in FIGURES} for row, f in runs.items()}
         per[path.stem]["saved"] = savings(per[path.stem]["without"], per[path.stem]["with"])
+        per[path.stem]["saved_uncached"] = savings(per[path.stem][PAIRS[1][1]], per[path.stem][PAIRS[1][2]])
     totals = {row: {k: sum(per[t][row][k] for t in per) for k in FIGURES} for row in RUNS}
     saved = savings(totals["without"], totals["with"])
+    saved_uncached = savings(totals[PAIRS[1][1]], totals[PAIRS[1][2]])
     recall = {row: {k: round(totals[row][f"{k}_found"] / max(1, totals[row][k]), 4) for k in KINDS} for row in RUNS}
     targets = [
         check("dedupe: billed (OpenAI) with / without", saved["billed_openai_ratio"], 1.0),
         check(
             "dedupe: recall lost (changed files, requests, constraints)",
-            max(recall["without"][k] - recall["with"][k] for k in KINDS),
+            max(totals_recall_lost(recall, off, on) for _, off, on in PAIRS),
             0.0,
             unit="",
         ),
     ]
     _plot(per, ctx.results_dir / PLOT)
-    return {"totals": totals, "saved": saved, "recall": recall, "per_trajectory": per, "plot": PLOT, "targets": targets}
+    return {
+        "totals": totals,
+        "saved": saved,
+        "saved_uncached": saved_uncached,
+        "recall": recall,
+        "per_trajectory": per,
+        "plot": PLOT,
+        "targets": targets,
+    }
+
+
+def totals_recall_lost(recall: dict, off: str, on: str) -> float:
+    """Return the largest drop of recall (changed files, requests, constraints, paths) the dedupe caused."""
+    return max(recall[off][k] - recall[on][k] for k in KINDS)
 
 
 def _plot(per: dict, path) -> None:
@@ -68,12 +90,17 @@ def _plot(per: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = sorted(per, key=lambda t: -per[t]["saved"]["agent_input_saved"])
+    names = sorted(per, key=lambda t: -per[t]["saved_uncached"]["agent_input_saved"])
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    left.barh(names, [per[t]["saved"]["agent_input_saved"] / 1e3 for t in names])
+    width = 0.4
+    rows = range(len(names))
+    left.barh([r - width / 2 for r in rows], [per[t]["saved"]["agent_input_saved"] / 1e3 for t in names], width, label="prompt_cache=True")
+    left.barh([r + width / 2 for r in rows], [per[t]["saved_uncached"]["agent_input_saved"] / 1e3 for t in names], width, label="prompt_cache=False")
+    left.set_yticks(list(rows), names)
     left.set(xlabel="agent input tokens saved (thousands)", title="Superseded results: tokens saved per trajectory")
+    left.legend()
     left.invert_yaxis()
-    right.barh(names, [per[t]["saved"]["results_shortened"] for t in names])
+    right.barh(names, [per[t]["saved_uncached"]["results_shortened"] for t in names])
     right.set(xlabel="results shortened", title="Results superseded by a later identical call")
     right.invert_yaxis()
     fig.tight_layout()
@@ -82,7 +109,7 @@ def _plot(per: dict, path) -> None:
 
 
 def report(figures: dict) -> str:
-    totals, saved, per = figures["totals"], figures["saved"], figures["per_trajectory"]
+    totals, saved, raw, per = figures["totals"], figures["saved"], figures["saved_uncached"], figures["per_trajectory"]
     rows = [
         (
             row,
@@ -97,7 +124,14 @@ def report(figures: dict) -> str:
         for row, t in totals.items()
     ]
     per_rows = [
-        (name, p["saved"]["results_shortened"], f"{p['saved']['agent_input_saved']:,}", f"{p['saved']['billed_openai_saved']:,}")
+        (
+            name,
+            p["saved"]["results_shortened"],
+            f"{p['saved']['agent_input_saved']:,}",
+            f"{p['saved']['billed_openai_saved']:,}",
+            p["saved_uncached"]["results_shortened"],
+            f"{p['saved_uncached']['agent_input_saved']:,}",
+        )
         for name, p in sorted(per.items())
     ]
     return f"""## Superseded results (layer 2 dedupe)
@@ -106,7 +140,10 @@ def report(figures: dict) -> str:
 60k window), without and with `dedupe_results`. Saved: {saved['results_shortened']} results shortened,
 {saved['agent_input_saved']:,} agent input tokens, billed {saved['billed_openai_saved']:,} (OpenAI,
 {saved['billed_openai_ratio']:.4f}× of the bill without) and {saved['billed_anthropic_saved']:,} (Anthropic,
-{saved['billed_anthropic_ratio']:.4f}×) token-equivalents.
+{saved['billed_anthropic_ratio']:.4f}×) token-equivalents. With `prompt_cache=False` (edits whenever they fire):
+{raw['results_shortened']} results shortened and {raw['agent_input_saved']:,} agent input tokens saved, while the bill
+(OpenAI) is {raw['billed_openai_ratio']:.4f}× the bill without: each edit breaks the cached prefix, which is why layer-2
+edits wait for the cache rule by default.
 
 {targets_table(figures['targets'])}
 
@@ -116,5 +153,5 @@ def report(figures: dict) -> str:
 
 Per trajectory:
 
-{table(["trajectory", "results shortened", "agent input saved", "billed saved (OpenAI)"], per_rows)}
+{table(["trajectory", "results shortened", "agent input saved", "billed saved (OpenAI)", "shortened, prompt_cache=False", "input saved, prompt_cache=False"], per_rows)}
 """
