@@ -235,6 +235,19 @@ def plan_compaction(
         return reason, None
 
     reason, held = decide(sum(sizes))
+    superseded = {i: m for i, m in edits.items() if layer_of[i] == "dedupe"}
+    held_back: dict[int, BaseMessage] = {}
+    if superseded and config.prompt_cache and not overflow and before < budget.hard_limit:
+        # Superseded results are shortened together with a summary, or when the request would not fit the
+        # window: alone, each shortening breaks the cached prefix only to put the summary off by a few calls (the
+        # offline demo billed 8 % more so). And after the summary's cut is chosen: a shorter result would let the
+        # kept tail reach back to the start of its tool round, and keep more than without it.
+        for i in superseded:
+            working[i], sizes[i] = messages[i], counts[i]
+            del edits[i]
+        layer_counts.pop("dedupe")
+        reason, held = decide(sum(sizes))
+        held_back = superseded if reason is not None else {}
     if edits and reason is None and config.prompt_cache and may_wait(before, budget):
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job; a
         # summary held back (cooldown) does not make them urgent while the request fits
@@ -243,6 +256,8 @@ def plan_compaction(
             working, sizes, edits, layer_counts = messages, counts, {}, {}
             reason, held = decide(before)
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
+    if held_back and cut is not None:
+        apply("dedupe", held_back)
 
     def left() -> int:
         """Return the tokens the request keeps once the plan is carried out (the summary's allowance included)."""
