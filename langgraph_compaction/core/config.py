@@ -242,7 +242,8 @@ class CompactionConfig(_Settings):
         True,
         description=(
             "Layer 2 also shortens a tool result superseded by a later call of the same tool with the same "
-            "arguments (never across a change of a file in between), to a marker naming the newer result."
+            "arguments (never across a change of a file in between), to a marker naming the newer result. Under "
+            "prompt_cache it waits for a summary, or for a request over the window."
         ),
     )
     context_status: bool = Field(
