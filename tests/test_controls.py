@@ -435,3 +435,20 @@ def test_the_context_status_reaches_a_create_agent_model_and_not_its_state(tmp_p
     assert len(model.statuses) == len(model.inputs) and "0 compactions so far" in model.statuses[0]
     assert any("1 compaction so far" in s for s in model.statuses)
     assert not any("Context status" in str(m.content) for m in agent.get_state(thread).values["messages"])
+
+
+def test_under_prompt_caching_a_summary_brings_the_dedupe_and_its_cut_stays_where_it_was():
+    text = "v1 " * 1_500
+    messages = [HumanMessage("Fix it.", id="h")]
+    for n in range(10):  # one file read again and again, git status after each read: over the trigger, under the window
+        messages += [*_read(n, "src/a.py", text), *_read(100 + n, "", "clean " * 300, tool="git_status")]
+    counter = TokenCounter()
+
+    def plan(**config):
+        settings = CompactionConfig(context_window=30_000, keep_tokens=6_000, **config)  # a tail of a few rounds
+        return plan_compaction(messages, counter.counts(messages), settings.resolve(), settings, counter.message)
+
+    with_dedupe, without = plan(), plan(dedupe_results=False)
+    assert with_dedupe.summarize and with_dedupe.cut == without.cut
+    kept = set(range(len(messages))) - set(with_dedupe.cut.evict)
+    assert with_dedupe.layer_counts.get("dedupe") and set(with_dedupe.edits) <= kept
