@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 
 import pytest
@@ -452,3 +453,19 @@ def test_under_prompt_caching_a_summary_brings_the_dedupe_and_its_cut_stays_wher
     assert with_dedupe.summarize and with_dedupe.cut == without.cut
     kept = set(range(len(messages))) - set(with_dedupe.cut.evict)
     assert with_dedupe.layer_counts.get("dedupe") and set(with_dedupe.edits) <= kept
+
+
+@pytest.mark.parametrize("mode", ["rewrite", "view"])
+def test_a_summary_prepared_in_the_background_brings_the_hooks_messages_too(tmp_path, mode):
+    from test_background import InstantRunner
+    from langgraph_compaction.engine.background import use_runner
+
+    hooks = Hooks("sync")
+    config = CONFIG.model_copy(update={"background": True, "mode": mode, "before_summary": hooks.before_summary, "after_compaction": hooks.after_compaction})
+    with use_runner(InstantRunner()):
+        summarizer, model, _ = asyncio.run(drive("graph nodes", config, tmp_path, "sync"))
+    assert hooks.after and all(HOOK_TEXT in p for p in summary_prompts(summarizer))
+    sent = model.inputs[-1]
+    at = next(i for i, m in enumerate(sent) if is_summary(m))
+    assert sent[at + 1].content == AGENTS_MD and is_injected(sent[at + 1])
+    assert sum(1 for m in sent if m.content == AGENTS_MD) == 1

@@ -36,7 +36,7 @@ from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
 from ..core.background import covered, cut_index, kept_tokens, prepared_problem, start_budget, swap_before_trigger, wait_limit
-from ..core.conversation import leading_systems
+from ..core.conversation import is_injected, leading_systems
 from ..core.plan import CompactionPlan
 from .effects import Run, Steps, advance, state_value
 from .events import emit_event
@@ -211,13 +211,16 @@ def _record(nodes: Any, meta: dict, side: list[dict], summary: dict, usage: dict
         return {"error": why or "no summary was made", "breakers": breakers, "usage": usage}
     if nodes.config.mode == "view":
         made = done["view"]["summary"]
+        injected = done["view"].get("after") or []
     else:
         made = next(message_to_dict(m) for m in summary["messages"] if getattr(m, "id", None) == done["summary_id"])
+        injected = [message_to_dict(m) for m in summary["messages"] if is_injected(m)]  # an after_compaction hook's
     event = next((e for e in done.get("events") or [] if e.get("stage") == "summarize" and "tokens_after" in e), {})
     return {
         **meta,
         "status": "ready",
         "summary": made,
+        "injected": injected,
         "pins": done.get("pins") or [],
         "kind": next(iter(done.get("counts") or {"summarize": 1})),
         "offload_path": done.get("offload_path"),
@@ -426,8 +429,9 @@ class BackgroundStage:
         problem = prepared_problem(record, messages, counts, keep_max)
         if problem is None:
             (summary,) = messages_from_dict([record["summary"]])
+            injected = messages_from_dict(record.get("injected") or [])
             evict_ids = set(record["evict_ids"])
-            after = self.counter.total([*messages[: leading_systems(messages)], summary]) + kept_tokens(messages, counts, record["evict_ids"])
+            after = self.counter.total([*messages[: leading_systems(messages)], summary, *injected]) + kept_tokens(messages, counts, record["evict_ids"])
             if after >= sum(counts):
                 problem = f"it would not shrink the context ({sum(counts):,} -> {after:,} tokens)"
             elif after > budget.target_tokens:
@@ -440,6 +444,7 @@ class BackgroundStage:
             messages, view, evict_ids, record.get("cutoff_id"), summary, record.get("pins") or [], record.get("kind") or "summarize",
             record.get("offload_path"), run,
             event={"event": "compaction_applied", "mode": "background", "reason": "background", "prepared_id": record.get("id"), "usage": tokens["usage"]},
+            injected=injected,
         )
         # written to the transcript now that it replaces what it covers (so recall can open it)
         recorded = yield from self._record_summary(summary, run, run.storage is not None and self.config.offload_before_compact)
