@@ -83,9 +83,9 @@ def _call_tool(call: dict) -> ToolMessage:
     return ToolMessage(tool.invoke(call["args"]), tool_call_id=call["id"], name=call["name"])
 
 
-async def drive(front: str, config: CompactionConfig, tmp_path, kind: str, requests: int = DRIVEN):
+async def drive(front: str, config: CompactionConfig, tmp_path, kind: str, requests: int = DRIVEN, model=None):
     """Drive one front for ``requests`` requests; return (summarizer, agent model, the state's messages)."""
-    summarizer, model = ScriptedModel(), ToolCallingModel()
+    summarizer, model = ScriptedModel(), model or ToolCallingModel()
     thread = {"configurable": {"thread_id": "controls"}}
     if front == "compact_messages":
         bound, history, state = model.bind_tools(TOOLS), [], None
@@ -469,3 +469,13 @@ def test_a_summary_prepared_in_the_background_brings_the_hooks_messages_too(tmp_
     at = next(i for i, m in enumerate(sent) if is_summary(m))
     assert sent[at + 1].content == AGENTS_MD and is_injected(sent[at + 1])
     assert sum(1 for m in sent if m.content == AGENTS_MD) == 1
+
+
+@pytest.mark.parametrize("front", FRONTS)
+async def test_every_front_sends_the_context_status_and_never_stores_it(tmp_path, front):
+    model = StatusReader(statuses=[])
+    config = CONFIG.model_copy(update={"context_status": True})
+    _, model, messages = await drive(front, config, tmp_path, "async", requests=10, model=model)
+    assert model.statuses and len(model.statuses) == len(model.inputs)
+    assert any("1 compaction so far" in s for s in model.statuses)
+    assert not any("Context status" in str(m.content) for m in messages)
