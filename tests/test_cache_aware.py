@@ -125,6 +125,7 @@ def _pruning_plan(prompt_cache: bool, calls: int = 1):
         trigger_messages=0,
         prune={"protect_tokens": 0, "minimum_tokens": 0},
         prompt_cache=prompt_cache,
+        working_set_tokens=0,  # the log is the file the agent read last: the working set would keep it whole
     )
     return plan_compaction(messages, counts, config.resolve(), config, counter.message)
 

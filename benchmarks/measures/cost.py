@@ -10,20 +10,31 @@ longest run of leading messages identical to the start of one of the last
 Billed, OpenAI gpt-5 pricing: uncached × 1 + cached × 0.1; Anthropic:
 uncached × 1.25 (a cache write) + cached × 0.1.
 
-The 18 real trajectories are replayed at a 60k window, the summarizer being
-the agent's model (a scripted one). Ours runs at its defaults for that
-window (trigger 40k tokens or 50 messages; under ``prompt_cache`` the kept
-tail is ``keep_tokens_min``, 2k), the anchors at the replay measure's
-budget (trigger 40k tokens or 50 messages, keep 8k). Two more rows show
-what the tail alone does: ours with the design's 8k tail, and the anchors
-with a 2k one (references, not targets). The same replay checks artifact,
-request and constraint recall after every compaction, as the fidelity
-measure does.
+The 18 real trajectories are replayed at a 60k and a 128k window, the
+summarizer being the agent's model (a scripted one). Ours runs at its
+defaults for the window (at 60k: trigger 40k tokens or 50 messages; under
+``prompt_cache`` the kept tail is ``keep_tokens_min``, 2k, and the working
+set keeps the latest read of the files in use besides), the anchors at the
+replay measure's budget (trigger 40k tokens or 50 messages, keep 8k; at 128k
+trigger 108k). More rows show what the tail and the working set do: ours with
+the 2k and the design's 8k tail, each with and without the working set, and
+the anchors with a 2k tail (references, not targets). The same replay checks
+artifact, request and constraint recall after every compaction, as the
+fidelity measure does.
+
+Working-set recall: a replay cannot see the work a real agent redoes when a
+compaction took away the file it is editing, so every edit of a file the
+agent read before is checked: is the file's latest read (its tool result,
+unshortened) in the context the model was given for that call? A miss costs
+a real agent a re-read: one more call (its context read from the cache) and
+the read's tokens billed uncached. That charge is added once per lost read
+and compaction, for every system, and the cost is reported with and without it.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -34,27 +45,47 @@ from benchmarks.anchors import ScriptedAgent, Thresholds, drive, o200k_tokens, s
 from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
+from langgraph_compaction.core.artifacts import touches
 from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, cached_prefix, common_prefix
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
+from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
+from langgraph_compaction.core.validation import anthropic_violations
 from langgraph_compaction.testing import ScriptedModel
 
 NAME = "billed_cost"
 #: Price multipliers of (uncached, cached) input tokens.
 PRICING = {"openai": (1.0, 0.1), "anthropic": (1.25, 0.1)}
 PLOT = "billed_cost.png"
-#: The table's rows: (system, thresholds, our settings). Ours at its defaults for the window; the others for comparison.
-RUNS: dict[str, tuple[str, Thresholds, Optional[CompactionConfig]]] = {
-    "ours": ("ours", THRESHOLDS, CompactionConfig(context_window=THRESHOLDS.context_window)),
-    "langchain": ("langchain", THRESHOLDS, None),
-    "langmem": ("langmem", THRESHOLDS, None),
-    "none": ("none", THRESHOLDS, None),
-    "ours, 8k tail": ("ours", THRESHOLDS, THRESHOLDS.config()),
-    "langchain, 2k tail": ("langchain", replace(THRESHOLDS, keep_tokens=2_000), None),
-    "langmem, 2k tail": ("langmem", replace(THRESHOLDS, keep_tokens=2_000), None),
-}
+WORKING_SET_PLOT = "working_set_recall.png"
+#: The windows replayed: the replay measure's 60k budget, and this package's 128k one for every system.
+WINDOWS = {"60k": THRESHOLDS, "128k": Thresholds()}
+#: Rows replayed at 60k only (references).
+SIXTY_ONLY = ("langchain, 2k tail", "langmem, 2k tail")
+
+
+def runs(thresholds: Thresholds) -> dict[str, tuple[str, Thresholds, Optional[CompactionConfig]]]:
+    """Return the table's rows at one window: (system, thresholds, our settings). Ours at its defaults first."""
+    small = replace(thresholds, keep_tokens=2_000)
+    return {
+        "ours": ("ours", thresholds, CompactionConfig(context_window=thresholds.context_window)),
+        "langchain": ("langchain", thresholds, None),
+        "langmem": ("langmem", thresholds, None),
+        "none": ("none", thresholds, None),
+        "ours, 2k tail, no working set": ("ours", thresholds, small.config(working_set_tokens=0)),
+        "ours, 2k tail + working set": ("ours", thresholds, small.config()),
+        "ours, 8k tail, no working set": ("ours", thresholds, thresholds.config(working_set_tokens=0)),
+        "ours, 8k tail": ("ours", thresholds, thresholds.config()),
+        "langchain, 2k tail": ("langchain", small, None),
+        "langmem, 2k tail": ("langmem", small, None),
+    }
+
+
+RUNS = runs(THRESHOLDS)
 #: The rows drawn and compared by the targets.
 MAIN = ("ours", "langchain", "langmem", "none")
+#: Working-set recall ours must reach at every window.
+WORKING_SET_TARGET = 0.97
 
 
 def message_key(message: BaseMessage) -> str:
@@ -95,7 +126,8 @@ class CacheLedger:
     _tokens: dict[str, int] = field(default_factory=dict)
     _last_agent: Optional[list[str]] = None
 
-    def _count(self, key: str) -> int:
+    def count(self, key: str) -> int:
+        """Return the tokens of one message key (memoised)."""
         tokens = self._tokens.get(key)
         if tokens is None:
             tokens = self._tokens[key] = o200k_tokens(key) + 4
@@ -103,7 +135,7 @@ class CacheLedger:
 
     def add(self, kind: str, messages: Sequence[BaseMessage]) -> Request:
         keys = [message_key(m) for m in messages]
-        sizes = [self._count(k) for k in keys]
+        sizes = [self.count(k) for k in keys]
         shared = cached_prefix(keys, self._recent)
         extends = kind != "agent" or self._last_agent is None or common_prefix(keys, self._last_agent) == len(self._last_agent)
         after_side = kind == "agent" and bool(self.requests) and self.requests[-1].kind == "side"
@@ -157,6 +189,47 @@ class CacheLedger:
         return repaid
 
 
+@dataclass(frozen=True)
+class WorkingSetEdit:
+    """One edit of a file the agent read before: the call whose reply makes it, and the file's latest read then."""
+
+    call: int
+    path: str
+    read: ToolMessage
+
+
+def working_set_edits(turns: Sequence[tuple[Sequence[BaseMessage], BaseMessage]]) -> list[WorkingSetEdit]:
+    """Return every edit of a file after a read of it, with that file's latest read before the call that edits.
+
+    Reads and edits are what ``artifacts.touches`` reads from the calls (verb
+    ``read``; ``edited`` or ``wrote``); ``./a.py`` and ``a.py`` are one file.
+    A read counts from its result on.
+    """
+    latest: dict[str, ToolMessage] = {}
+    reading: dict[str, list[str]] = {}  # call id -> the paths it reads, until its result arrives
+    found: list[WorkingSetEdit] = []
+    for k, (pending, reply) in enumerate(turns):
+        for m in pending:
+            if isinstance(m, ToolMessage):
+                for path in reading.pop(m.tool_call_id, ()):
+                    latest[path] = m
+        for call in tool_calls_of(reply):
+            done = touches(call.get("name") or "tool", call.get("args"))
+            for t in done:
+                path = posixpath.normpath(t.target)
+                if t.verb in ("edited", "wrote") and path in latest:
+                    found.append(WorkingSetEdit(k, path, latest[path]))
+                elif t.verb in ("deleted", "moved"):
+                    latest.pop(path, None)
+            reading[call.get("id") or ""] = [posixpath.normpath(t.target) for t in done if t.verb == "read"]
+    return found
+
+
+def read_in_view(edit: WorkingSetEdit, view: Sequence[BaseMessage]) -> bool:
+    """Return True when the edit's read is in the view whole: the same result message, content unshortened."""
+    return any(m.id == edit.read.id and isinstance(m, ToolMessage) and m.content == edit.read.content for m in view)
+
+
 class RecordingModel(ScriptedModel):
     """The scripted summarizer that also hands every request's messages to ``ledger`` as a side request."""
 
@@ -197,18 +270,35 @@ def replay(
     checks: list[dict] = []
     state = {"calls": 0, "compacted": 0}
     superseded: set = set()  # the results the agent was sent as layer 2's superseded marker
+    edits: dict[int, list[WorkingSetEdit]] = {}
+    for edit in working_set_edits(turns):
+        edits.setdefault(edit.call, []).append(edit)
+    ws = {"edits": 0, "hits": 0, "rereads": 0, "reread_context": 0, "reread_tokens": 0, "violations": 0, "over_window": 0}
+    charged: set = set()  # the reads already charged since the last compaction: a real agent re-reads once
 
     def observe(view: list[BaseMessage]) -> None:
-        ledger.add("agent", view)
+        request = ledger.add("agent", view)
         if timing is not None:
             timing.agent_call(state["calls"])
         superseded.update(m.id for m in view if isinstance(m, ToolMessage) and str(m.content).startswith(SHORTENED_OPENINGS[1]))
         present = {m.id for m in view}
         compacted = [m for m in flat[: sent_by_call[state["calls"]]] if m.id not in present]
-        state["calls"] += 1
         if len(compacted) > state["compacted"]:
             checks.append(check_context(compacted, view, budget, touched))
+            charged.clear()
         state["compacted"] = len(compacted)
+        ws["violations"] += bool(state["compacted"] and anthropic_violations(view))  # the recording's own order aside
+        ws["over_window"] += request.tokens > thresholds.context_window
+        for edit in edits.get(state["calls"], ()):
+            ws["edits"] += 1
+            if read_in_view(edit, view):
+                ws["hits"] += 1
+            elif edit.read.id not in charged:
+                charged.add(edit.read.id)
+                ws["rereads"] += 1
+                ws["reread_context"] += request.tokens  # the extra call sends the same context, from the cache
+                ws["reread_tokens"] += ledger.count(message_key(edit.read))
+        state["calls"] += 1
 
     base = scripted_summarizer()
     summarizer = RecordingModel(**{k: getattr(base, k) for k in ("latency", "summary_words", "reply")}, ledger=ledger)
@@ -223,6 +313,13 @@ def replay(
         figures[f"{kind}_found"] = sum(c[f"{kind}_found"] for c in checks)
     figures["compactions"] = len(checks)
     figures["superseded"] = len(superseded)
+    figures["ws_edits"], figures["ws_hits"], figures["rereads"] = ws["edits"], ws["hits"], ws["rereads"]
+    figures["violations"], figures["over_window"] = ws["violations"], ws["over_window"]
+    for name, (full, cached) in PRICING.items():
+        # the re-read: one more call whose context the cache serves, and the read's result billed in full
+        charge = round(cached * ws["reread_context"] + full * ws["reread_tokens"])
+        figures[f"reread_{name}"] = charge
+        figures[f"billed_{name}_reread"] = figures[f"billed_{name}"] + charge
     return figures
 
 
@@ -233,21 +330,52 @@ def _sum(per: dict, system: str) -> dict:
     totals["side_cached_ratio"] = round(totals["side_cached"] / totals["side_input"], 4) if totals["side_input"] else None
     for kind in KINDS:
         totals[f"{kind}_recall"] = round(totals[f"{kind}_found"] / totals[kind], 4) if totals[kind] else None
+    totals["ws_recall"] = round(totals["ws_hits"] / totals["ws_edits"], 4) if totals["ws_edits"] else None
     return totals
 
 
-def run(ctx) -> dict:
+def _window(ctx, label: str, thresholds: Thresholds) -> tuple[dict, dict]:
+    """Return (per trajectory, totals) of every row at one window."""
+    rows = {r: v for r, v in runs(thresholds).items() if label == "60k" or r not in SIXTY_ONLY}
     per: dict[str, dict[str, dict]] = {}
     for path in ctx.trajectories:
         per[path.stem] = {
-            row: replay(system, path, ctx.scratch_dir / f"cost-{path.stem}-{i}", thresholds, config)
-            for i, (row, (system, thresholds, config)) in enumerate(RUNS.items())
+            row: replay(system, path, ctx.scratch_dir / f"cost-{label}-{path.stem}-{i}", th, config)
+            for i, (row, (system, th, config)) in enumerate(rows.items())
         }
-    totals = {row: _sum(per, row) for row in RUNS}
+    totals = {row: _sum(per, row) for row in rows}
     none = totals["none"]
     for t in totals.values():
         for name in PRICING:
             t[f"vs_none_{name}"] = round(t[f"billed_{name}"] / max(1, none[f"billed_{name}"]), 4)
+    return per, totals
+
+
+def _window_targets(label: str, totals: dict) -> list[dict]:
+    """Return the working-set targets at one window: recall, the bill with the re-read charge, fidelity, invariants."""
+    ours = totals["ours"]
+    best = min(("langchain", "langmem"), key=lambda s: totals[s]["billed_openai_reread"])
+    targets = [
+        check(f"{label}: edits without the file's latest read in context (ours)", 1 - (ours["ws_recall"] or 1), 1 - WORKING_SET_TARGET, unit=""),
+        check(
+            f"{label}: billed (OpenAI) with the re-read charge: ours / {best} (the best anchor)",
+            ours["billed_openai_reread"] / totals[best]["billed_openai_reread"],
+            0.75,
+        ),
+    ]
+    targets += [
+        check(f"{label}: {kind} not recalled (ours)", 1 - ours[f"{kind}_recall"], 0.0, unit="")
+        for kind in KINDS
+        if ours[f"{kind}_recall"] is not None
+    ]
+    targets.append(check(f"{label}: requests over the window, ordering violations (ours)", ours["over_window"] + ours["violations"], 0, unit=""))
+    return targets
+
+
+def run(ctx) -> dict:
+    windows = {label: _window(ctx, label, thresholds) for label, thresholds in WINDOWS.items()}
+    per, totals = windows["60k"]
+    none = totals["none"]
     ours = totals["ours"]
     summaries = max(1, ours["compactions"])
     # Every message is sent uncached at least once: no compaction's uncached input is a floor U for any system.
@@ -267,19 +395,42 @@ def run(ctx) -> dict:
         ),
         check("ours: summarizer + flush input not served from the cache", 1 - (ours["side_cached_ratio"] or 0), 0.2, unit=""),
     ]
+    for label, (_, window_totals) in windows.items():
+        targets += _window_targets(label, window_totals)
     _plot(per, ctx.results_dir / PLOT)
+    _plot_working_set({label: w[0] for label, w in windows.items()}, ctx.results_dir / WORKING_SET_PLOT)
     budget = RUNS["ours"][2].resolve()
     return {
         "uncached_floor": floor,
         "billed_floor_at_hit_095": hit_floor,
         "thresholds": vars(THRESHOLDS),
-        "ours_budget": {"trigger_tokens": budget.trigger_tokens, "trigger_messages": budget.trigger_messages, "keep_tokens": budget.keep_tokens},
+        "ours_budget": {
+            "trigger_tokens": budget.trigger_tokens,
+            "trigger_messages": budget.trigger_messages,
+            "keep_tokens": budget.keep_tokens,
+            "working_set_tokens": budget.working_set_tokens,
+        },
         "cache_depth": CACHE_DEPTH,
         "totals": totals,
-        "per_trajectory": {t: {s: {k: v for k, v in f.items() if k != "billed_per_call"} for s, f in runs.items()} for t, runs in per.items()},
+        "per_trajectory": _without_series(per),
+        "windows": {
+            label: {
+                "thresholds": vars(WINDOWS[label]),
+                "working_set_tokens": runs(WINDOWS[label])["ours"][2].resolve().working_set_tokens,
+                "totals": window_totals,
+                "per_trajectory": _without_series(window_per),
+            }
+            for label, (window_per, window_totals) in windows.items()
+        },
         "plot": PLOT,
+        "working_set_plot": WORKING_SET_PLOT,
         "targets": targets,
     }
+
+
+def _without_series(per: dict) -> dict:
+    """Return the per-trajectory figures without the per-call series (kept for the plot only)."""
+    return {t: {s: {k: v for k, v in f.items() if k != "billed_per_call"} for s, f in rows.items()} for t, rows in per.items()}
 
 
 def _plot(per: dict, path) -> None:
@@ -299,6 +450,28 @@ def _plot(per: dict, path) -> None:
     totals = [sum(per[t][s]["billed_openai"] for t in per) / 1e6 for s in MAIN]
     right.bar(MAIN, totals)
     right.set(ylabel="billed, millions of token-equivalents", title=f"All {len(per)} trajectories, OpenAI pricing")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_working_set(windows: dict, path) -> None:
+    """Draw working-set recall per system, per trajectory that edits a file it read (one panel per window)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(windows), figsize=(7 * len(windows), 5), squeeze=False)
+    for ax, (label, per) in zip(axes[0], windows.items()):
+        names = [t for t in per if per[t]["none"]["ws_edits"]]
+        width = 0.8 / len(MAIN)
+        for k, system in enumerate(MAIN):
+            recall = [100 * per[t][system]["ws_hits"] / per[t][system]["ws_edits"] for t in names]
+            ax.bar([i + k * width for i in range(len(names))], recall, width, label=system)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], [t[:28] for t in names], rotation=70, fontsize=7)
+        ax.set(ylabel="edits with the file's latest read in context (%)", title=f"Working-set recall, {label} window", ylim=(0, 105))
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -356,4 +529,72 @@ that as agent input, which bills at least 0.9 × {figures['uncached_floor'] / 1e
 Billed (OpenAI) per trajectory:
 
 {table(["trajectory", *totals], per_rows)}
+{_working_set_report(figures)}"""
+
+
+def _pct(value: Optional[float]) -> str:
+    return "–" if value is None else f"{100 * value:.1f} %"
+
+
+def _working_set_report(figures: dict) -> str:
+    """Return the working-set part of the report: recall and the bill with the re-read charge, per window."""
+    windows = figures.get("windows")
+    if not windows:
+        return ""
+    parts = [
+        """
+### The working set: is the file being edited still in front of the agent?
+
+For every edit of a file the agent read before (what `artifacts.touches` reads from the calls: verb `read`, then
+`edited` or `wrote`), is the file's latest read, its tool result unshortened, in the context the model was given for
+that call? A miss costs a real agent a re-read: one more call (its context served by the cache, 0.1×) and the read's
+tokens billed uncached (1×; Anthropic 1.25×), charged once per lost read between two compactions. "with re-read" adds
+that charge to the bill; the ratio is to the cheaper anchor (LangChain's middleware or langmem) with the same charge.
 """
+    ]
+    for label, w in windows.items():
+        totals = w["totals"]
+        best = min(("langchain", "langmem"), key=lambda s: totals[s]["billed_openai_reread"])
+        rows = [
+            (
+                system,
+                f"{_pct(t['ws_recall'])} ({t['ws_hits']}/{t['ws_edits']})",
+                t["rereads"],
+                f"{t['billed_openai'] / 1e6:.2f}M",
+                f"{t['reread_openai'] / 1e6:.3f}M",
+                f"{t['billed_openai_reread'] / 1e6:.2f}M",
+                f"{t['billed_openai_reread'] / totals[best]['billed_openai_reread']:.3f}×",
+                f"{t['billed_anthropic_reread'] / 1e6:.2f}M",
+                t["compactions"],
+                t["over_window"],
+                t["violations"],
+                " / ".join(_pct(t[f"{k}_recall"]) for k in KINDS),
+            )
+            for system, t in totals.items()
+        ]
+        th = w["thresholds"]
+        parts.append(
+            f"""
+#### {label} window (trigger {th['trigger_tokens']:,} tokens or {th['trigger_messages']} messages; ours keeps a working set of up to {w['working_set_tokens']:,} tokens)
+
+{table(["system", "working-set recall (edits)", "re-reads", "billed (OpenAI)", "re-read charge", "with re-read", f"vs {best}, with re-read", "with re-read (Anthropic)", "compactions", "requests over the window", "ordering violations", "paths / changed / requests / constraints recall"], rows)}
+"""
+        )
+    per = windows["60k"]["per_trajectory"]
+    systems = list(windows["60k"]["totals"])
+    rows = [
+        (name, per[name]["none"]["ws_edits"], *(_pct(per[name][s]["ws_hits"] / per[name][s]["ws_edits"]) for s in systems))
+        for name in per
+        if per[name]["none"]["ws_edits"]
+    ]
+    parts.append(
+        f"""
+Working-set recall per trajectory that edits a file it read (60k window; the answer key is the edits column: the
+edits after a read that `artifacts.touches` finds in the recorded calls):
+
+{table(["trajectory", "edits after a read", *systems], rows)}
+
+![working-set recall per system and trajectory]({figures['working_set_plot']})
+"""
+    )
+    return "".join(parts)

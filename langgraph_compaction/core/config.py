@@ -22,6 +22,11 @@ FALLBACK_TRIGGER_TOKENS = 160_000
 SUMMARY_ALLOWANCE = 1_000
 #: The smallest kept tail a derived budget may have: the latest request and a short answer.
 MIN_KEEP_TOKENS = 250
+#: The derived working-set budget: this share of the trigger, at most ``WORKING_SET_MAX_TOKENS`` (the files an agent
+#: edits do not grow with the window, while every kept token is billed again on each call) and at most what the target
+#: leaves after the summary and the tail. Chosen from the billed-cost benchmark (docs/working-set.md).
+WORKING_SET_RATIO = 0.3
+WORKING_SET_MAX_TOKENS = 12_000
 
 TokenCounterFn = Callable[[Sequence[Any]], int]
 
@@ -119,6 +124,17 @@ class CompactionConfig(_Settings):
     keep_tokens_min: int = Field(2_000, ge=0, description="Lower bound of the derived kept tail.")
     keep_tokens_max: int = Field(8_000, ge=0, description="Upper bound of the derived kept tail.")
     keep_tokens_ratio: float = Field(0.25, gt=0, le=1, description="The derived kept tail's share of the trigger.")
+    working_set_tokens: int = Field(
+        -1,
+        ge=-1,
+        description=(
+            "Tokens of the agent's working set kept through a compaction: the latest read of each file it read "
+            "and edited recently, newest touched first, kept in the tail or right after the summary as the "
+            "messages they are; the summary names the files left out (and the stale ones) and how to get them "
+            "back. -1 derived: WORKING_SET_RATIO of the trigger, at most WORKING_SET_MAX_TOKENS and what the "
+            "target leaves after the summary and the kept tail. 0 turns it off."
+        ),
+    )
     flush_before_compact: bool = Field(True, description="Extract long-term memories before a summary.")
     offload_before_compact: bool = Field(
         True, description="Append the conversation to the transcript before anything leaves the state."
@@ -362,13 +378,20 @@ class CompactionConfig(_Settings):
             keep = min(derived[1], max(MIN_KEEP_TOKENS, int(trigger * self.target_ratio) - self._summary_tokens()))
         else:
             keep = derived[1]
+        target = int(trigger * self.target_ratio)
+        if self.working_set_tokens >= 0:
+            working_set = self.working_set_tokens
+        else:  # a share of the trigger, within what the target leaves after the summary and the tail
+            share = min(int(trigger * WORKING_SET_RATIO), WORKING_SET_MAX_TOKENS)
+            working_set = max(0, min(share, target - self._summary_tokens() - keep))
         return Budget(
             context_window=window or None,
             trigger_tokens=trigger,
             keep_tokens=keep,
+            working_set_tokens=working_set,
             keep_messages=self.keep_messages,
             trigger_messages=self.trigger_messages,
-            target_tokens=int(trigger * self.target_ratio),
+            target_tokens=target,
             min_new_tokens=trigger // 10 if self.min_new_tokens is None else self.min_new_tokens,
             messages_min_tokens=(
                 trigger // 4 if self.trigger_messages_min_tokens is None else self.trigger_messages_min_tokens
@@ -389,6 +412,8 @@ class Budget:
     keep_tokens: int
     keep_messages: int
     trigger_messages: int
+    #: Tokens of the working set a compaction keeps besides the tail (0: off).
+    working_set_tokens: int = 0
     #: At most this many tokens after a compaction (``target_ratio`` of the trigger).
     target_tokens: int = 0
     #: New tokens that must arrive after a summary before the next one (unless the window would overflow).

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from .config import SUMMARY_ALLOWANCE, Budget, CompactionConfig
 from .conversation import is_injected, is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
 from .layers import micro_compact, prune_tool_results, settled_from, superseded_results, truncate_arguments
+from .working_set import keep_working_set
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,15 @@ class Cut:
 
     ``evict`` lists the indices that leave the state (never a leading
     system message, never the latest human message, which stays in front of the
-    tail when the cut falls after it: ``kept_human``).
+    tail when the cut falls after it: ``kept_human``). ``working_set`` lists
+    the indices before the cut kept for the agent's working set
+    (``with_working_set``): they stay, right after the summary.
     """
 
     cutoff: int
     evict: tuple[int, ...]
     kept_human: Optional[int] = None
+    working_set: tuple[int, ...] = ()
 
 
 def _candidate(counts: Sequence[int], system: Sequence[bool], keep_tokens: int, keep_messages: int) -> int:
@@ -138,6 +142,24 @@ def whole_history(config: CompactionConfig, *, keep_excluded: bool = True) -> Co
     )
 
 
+def with_working_set(messages: Sequence[BaseMessage], counts: Sequence[int], cut: Cut, budget_tokens: int) -> Cut:
+    """Return the cut with the working set's rounds before it kept (``working_set.keep_working_set``), within the budget.
+
+    The rounds stay in their order, so they come right after the summary with
+    their tool-call pairing intact. A cut that would then summarize nothing
+    but earlier summaries is returned unchanged.
+    """
+    if budget_tokens <= 0:
+        return cut
+    keep = keep_working_set(messages, counts, budget_tokens, cut.evict)
+    if not keep.indices:
+        return cut
+    evict = tuple(i for i in cut.evict if i not in keep.indices)
+    if not any(not is_summary(messages[i]) for i in evict):
+        return cut
+    return replace(cut, evict=evict, working_set=tuple(sorted(keep.indices)))
+
+
 def _kept_tokens(sizes: Sequence[int], cut: Cut) -> int:
     evicted = set(cut.evict)
     return sum(s for i, s in enumerate(sizes) if i not in evicted)
@@ -191,9 +213,16 @@ def plan_compaction(
     start = 0 if overflow else min(settled, len(messages))
 
     layer_of: dict[int, str] = {}
+    working_set_tokens = budget.working_set_tokens // 2 if overflow else budget.working_set_tokens
+    protected: Optional[frozenset[int]] = None
 
     def apply(name: str, changed: dict[int, BaseMessage]) -> None:
-        nonlocal working, sizes
+        nonlocal working, sizes, protected
+        if changed and working_set_tokens > 0:
+            # layers 1-2 never shorten what the working set keeps (worked out once, only when a layer edits)
+            if protected is None:
+                protected = keep_working_set(messages, counts, working_set_tokens).indices
+            changed = {i: m for i, m in changed.items() if i not in protected}
         if changed:
             layer_counts[name] = layer_counts.get(name, 0) + len(changed)
             if not edits:  # copy on the first edit only
@@ -271,6 +300,9 @@ def plan_compaction(
     if not overflow and left() > budget.hard_limit:
         run_layers(whole_history(config, keep_excluded=False), 0)
         cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
+    if cut is not None:  # the working set, in what room the target leaves (never pushing the result over it)
+        room = budget.target_tokens - SUMMARY_ALLOWANCE - _kept_tokens(sizes, cut)
+        cut = with_working_set(working, sizes, cut, min(working_set_tokens, room))
     if edits and cut is not None and not overflow:
         kept = cache_aware_edits(edits, counts, sizes, evict=cut.evict, calls_ahead=0)
         if len(kept) < len(edits):  # evicted messages leave with the summary: editing them first buys nothing

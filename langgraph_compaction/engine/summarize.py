@@ -38,6 +38,7 @@ from ..core.summary import (
 )
 from ..core.tokens import estimate_text_tokens
 from ..core.view import kept_edits, view_record
+from ..core.working_set import working_set_note
 from .breaker import breaker_after, read_breaker
 from .effects import Run, Steps, state_value
 from .errors import is_context_overflow, overflow_figures
@@ -172,6 +173,8 @@ class SummarizeStage:
 
         path = view.get("offload_path") if offload_on else None
         note = compaction_note(evicted, sum(self.counter.counts(evicted)), path)
+        if self.config.working_set_tokens:  # the files kept after the summary, and the ones it took
+            note = "\n".join(filter(None, (note, working_set_note(messages, evict_ids))))
 
         covers = [m.id for m in evicted]
 
