@@ -168,21 +168,37 @@ COST_ROWS = {
 }
 
 
+#: Rows shown when the committed run has them (the working-set runs), after ``COST_ROWS``.
+WORKING_SET_ROWS = {
+    "langgraph-compaction, 2k tail, no working set": "ours, 2k tail, no working set",
+    "langgraph-compaction, 8k tail, no working set": "ours, 8k tail, no working set",
+}
+
+
 def cost_block() -> str:
-    """Return the billed-cost table (18 trajectories, 60k window), from the committed full run."""
+    """Return the billed-cost table (18 trajectories, 60k window), from the committed full run.
+
+    A run that measured the working set also shows its recall and the bill
+    with the re-read charge, and the tails without the working set.
+    """
     totals = _figures("billed_cost")["totals"]
+    working_set = "ws_recall" in totals["ours"]
     rows = [
         "| system | billed (OpenAI) | vs none | billed (Anthropic) | hit ratio | breaks | summarizer + flush input (cached) "
-        "| paths / changed / requests / constraints recalled |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| paths / changed / requests / constraints recalled |"
+        + (" working-set recall | billed with re-reads (OpenAI) |" if working_set else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if working_set else ""),
     ]
-    for label, key in COST_ROWS.items():
+    shown = {**COST_ROWS, **({k: v for k, v in WORKING_SET_ROWS.items() if v in totals} if working_set else {})}
+    for label, key in shown.items():
         t = totals[key]
         recall = " / ".join("–" if t[f"{k}_recall"] is None else f"{100 * t[f'{k}_recall']:.4g}" for k in ("paths", "changed", "requests", "constraints"))
         side = f"{t['side_input'] / 1e6:.2f}M ({100 * (t['side_cached_ratio'] or 0):.0f} %)" if t["side_input"] else "–"
+        ws_recall = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
+        extra = f" {ws_recall} | {t['billed_openai_reread'] / 1e6:.2f}M |" if working_set else ""
         rows.append(
             f"| {label} | {t['billed_openai'] / 1e6:.2f}M | {t['vs_none_openai']:.3f}× | {t['billed_anthropic'] / 1e6:.2f}M "
-            f"| {t['hit_ratio']:.3f} | {t['breaks']} | {side} | {recall}{' %' if t['paths_recall'] is not None else ''} |"
+            f"| {t['hit_ratio']:.3f} | {t['breaks']} | {side} | {recall}{' %' if t['paths_recall'] is not None else ''} |{extra}"
         )
     return "\n".join(rows) + "\n"
 

@@ -51,6 +51,7 @@ from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
 from langgraph_compaction.core.validation import anthropic_violations
+from langgraph_compaction.storage.transcript import load_transcript
 from langgraph_compaction.testing import ScriptedModel
 
 NAME = "billed_cost"
@@ -306,13 +307,18 @@ def replay(
         summarizer = timing.model(summarizer)
     agent = ScriptedAgent(measure=False, observe=observe)
     graph = system_graph(system, agent, summarizer, thresholds, config=config, storage=storage).compile()
-    drive(graph, agent, turns, after_turn=(lambda i, _: timing.turn_done(i)) if timing is not None else None)
+    final = drive(graph, agent, turns, after_turn=(lambda i, _: timing.turn_done(i)) if timing is not None else None)
     figures = ledger.figures()
     for kind in KINDS:
         figures[kind] = sum(c[kind] for c in checks)
         figures[f"{kind}_found"] = sum(c[f"{kind}_found"] for c in checks)
     figures["compactions"] = len(checks)
     figures["superseded"] = len(superseded)
+    # lost: messages neither in the final state nor in the transcript ours offloads them to
+    kept = {m.id for m in final.get("messages", ())}
+    if system == "ours":
+        kept |= {m.id for m in load_transcript(storage, "bench")}
+    figures["lost"] = sum(1 for m in flat if m.id not in kept)
     figures["ws_edits"], figures["ws_hits"], figures["rereads"] = ws["edits"], ws["hits"], ws["rereads"]
     figures["violations"], figures["over_window"] = ws["violations"], ws["over_window"]
     for name, (full, cached) in PRICING.items():
@@ -368,7 +374,9 @@ def _window_targets(label: str, totals: dict) -> list[dict]:
         for kind in KINDS
         if ours[f"{kind}_recall"] is not None
     ]
-    targets.append(check(f"{label}: requests over the window, ordering violations (ours)", ours["over_window"] + ours["violations"], 0, unit=""))
+    targets.append(
+        check(f"{label}: requests over the window, ordering violations, lost messages (ours)", ours["over_window"] + ours["violations"] + ours["lost"], 0, unit="")
+    )
     return targets
 
 
@@ -568,6 +576,7 @@ that charge to the bill; the ratio is to the cheaper anchor (LangChain's middlew
                 t["compactions"],
                 t["over_window"],
                 t["violations"],
+                t["lost"],
                 " / ".join(_pct(t[f"{k}_recall"]) for k in KINDS),
             )
             for system, t in totals.items()
@@ -577,7 +586,7 @@ that charge to the bill; the ratio is to the cheaper anchor (LangChain's middlew
             f"""
 #### {label} window (trigger {th['trigger_tokens']:,} tokens or {th['trigger_messages']} messages; ours keeps a working set of up to {w['working_set_tokens']:,} tokens)
 
-{table(["system", "working-set recall (edits)", "re-reads", "billed (OpenAI)", "re-read charge", "with re-read", f"vs {best}, with re-read", "with re-read (Anthropic)", "compactions", "requests over the window", "ordering violations", "paths / changed / requests / constraints recall"], rows)}
+{table(["system", "working-set recall (edits)", "re-reads", "billed (OpenAI)", "re-read charge", "with re-read", f"vs {best}, with re-read", "with re-read (Anthropic)", "compactions", "requests over the window", "ordering violations", "lost messages", "paths / changed / requests / constraints recall"], rows)}
 """
         )
     per = windows["60k"]["per_trajectory"]
