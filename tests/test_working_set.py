@@ -100,9 +100,9 @@ def test_a_read_kept_alone_must_not_break_pairing_or_open_a_non_thinking_turn():
     counts = [10] * len(messages)
     evict = [0, 1, 2, 3]
     # a kept request after it: the read is not in the turn in progress
-    assert keep_working_set(messages, counts, 1_000, evict).indices == {2, 3}
+    assert keep_working_set(messages, counts, 1_000, evict) == {2, 3}
     # nothing kept after it: it would open the turn in progress without thinking
-    assert keep_working_set(messages[:4], counts[:4], 1_000, evict).indices == frozenset()
+    assert keep_working_set(messages[:4], counts[:4], 1_000, evict) == frozenset()
 
 
 def test_layers_1_2_never_shorten_what_the_working_set_keeps():
@@ -180,7 +180,9 @@ def test_the_measure_counts_each_edit_after_a_read_against_the_view_the_model_wa
 
 
 def test_the_derived_budget_follows_the_window_and_zero_turns_it_off():
-    assert CompactionConfig(context_window=60_000).resolve().working_set_tokens == 12_000
-    assert CompactionConfig(context_window=24_000).resolve().working_set_tokens == 2_200  # what the target leaves
+    assert CompactionConfig(context_window=60_000).resolve().working_set_tokens == 6_000
+    assert CompactionConfig(context_window=128_000).resolve().working_set_tokens == 6_000  # files do not grow with the window
+    assert CompactionConfig(context_window=24_000).resolve().working_set_tokens == 1_800
+    assert CompactionConfig(context_window=40_000, keep_tokens=8_000).resolve().working_set_tokens == 1_000  # what the target leaves
     assert CompactionConfig(context_window=60_000, working_set_tokens=0).resolve().working_set_tokens == 0
     assert CompactionConfig(context_window=60_000, working_set_tokens=5_000).resolve().working_set_tokens == 5_000

@@ -25,8 +25,8 @@ MIN_KEEP_TOKENS = 250
 #: The derived working-set budget: this share of the trigger, at most ``WORKING_SET_MAX_TOKENS`` (the files an agent
 #: edits do not grow with the window, while every kept token is billed again on each call) and at most what the target
 #: leaves after the summary and the tail. Chosen from the billed-cost benchmark (docs/working-set.md).
-WORKING_SET_RATIO = 0.3
-WORKING_SET_MAX_TOKENS = 12_000
+WORKING_SET_RATIO = 0.15
+WORKING_SET_MAX_TOKENS = 6_000
 
 TokenCounterFn = Callable[[Sequence[Any]], int]
 

@@ -152,12 +152,10 @@ def with_working_set(messages: Sequence[BaseMessage], counts: Sequence[int], cut
     if budget_tokens <= 0:
         return cut
     keep = keep_working_set(messages, counts, budget_tokens, cut.evict)
-    if not keep.indices:
+    evict = tuple(i for i in cut.evict if i not in keep)
+    if not keep or not any(not is_summary(messages[i]) for i in evict):
         return cut
-    evict = tuple(i for i in cut.evict if i not in keep.indices)
-    if not any(not is_summary(messages[i]) for i in evict):
-        return cut
-    return replace(cut, evict=evict, working_set=tuple(sorted(keep.indices)))
+    return replace(cut, evict=evict, working_set=tuple(sorted(keep)))
 
 
 def _kept_tokens(sizes: Sequence[int], cut: Cut) -> int:
@@ -221,7 +219,7 @@ def plan_compaction(
         if changed and working_set_tokens > 0:
             # layers 1-2 never shorten what the working set keeps (worked out once, only when a layer edits)
             if protected is None:
-                protected = keep_working_set(messages, counts, working_set_tokens).indices
+                protected = keep_working_set(messages, counts, working_set_tokens)
             changed = {i: m for i, m in changed.items() if i not in protected}
         if changed:
             layer_counts[name] = layer_counts.get(name, 0) + len(changed)

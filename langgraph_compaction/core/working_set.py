@@ -112,28 +112,16 @@ def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
     return list(files.values())[::-1]
 
 
-@dataclass(frozen=True)
-class WorkingSetKeep:
-    """What a compaction keeps of the working set.
+def _round_keepable(messages: Sequence[BaseMessage], r: ToolRound, humans: set[int], thinking: bool) -> bool:
+    """Return True when the round can stay alone: every call answered right after it, thinking rules kept.
 
-    ``indices``: the messages that stay out of the summary for it; ``kept``:
-    the files whose latest read stays in context, in the
-    tail or kept after the summary; ``left_out``: the files whose read the
-    summary takes, newest first; ``tokens``: what the kept rounds add.
+    ``humans`` are the indices of the human messages that stay (the summary
+    comes before them all).
     """
-
-    indices: frozenset[int] = frozenset()
-    kept: tuple[WorkingFile, ...] = ()
-    left_out: tuple[WorkingFile, ...] = ()
-    tokens: int = 0
-
-
-def _round_keepable(messages: Sequence[BaseMessage], r: ToolRound, humans_after: set[int], thinking: bool) -> bool:
-    """Return True when the round can stay alone: every call answered right after it, thinking rules kept."""
     if len(r.result_indices) != len(r.call_ids) or r.result_indices != tuple(range(r.call_index + 1, r.end + 1)):
         return False
     # under extended thinking the assistant turn in progress (after the last user message) must open thinking
-    return not thinking or starts_with_thinking(messages[r.call_index]) or any(h > r.call_index for h in humans_after)
+    return not thinking or starts_with_thinking(messages[r.call_index]) or any(h > r.call_index for h in humans)
 
 
 def keep_working_set(
@@ -141,36 +129,32 @@ def keep_working_set(
     counts: Sequence[int],
     budget_tokens: int,
     evict: Optional[Sequence[int]] = None,
-    files: Optional[Sequence[WorkingFile]] = None,
-) -> WorkingSetKeep:
-    """Return which working-set rounds stay out of the summary: newest touched files first, within ``budget_tokens``.
+) -> frozenset[int]:
+    """Return the indices of the working set's reads that stay out of the summary: newest touched files first, within ``budget_tokens``.
 
-    ``evict`` are the indices the cut would summarize; a file whose rounds
-    lies outside it is kept at no cost (the tail holds it). A read that cannot
-    stay alone (``_round_keepable``) leaves its file out. With ``evict`` None
-    every message counts as evicted and no order is checked: the messages the
-    working set would keep, which layers 1-2 must not shorten.
+    ``evict`` are the indices the cut would summarize; a read that lies
+    outside it is kept at no cost (the tail holds it). A read that cannot
+    stay alone (``_round_keepable``) leaves its file out; an older file that
+    fits may still come in after a newer one that does not. With ``evict``
+    None every message counts as evicted and no order is checked: the
+    messages the working set would keep, which layers 1-2 must not shorten.
     """
-    files = working_set(messages) if files is None else files
     checking = evict is not None
     evicted = set(range(len(messages))) if evict is None else set(evict)
     thinking = checking and any(starts_with_thinking(m) for m in messages)
     humans = {i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and i not in evicted}
     chosen: set[int] = set()
-    kept: list[WorkingFile] = []
-    left_out: list[WorkingFile] = []
     used = 0
-    for f in files:
+    for f in working_set(messages):
         need = [i for i in f.indices() if i in evicted and i not in chosen]
-        fits = used + sum(counts[i] for i in need) <= budget_tokens
-        rescued = f.read_round.call_index in evicted
-        if fits and (not checking or not rescued or _round_keepable(messages, f.read_round, humans, thinking)):
-            chosen.update(need)
-            used += sum(counts[i] for i in need)
-            kept.append(f)
-        else:
-            left_out.append(f)
-    return WorkingSetKeep(frozenset(chosen), tuple(kept), tuple(left_out), used)
+        cost = sum(counts[i] for i in need)
+        if used + cost > budget_tokens:
+            continue
+        if checking and need and not _round_keepable(messages, f.read_round, humans, thinking):
+            continue
+        chosen.update(need)
+        used += cost
+    return frozenset(chosen)
 
 
 def working_set_note(messages: Sequence[BaseMessage], evict_ids: set) -> str:
