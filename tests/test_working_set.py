@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -186,3 +189,16 @@ def test_the_derived_budget_follows_the_window_and_zero_turns_it_off():
     assert CompactionConfig(context_window=40_000, keep_tokens=8_000).resolve().working_set_tokens == 1_000  # what the target leaves
     assert CompactionConfig(context_window=60_000, working_set_tokens=0).resolve().working_set_tokens == 0
     assert CompactionConfig(context_window=60_000, working_set_tokens=5_000).resolve().working_set_tokens == 5_000
+
+
+def test_the_python_blocks_of_the_working_set_page_run_as_written(capsys):
+    page = (Path(__file__).resolve().parents[1] / "docs" / "working-set.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/working-set.md", "exec"), {})
+        printed = capsys.readouterr().out.splitlines()
+        # each block says what it prints in its comments
+        shown = [line[2:] for line in block.splitlines() if line.startswith("# ")]
+        shown += [line.split("# ", 1)[1] for line in block.splitlines() if line.startswith("print(") and "# " in line]
+        assert printed == shown

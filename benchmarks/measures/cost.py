@@ -477,9 +477,10 @@ def _plot_working_set(windows: dict, path) -> None:
         for k, system in enumerate(MAIN):
             recall = [100 * per[t][system]["ws_hits"] / per[t][system]["ws_edits"] for t in names]
             ax.bar([i + k * width for i in range(len(names))], recall, width, label=system)
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], [t[:28] for t in names], rotation=70, fontsize=7)
+        shown = [t if len(t) <= 30 else f"{t[:14]}…{t[-15:]}" for t in names]
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], shown, rotation=70, fontsize=7)
         ax.set(ylabel="edits with the file's latest read in context (%)", title=f"Working-set recall, {label} window", ylim=(0, 105))
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
