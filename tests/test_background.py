@@ -480,3 +480,20 @@ def test_random_conversations_compacted_in_the_background_break_no_invariant():
         for name, found in run_background_example(random.Random(seed)).items():
             problems.setdefault(name, []).extend(f"seed {seed}: {p}" for p in found)
     assert {name: found for name, found in problems.items() if found} == {}
+
+
+def test_deepagents_with_ours_in_the_background_compacts_the_agent_and_its_subagent(tmp_path, events):
+    from deepagents import create_deep_agent
+
+    # every 4th request goes to the general-purpose subagent, which makes 6 tool rounds: over the trigger on its own
+    model = ToolCallingModel(delegate="task", subtask_rounds=6)
+    with use_runner(InstantRunner()):
+        compaction = CompactionMiddleware(model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, name="SummarizationMiddleware")
+        agent = create_deep_agent(model=model, tools=TOOLS, middleware=[compaction], checkpointer=InMemorySaver())
+        session = _session(agent, model, "deep")
+    state = agent.get_state({"configurable": {"thread_id": "deep"}}).values
+    assert session.problems == [] and session.peak <= WINDOW
+    assert session.lost(state["messages"], tmp_path, "deep") == []
+    assert ("compaction_applied", "background") in _kinds(events())
+    # the subagent compacted its own history too
+    assert any(any(is_summary(m) for m in runs[-1]) for runs in session.subtasks.values())
