@@ -214,12 +214,10 @@ class GateStage:
             compaction[RUN_THREAD] = run.thread_id
         if plan.summarize and not applied and (not background or blocked):
             cut = plan.cut
-            # streamed, not kept, like the lifecycle events: its summarize event (compaction_applied) is kept
-            started = {"event": "compaction_started", "mode": "blocking", "tokens_before": plan.tokens_after_layers, "usage": {}}
-            emit_event({"stage": "gate", **started, **({"why": blocked} if background else {})})
-            # streamed, not kept: a UI shows "compacting..." until the summarize stage ends
+            # streamed, not kept: a UI shows "compacting..." until the summarize stage ends (compaction_applied, kept)
+            started = {"event": "compaction_started", "mode": "blocking", "usage": {}, **({"why": blocked} if background else {})}
             emit_event({"stage": "lifecycle", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
-                   "tokens_after_layers": plan.tokens_after_layers, "evict": len(cut.evict)})
+                   "tokens_after_layers": plan.tokens_after_layers, "evict": len(cut.evict), **started})
             compaction["pending"] = {
                 "reason": plan.reason,
                 "evict_ids": [messages[i].id for i in cut.evict],
