@@ -92,3 +92,22 @@ def test_a_subagent_of_your_own_takes_ours_in_its_middleware(tmp_path, deepagent
     assert all("You check modules in depth." in runs[0][0].content for runs in session.subtasks.values())  # the researcher ran
     assert session.problems == []
     assert session.lost(agent.get_state(config).values["messages"], tmp_path, "own") == []
+
+
+def test_a_role_text_pair_without_an_id_is_compacted_like_a_message(tmp_path):
+    # deepagents' messages channel adds no ids: a ("user", text) pair reaches the middleware with id None
+    model = ToolCallingModel()
+    compaction = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware")
+    agent = create_deep_agent(model=model, tools=TOOLS, middleware=[compaction], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "pairs"}}
+    for n in range(REQUESTS):
+        agent.invoke({"messages": [("user", request(n).content)]}, config)
+
+    state = agent.get_state(config).values
+    assert all(m.id for m in state["messages"])
+    assert state["compaction"]["counts"].get("summarize", 0) >= 1
+    assert not [e for e in state["compaction"].get("events", []) if e.get("error")]
+    # the requests are all still somewhere: the state or the thread's transcript
+    from langgraph_compaction import load_transcript
+    kept = {m.content for m in state["messages"]} | {m.content for m in load_transcript(tmp_path, "pairs")}
+    assert {request(n).content for n in range(REQUESTS)} <= kept

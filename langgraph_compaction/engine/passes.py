@@ -14,9 +14,13 @@ import asyncio
 import contextvars
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generator
+from typing import Any, Generator, Sequence
 
-from langgraph.graph.message import add_messages
+from langchain_core.messages import BaseMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+
+from ..storage import message_records
+from ..storage.codec import encode, revision
 
 from .effects import Run, state_value
 from .flush import FLUSH
@@ -47,6 +51,38 @@ def apply_update(state: Any, update: dict) -> Any:
     if update.get("compaction"):
         values["compaction"] = merge_compaction(state_value(state, "compaction"), update["compaction"])
     return replaced_state(state, **values) if values else state
+
+
+def stable_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return the messages, each one without an id given one derived from its place and its content.
+
+    An app that keeps its history without ids (OpenAI-style dicts) and passes
+    it again at each call gets the same ids each time, so what was offloaded
+    and summarized is recognized: ``msg-<index>-<hash of the message>``.
+    """
+    out = []
+    for i, message in enumerate(messages):
+        if message.id is None:
+            digest = revision(encode(message_records([message])[0]))  # the transcript's own content hash
+            message = message.model_copy(update={"id": f"msg-{i}-{digest}"})
+        out.append(message)
+    return out
+
+
+def with_message_ids(state: Any) -> tuple[Any, list]:
+    """Return the state with an id on every message, and the writes that put those ids in the graph's state.
+
+    A channel that adds no ids (deepagents' messages channel, given a
+    ``("user", text)`` pair) hands the fronts id-less messages, which can be
+    neither offloaded once nor removed. The writes (remove all, then the same
+    messages with their ids) come before the pass's own, for ``add_messages``
+    and deepagents' reducer alike; none when every message has an id.
+    """
+    messages = list(state_value(state, "messages") or [])
+    if all(getattr(m, "id", None) is not None for m in messages):
+        return state, []
+    messages = stable_ids(messages)
+    return replaced_state(state, messages=messages), [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
 
 
 def update_delta(updates: list[dict]) -> dict:

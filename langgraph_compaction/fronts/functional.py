@@ -19,10 +19,9 @@ from langgraph.graph.message import add_messages
 
 from ..core.config import CompactionConfig
 from ..engine import PassResult, arun_pass, run_pass
+from ..engine.passes import stable_ids
 from ..engine.nodes import CompactionNodes
 from ..engine.state import read_compaction
-from ..storage import message_records
-from ..storage.codec import encode, revision
 
 
 @dataclass
@@ -39,22 +38,6 @@ class CompactionResult:
     state: dict
     events: list[dict]
     view: list[BaseMessage]
-
-
-def stable_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """Return the messages, each one without an id given one derived from its place and its content.
-
-    An app that keeps its history without ids (OpenAI-style dicts) and passes
-    it again at each call gets the same ids each time, so what was offloaded
-    and summarized is recognized: ``msg-<index>-<hash of the message>``.
-    """
-    out = []
-    for i, message in enumerate(messages):
-        if message.id is None:
-            digest = revision(encode(message_records([message])[0]))  # the transcript's own content hash
-            message = message.model_copy(update={"id": f"msg-{i}-{digest}"})
-        out.append(message)
-    return out
 
 
 def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **settings: Any):

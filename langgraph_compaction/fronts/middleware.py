@@ -34,6 +34,7 @@ from ..engine import arun_pass, run_pass
 from ..engine.nodes import CompactionNodes
 from ..engine.nesting import check_nesting
 from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps
+from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
 from .tools import make_compaction_tools
 
@@ -48,6 +49,13 @@ class CompactionAgentState(AgentState):
     """
 
     compaction: NotRequired[Annotated[dict, PrivateStateAttr, merge_compaction]]
+
+
+def _with_writes(writes: list, update: dict) -> Optional[dict]:
+    """Return the pass's update after the writes that gave the state's messages their ids (None: nothing to write)."""
+    if writes:
+        update = {**update, "messages": [*writes, *(update.get("messages") or [])]}
+    return update or None
 
 
 def _tool_schema(tool: Any) -> Any:
@@ -116,13 +124,15 @@ class CompactionMiddleware(AgentMiddleware):
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
-        return run_pass(nodes, state, nodes._run(config, state)).update or None
+        state, writes = with_message_ids(state)
+        return _with_writes(writes, run_pass(nodes, state, nodes._run(config, state)).update)
 
     async def abefore_model(self, state: Any, runtime: Any) -> Optional[dict]:
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
-        return (await arun_pass(nodes, state, nodes._run(config, state))).update or None
+        state, writes = with_message_ids(state)
+        return _with_writes(writes, (await arun_pass(nodes, state, nodes._run(config, state))).update)
 
     # -- around the model call
     def _count_request(self, request: ModelRequest, nodes: CompactionNodes, counted: list) -> None:
