@@ -418,7 +418,7 @@ def test_a_thread_of_the_earlier_default_state_goes_on_under_todays(kind, tmp_pa
     backend = Backend(kind, tmp_path, postgres_for(kind))
     context, config = run_context
     events: list[dict] = []
-    for schema, turns in ((DeltaState, range(0, 3)), (None, range(3, 6))):
+    for schema, turns in ((DeltaState, range(0, 3)), (None, range(3, 5))):
         with backend.open() as (saver, store):
             graph = _graph(saver, store, **({"state_schema": schema} if schema else {}))
             for turn in turns:
