@@ -60,12 +60,14 @@ def _session(reads: int, filler_calls: int) -> list:
 
 def _plan(messages, **settings):
     counter = TokenCounter()
-    config = CompactionConfig(context_window=60_000, trigger_tokens=6_000, keep_tokens=1_000, trigger_messages=0, **settings)
+    config = CompactionConfig(
+        context_window=60_000, trigger_tokens=8_000, keep_tokens=1_000, trigger_messages=0, fidelity={"request_tokens": 500}, **settings
+    )
     return plan_compaction(messages, counter.counts(messages), config.resolve(), config, counter.message), counter
 
 
 def test_the_cut_keeps_the_latest_read_of_each_working_file_with_its_call_in_an_order_providers_accept():
-    messages = _session(reads=2, filler_calls=12)
+    messages = _session(reads=2, filler_calls=20)
     plan, _ = _plan(messages, working_set_tokens=3_000)
     assert plan.summarize
     kept = [messages[i].id for i in plan.cut.working_set]
@@ -81,7 +83,7 @@ def test_the_cut_keeps_the_latest_read_of_each_working_file_with_its_call_in_an_
 
 
 def test_over_the_budget_the_most_recently_touched_files_win_and_the_summary_names_the_others():
-    messages = _session(reads=3, filler_calls=12)
+    messages = _session(reads=3, filler_calls=20)
     counter = TokenCounter()
     one_read = sum(counter.counts(messages[2:4]))
     plan, _ = _plan(messages, working_set_tokens=one_read + 10)

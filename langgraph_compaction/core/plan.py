@@ -299,7 +299,8 @@ def plan_compaction(
         run_layers(whole_history(config, keep_excluded=False), 0)
         cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
     if cut is not None:  # the working set, in what room the target leaves (never pushing the result over it)
-        room = budget.target_tokens - SUMMARY_ALLOWANCE - _kept_tokens(sizes, cut)
+        summary = SUMMARY_ALLOWANCE + config.fidelity.request_tokens  # the summary quotes requests besides its text
+        room = budget.target_tokens - summary - _kept_tokens(sizes, cut)
         cut = with_working_set(working, sizes, cut, min(working_set_tokens, room))
     if edits and cut is not None and not overflow:
         kept = cache_aware_edits(edits, counts, sizes, evict=cut.evict, calls_ahead=0)

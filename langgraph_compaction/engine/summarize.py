@@ -173,7 +173,7 @@ class SummarizeStage:
 
         path = view.get("offload_path") if offload_on else None
         note = compaction_note(evicted, sum(self.counter.counts(evicted)), path)
-        if self.config.working_set_tokens:  # the files kept after the summary, and the ones it took
+        if run.budget.working_set_tokens:  # the files kept after the summary, and the ones it took
             note = "\n".join(filter(None, (note, working_set_note(messages, evict_ids))))
 
         covers = [m.id for m in evicted]
