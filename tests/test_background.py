@@ -61,6 +61,8 @@ class InstantRunner(Runner):
             future.set_exception(exc)
         job.future = future
 
+    start_async = start_sync  # an async front's job too: what the gate sees next is decided, not timed
+
 
 class HeldRunner(InstantRunner):
     """Runs each job at once but reports it in progress until ``release()``."""
@@ -119,16 +121,16 @@ def _history() -> list:
 
 def test_a_prepared_summary_applies_only_while_what_it_covers_is_unchanged():
     messages = _history()
-    counts = [10, 10, 20, 100, 10, 10]
     record = {"covered": [[m.id, message_digest(m)] for m in messages[1:4]], "cutoff_id": "h2"}
-    assert prepared_problem(record, messages, counts, keep_tokens_max=100) is None
+    assert prepared_problem(record, messages) is None
 
     edited = [*messages[:3], messages[3].model_copy(update={"content": "y" * 400}), *messages[4:]]
-    assert "t1 it covers has changed" in prepared_problem(record, edited, counts)
-    assert "no longer in the history" in prepared_problem(record, [messages[0], *messages[2:]], counts[1:])
-    assert "the tail after its cut is 20 tokens" in prepared_problem(record, messages, counts, keep_tokens_max=10)
+    assert "t1 it covers has changed" in prepared_problem(record, edited)
+    assert "no longer in the history" in prepared_problem(record, [messages[0], *messages[2:]])
+    grown = [*messages, AIMessage("more work " * 500, id="a3")]
+    assert prepared_problem(record, grown) is None  # a long tail is no reason: what it covers is unchanged
     latest = {**record, "covered": [[m.id, message_digest(m)] for m in messages[1:5]], "cutoff_id": "a2"}
-    assert prepared_problem(latest, messages, counts) == "the latest request is among the messages it covers"
+    assert prepared_problem(latest, messages) == "the latest request is among the messages it covers"
 
 
 def test_the_digest_is_the_same_in_every_process_and_sees_every_field():
@@ -227,6 +229,35 @@ def test_update_state_on_a_covered_message_discards_the_prepared_summary_and_wri
     assert [p for p in session.lost(state["messages"], tmp_path, "edited") if edited["id"] not in p] == []  # the edit aside
     bullets = parse_bullets("".join(p.read_text() for p in tmp_path.rglob("memory/*.md")))
     assert len(bullets) == len(set(bullets))  # the discarded summary's memory answer was never written
+
+
+def test_a_prepared_summary_outgrown_by_its_tail_is_still_applied_not_wasted(tmp_path, events):
+    """The agent adds more than keep_tokens_max while the summary is made: it is applied all the same, never paid for twice."""
+    model = ToolCallingModel()
+    runner = HeldRunner()
+    held = {}
+
+    def before(n, config):  # the job is held for two requests (about 4,000 tokens, twice keep_tokens_max) after it starts
+        started = [e for e in events() if e["event"] == "compaction_started"]
+        if started and not held:
+            held["at"], held["id"] = n, started[0]["prepared_id"]
+        if held and n == held["at"] + 2:
+            runner.release()
+
+    config = CompactionConfig(context_window=WINDOW, background=True, keep_tokens_min=2_000, keep_tokens_max=2_000)
+    with use_runner(runner):
+        graph = _graph(model, tmp_path, config)
+        session = _session(graph, model, "outgrown", requests=12, before=before)
+
+    assert held
+    applied = [e for e in events() if e["event"] == "compaction_applied"]
+    assert applied[0]["mode"] == "background" and applied[0]["prepared_id"] == held["id"]
+    assert [e for e in events() if e["event"] == "compaction_discarded"] == []
+    assert ("compaction_started", "blocking") not in _kinds(events())
+    state = graph.get_state({"configurable": {"thread_id": "outgrown"}}).values
+    assert session.problems == [] and session.lost(state["messages"], tmp_path, "outgrown") == []
+    bullets = parse_bullets("".join(p.read_text() for p in tmp_path.rglob("memory/*.md")))
+    assert bullets and len(bullets) == len(set(bullets))
 
 
 def test_a_ready_summary_is_checkpointed_and_another_worker_applies_it(tmp_path, events):

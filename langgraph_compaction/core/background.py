@@ -4,8 +4,11 @@ A summary prepared in the background covers the messages before its cut as
 they were when it started. It may replace them only if they are unchanged
 (same ids, same content, same order: ``message_digest`` is stable across
 processes, so another worker can check it), the latest request is not among
-them, and what arrived after the cut (the tail) is within
-``keep_tokens_max``. Pure functions; nothing here imports langgraph.
+them. What arrived after the cut (the tail) may have outgrown
+``keep_tokens_max`` while the summary was made: the summary is still applied
+(its work is not wasted), as long as the result is within the target; the
+next compaction, chained on it, takes the tail. Pure functions; nothing here
+imports langgraph.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def start_budget(budget: Budget, start: float = 1.0) -> Budget:
     splits the newest tool round and keeps the latest request): what the
     agent adds while the summary is prepared refills it, so the tail at the
     swap is about the one a blocking compaction keeps, not that plus the
-    growth (see ``prepared_problem``'s ``keep_tokens_max``).
+    growth (see ``swap_before_trigger``).
     """
     return replace(
         budget,
@@ -80,6 +83,14 @@ def kept_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], evict_id
     return sum(c for i, (m, c) in enumerate(zip(messages, counts)) if i >= lead and m.id not in gone)
 
 
+def kept_over_target(record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], target_tokens: int) -> Optional[str]:
+    """Return why a summary being prepared can no longer apply: what it leaves beside itself is already over the target (None: it may)."""
+    kept = kept_tokens(messages, counts, record.get("evict_ids") or [])
+    if kept > target_tokens:
+        return f"what it leaves beside itself is {kept:,} tokens, over the target of {target_tokens:,}"
+    return None
+
+
 def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_id: Optional[str]) -> int:
     """Return the tokens of the tail: what arrived after a summary's cut (0 when the cut point is gone)."""
     end = cut_index(messages, cutoff_id)
@@ -96,15 +107,14 @@ def swap_before_trigger(record: dict[str, Any], messages: Sequence[BaseMessage],
     return tail_tokens(messages, counts, record.get("cutoff_id")) + sum(counts[turn:]) > keep_tokens_max
 
 
-def prepared_problem(
-    record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens_max: Optional[int] = None
-) -> Optional[str]:
+def prepared_problem(record: dict[str, Any], messages: Sequence[BaseMessage]) -> Optional[str]:
     """Return why a prepared summary may not replace its messages now (None: it may).
 
     It may not when a message it covers is gone, changed or moved
     (``update_state``, time travel, a fork, another worker's compaction), when
-    its cut point is gone, when the latest request is among them, or (with
-    ``keep_tokens_max``) when the tail after its cut has grown past it.
+    its cut point is gone, or when the latest request is among them. A tail
+    grown past ``keep_tokens_max`` is no reason: the summary of what it covers
+    is as good as it was, and the swap's target check bounds the result.
     """
     entries = record.get("covered") or []
     if not entries:
@@ -127,8 +137,4 @@ def prepared_problem(
     ids = {message_id for message_id, _ in entries}
     if latest is not None and messages[latest].id in ids:
         return "the latest request is among the messages it covers"
-    if keep_tokens_max is not None:
-        tail = tail_tokens(messages, counts, record.get("cutoff_id"))
-        if tail > keep_tokens_max:
-            return f"the tail after its cut is {tail:,} tokens, over keep_tokens_max ({keep_tokens_max:,})"
     return None

@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from ..core.background import covered, cut_index, kept_tokens, prepared_problem, start_budget, swap_before_trigger, wait_limit
+from ..core.background import covered, cut_index, kept_over_target, kept_tokens, prepared_problem, start_budget, swap_before_trigger, wait_limit
 from ..core.conversation import is_injected, leading_systems
 from ..core.plan import CompactionPlan
 from .effects import Run, Steps, advance, state_value
@@ -291,10 +291,10 @@ class BackgroundStage:
         events: list[dict] = []
         record = view.get("prepared") if isinstance(view.get("prepared"), dict) else None
         if job is not None and job.done():
-            record, harvested = self._harvest(job, record, messages, counts, events)
+            record, harvested = self._harvest(job, record, messages, events)
             update.update(harvested)
         keep_max = max(self.config.keep_tokens_max, budget.keep_tokens)
-        swap = lambda record: self._swap(record, messages, counts, view, run, budget, keep_max, update, events)  # noqa: E731
+        swap = lambda record: self._swap(record, messages, counts, view, run, budget, update, events)  # noqa: E731
         if not plan.summarize and record is not None and swap_before_trigger(record, messages, counts, keep_max):
             if swapped := (yield from swap(record)):
                 return swapped
@@ -314,7 +314,9 @@ class BackgroundStage:
                 return swapped
         fits = plan.tokens_after_layers < wait_limit(budget)
         job = _job(key)
-        problem = prepared_problem(job.meta, messages, counts, keep_max) if job is not None and not job.done() else None
+        problem = None
+        if job is not None and not job.done():
+            problem = prepared_problem(job.meta, messages) or kept_over_target(job.meta, messages, counts, budget.target_tokens)
         if problem is not None:  # it could not be applied once ready: start again from here, or compact now
             _drop(job)
             events.append(_event("compaction_discarded", why=problem, prepared_id=job.meta["id"], tokens_before=plan.tokens_after_layers, usage={}))
@@ -323,7 +325,7 @@ class BackgroundStage:
                 emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
                 return self._finish(update, events), None, False, None
             if (yield ("background", _Wait(job, self.config.summary_timeout), ())):
-                record, harvested = self._harvest(job, None, messages, counts, events)
+                record, harvested = self._harvest(job, None, messages, events)
                 update.update(harvested)
                 if record is not None and (swapped := (yield from swap(record))):
                     return swapped
@@ -394,7 +396,7 @@ class BackgroundStage:
         started = {"prepared_id": meta["id"], "tokens_before": plan.tokens_after_layers, "evict": len(evict_ids), "usage": {}}
         events.append(_event("compaction_started", mode="background", **started))
 
-    def _harvest(self, job: Job, record: Optional[dict], messages, counts, events: list[dict]) -> tuple[Optional[dict], dict]:
+    def _harvest(self, job: Job, record: Optional[dict], messages, events: list[dict]) -> tuple[Optional[dict], dict]:
         """Return the ready record (the state's or the job's) and the ``compaction`` update of a finished job."""
         _drop(job)
         outcome = job.outcome()
@@ -404,8 +406,8 @@ class BackgroundStage:
         if "error" in outcome:
             events.append(_event("compaction_discarded", why=outcome["error"], **tokens))
             return record, update
-        problem = prepared_problem(outcome, messages, counts)
-        if problem is None and record is not None and prepared_problem(record, messages, counts) is None:
+        problem = prepared_problem(outcome, messages)
+        if problem is None and record is not None and prepared_problem(record, messages) is None:
             problem = "a summary prepared elsewhere is ready already"
         if problem is not None:
             events.append(_event("compaction_discarded", why=problem, **tokens))
@@ -414,19 +416,19 @@ class BackgroundStage:
         events.append(_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))
         return outcome, update
 
-    def _swap(self, record: dict, messages, counts, view, run: Run, budget: Any, keep_max: int, update: dict, events: list[dict]) -> Steps:
+    def _swap(self, record: dict, messages, counts, view, run: Run, budget: Any, update: dict, events: list[dict]) -> Steps:
         """Yield the swap of a ready summary; return the gate's (update, messages, applied, blocked), or None (it was discarded)."""
-        applied = yield from self._apply(record, messages, counts, view, run, budget, keep_max, events)
+        applied = yield from self._apply(record, messages, counts, view, run, budget, events)
         if applied is None:
             update["prepared"] = None
             return None
         compaction, written = applied
         return self._finish({**update, **compaction}, events), written, True, None
 
-    def _apply(self, record: dict, messages, counts, view: dict, run: Run, budget: Any, keep_max: int, events: list[dict]) -> Steps:
+    def _apply(self, record: dict, messages, counts, view: dict, run: Run, budget: Any, events: list[dict]) -> Steps:
         """Yield the ledger write of a ready summary and return its (``compaction``, messages) update, or None when it may not apply."""
         tokens = {"prepared_id": record.get("id"), "tokens_before": sum(counts), "usage": record.get("usage") or {}}
-        problem = prepared_problem(record, messages, counts, keep_max)
+        problem = prepared_problem(record, messages)
         if problem is None:
             (summary,) = messages_from_dict([record["summary"]])
             injected = messages_from_dict(record.get("injected") or [])
