@@ -83,14 +83,6 @@ def kept_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], evict_id
     return sum(c for i, (m, c) in enumerate(zip(messages, counts)) if i >= lead and m.id not in gone)
 
 
-def kept_over_target(record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], target_tokens: int) -> Optional[str]:
-    """Return why a summary being prepared can no longer apply: what it leaves beside itself is already over the target (None: it may)."""
-    kept = kept_tokens(messages, counts, record.get("evict_ids") or [])
-    if kept > target_tokens:
-        return f"what it leaves beside itself is {kept:,} tokens, over the target of {target_tokens:,}"
-    return None
-
-
 def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_id: Optional[str]) -> int:
     """Return the tokens of the tail: what arrived after a summary's cut (0 when the cut point is gone)."""
     end = cut_index(messages, cutoff_id)

@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from ..core.background import covered, cut_index, kept_over_target, kept_tokens, prepared_problem, start_budget, swap_before_trigger, wait_limit
+from ..core.background import covered, cut_index, kept_tokens, prepared_problem, start_budget, swap_before_trigger, wait_limit
 from ..core.conversation import is_injected, leading_systems
 from ..core.plan import CompactionPlan
 from .effects import Run, Steps, advance, state_value
@@ -314,10 +314,8 @@ class BackgroundStage:
                 return swapped
         fits = plan.tokens_after_layers < wait_limit(budget)
         job = _job(key)
-        problem = None
-        if job is not None and not job.done():
-            problem = prepared_problem(job.meta, messages) or kept_over_target(job.meta, messages, counts, budget.target_tokens)
-        if problem is not None:  # it could not be applied once ready: start again from here, or compact now
+        problem = prepared_problem(job.meta, messages) if job is not None and not job.done() else None
+        if problem is not None:  # what it covers changed: it could not be applied once ready; start again from here, or compact now
             _drop(job)
             events.append(_event("compaction_discarded", why=problem, prepared_id=job.meta["id"], tokens_before=plan.tokens_after_layers, usage={}))
         elif job is not None and not job.done():
