@@ -93,7 +93,8 @@ def swap_before_trigger(record: dict[str, Any], messages: Sequence[BaseMessage],
     """Return True when a ready summary should be applied now, before the trigger: one more turn would push its tail past ``keep_tokens_max``.
 
     A turn is what the newest model call added (its reply and the tool
-    results after it); applying later would only discard the summary.
+    results after it); applying later would only lengthen the tail it
+    leaves (a tail already past it: applied as soon as it is ready).
     """
     turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
     return tail_tokens(messages, counts, record.get("cutoff_id")) + sum(counts[turn:]) > keep_tokens_max
