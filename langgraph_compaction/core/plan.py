@@ -231,14 +231,19 @@ def plan_compaction(
             edits[i] = m
             layer_of[i] = name
 
-    def run_layers(cfg: CompactionConfig, first: int) -> None:
+    # Under prompt caching, superseded results wait for a summary (or a request that would not fit the window):
+    # alone, each shortening breaks the cached prefix only to put the summary off by a few calls (the offline demo
+    # billed 8 % more so). They are found only once a summary is due, so an idle call never looks for them.
+    dedupe_waits = config.prompt_cache and not overflow and before < budget.hard_limit
+
+    def run_layers(cfg: CompactionConfig, first: int, dedupe: bool = True) -> None:
         apply("truncate", truncate_arguments(working, sum(sizes), cfg.truncate_args, start=first))
-        if cfg.dedupe_results:  # the whole history: a new call can supersede a result layers 1-2 had settled
+        if dedupe and cfg.dedupe_results:  # the whole history: a new call can supersede a result layers 1-2 had settled
             apply("dedupe", superseded_results(working))
         apply("prune", prune_tool_results(working, sizes, cfg.prune, start=first))
         apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools, start=first))
 
-    run_layers(config, start)
+    run_layers(config, start, dedupe=not dedupe_waits)
     conversation = len(working) - leading_systems(working)
 
     def decide(after: int) -> tuple[Optional[str], Optional[str]]:
@@ -262,19 +267,6 @@ def plan_compaction(
         return reason, None
 
     reason, held = decide(sum(sizes))
-    superseded = {i: m for i, m in edits.items() if layer_of[i] == "dedupe"}
-    held_back: dict[int, BaseMessage] = {}
-    if superseded and config.prompt_cache and not overflow and before < budget.hard_limit:
-        # Superseded results are shortened together with a summary, or when the request would not fit the
-        # window: alone, each shortening breaks the cached prefix only to put the summary off by a few calls (the
-        # offline demo billed 8 % more so). And after the summary's cut is chosen: a shorter result would let the
-        # kept tail reach back to the start of its tool round, and keep more than without it.
-        for i in superseded:
-            working[i], sizes[i] = messages[i], counts[i]
-            del edits[i]
-        layer_counts.pop("dedupe")
-        reason, held = decide(sum(sizes))
-        held_back = superseded if reason is not None else {}
     if edits and reason is None and config.prompt_cache and may_wait(before, budget):
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job; a
         # summary held back (cooldown) does not make them urgent while the request fits
@@ -283,8 +275,10 @@ def plan_compaction(
             working, sizes, edits, layer_counts = messages, counts, {}, {}
             reason, held = decide(before)
     cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
-    if held_back and cut is not None:
-        apply("dedupe", held_back)
+    if dedupe_waits and cut is not None and config.dedupe_results:
+        # after the summary's cut is chosen: a shorter result would let the kept tail reach back to the start of
+        # its tool round, and keep more than without it
+        apply("dedupe", superseded_results(working))
 
     def left() -> int:
         """Return the tokens the request keeps once the plan is carried out (the summary's allowance included)."""
