@@ -25,15 +25,13 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
-from fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
+from fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langgraph_compaction import (
     CompactionConfig,
     CompactionMiddleware,
     CompactionState,
     acompact_messages,
-    add_compaction,
     compact_messages,
     is_summary,
     load_transcript,
@@ -164,14 +162,7 @@ def _session(agent, model, thread: str, requests: int = REQUESTS, before=None) -
 
 def agent_graph(model, summarizer, config, storage, checkpointer):
     """Return the agent <-> tools loop with compaction in front of the agent, compiled with ``checkpointer``."""
-    bound = model.bind_tools(TOOLS)
-    builder = StateGraph(CompactionState)
-    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
-    builder.add_node("tools", ToolNode(TOOLS))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
-    builder.add_edge("tools", "agent")
-    add_compaction(builder, before="agent", model=summarizer, config=config, storage=storage, agent_model=bound)
+    builder = edge_builder(model, storage, config, summarizer)
     return builder.compile(checkpointer=checkpointer if checkpointer is not False else None)
 
 
