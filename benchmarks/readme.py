@@ -162,7 +162,7 @@ COST_ROWS = {
     "LangChain middleware": "langchain",
     "langmem": "langmem",
     "no compaction (past the window)": "none",
-    "langgraph-compaction, the design's 8k tail": "ours, 8k tail",
+    "langgraph-compaction, the design's 8k tail and the working set": "ours, 8k tail",
     "LangChain middleware, 2k tail": "langchain, 2k tail",
     "langmem, 2k tail": "langmem, 2k tail",
 }
@@ -278,16 +278,17 @@ def headline_block() -> str:
     sqlite = checkpoints["sqlite"]
     rows = [
         "| system | billed input tokens, 18 trajectories | paths / requests kept after compaction "
-        f"| SQLite checkpoints after {checkpoints['turns']} turns |",
-        "|---|---:|---:|---:|",
+        f"| edits with the file's latest read in context | SQLite checkpoints after {checkpoints['turns']} turns |",
+        "|---|---:|---:|---:|---:|",
     ]
     for label, key in HEADLINE_ROWS.items():
         t = totals[key]
         recall = "–" if t["paths_recall"] is None else f"{100 * t['paths_recall']:.0f} % / {100 * t['requests_recall']:.0f} %"
+        working_set = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
         size = sqlite[key][max(sqlite[key], key=int)] if sqlite else None
         rows.append(
             f"| {label} | {t['billed_openai'] / 1e6:.2f}M ({t['billed_openai'] / totals['ours']['billed_openai']:.2f}×) "
-            f"| {recall} | {'–' if size is None else f'{size / 1e6:,.1f} MB'} |"
+            f"| {recall} | {working_set} | {'–' if size is None else f'{size / 1e6:,.1f} MB'} |"
         )
     results = json.loads(RESULTS.read_text(encoding="utf-8"))
     targets = [t for m in results["measures"] for t in m.get("figures", {}).get("targets", [])]

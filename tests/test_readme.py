@@ -36,7 +36,11 @@ def test_the_readme_is_read_in_five_minutes():
     titles = re.findall(r"^## (.+)$", TEXT, re.MULTILINE)
     assert titles == ["Set-up", "Add it to your agent", "Guarantees", "How it compares", "Documentation"]
     assert len(re.findall(r"^\d\. \*\*", _section("Guarantees"), re.MULTILINE)) == 5
-    assert len(re.findall(r"!\[[^\]]*\]\(", TEXT)) == 1  # one picture
+    assert len(re.findall(r"!\[[^\]]*\]\(", TEXT.split("## Set-up")[0])) == 1  # what it does, in one picture
+    assert re.findall(r"!\[[^\]]*\]\((benchmarks/results/[^)]+)\)", _section("How it compares")) == [
+        "benchmarks/results/working_set_recall.png",  # the committed run's plots, beside its figures
+        "benchmarks/results/background_timeline.png",
+    ]
 
 
 def test_every_link_of_the_readme_leads_to_a_file_of_the_repository():
