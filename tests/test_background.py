@@ -437,14 +437,19 @@ def test_a_compacting_subgraph_swaps_in_its_prepared_summary_for_the_parent(tmp_
 # --- a worker killed while its summary is being prepared ------------------------------------------------
 
 
-def _worker(root: str, db: str, started: str) -> None:
-    """Run requests until a background summary is in progress, and hang in it (the parent kills this process)."""
+def _worker(root: str, db: str, started: str, waiting: str) -> None:
+    """Run requests until a background summary is in progress, and hang in it (the parent kills this process).
+
+    The agent goes on while the summary runs; its next model call waits too (``waiting``), so the parent kills
+    the process at a known point: a summary in progress and the agent inside a model call. A kill between the
+    agent's tool calls and their results would leave calls no later request answers, whatever compacts them.
+    """
     import sys
     import time
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from fronts import ToolCallingModel as Model, request as ask
+    from fronts import ToolCallingModel, request as ask
 
     class Hanging(ScriptedModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -453,22 +458,30 @@ def _worker(root: str, db: str, started: str) -> None:
                 time.sleep(600)
             return super()._generate(messages, stop, run_manager, **kwargs)
 
+    class Waiting(ToolCallingModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            if Path(started).exists():
+                Path(waiting).write_text("agent in a model call")
+                time.sleep(600)
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
     saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
-    graph = agent_graph(Model(), Hanging(), BACKGROUND, Path(root), saver)
+    graph = agent_graph(Waiting(), Hanging(), BACKGROUND, Path(root), saver)
     for n in range(REQUESTS):
         graph.invoke({"messages": [ask(n)]}, {"configurable": {"thread_id": "killed"}})
 
 
 def test_a_worker_killed_mid_summary_loses_nothing_and_the_next_one_compacts_again(tmp_path, events):
-    db, started = str(tmp_path / "checkpoints.sqlite"), tmp_path / "started"
-    worker = multiprocessing.get_context("spawn").Process(target=_worker, args=(str(tmp_path), db, str(started)))
+    db, started, waiting = str(tmp_path / "checkpoints.sqlite"), tmp_path / "started", tmp_path / "waiting"
+    worker = multiprocessing.get_context("spawn").Process(target=_worker, args=(str(tmp_path), db, str(started), str(waiting)))
     worker.start()
     try:
         for _ in range(1200):
-            if started.exists() or not worker.is_alive():
+            if waiting.exists() or not worker.is_alive():
                 break
             worker.join(0.1)
         assert started.exists(), "the worker never started a background summary"
+        assert waiting.exists(), "the worker's agent never reached a model call during the summary"
     finally:
         worker.kill()
         worker.join()
