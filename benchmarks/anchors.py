@@ -21,16 +21,17 @@ from __future__ import annotations
 import functools
 import random
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.core.tokens import TokenCounter
+from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
 
 SYSTEMS = ("ours", "langchain", "langmem", "none")
@@ -89,9 +90,9 @@ class ScriptedAgent:
     """
 
     counter: TokenCounter = field(default_factory=billed_counter)
-    next_reply: Optional[AIMessage] = None
+    next_reply: AIMessage | None = None
     inputs: list[int] = field(default_factory=list)
-    observe: Optional[Callable[[list[BaseMessage]], None]] = None
+    observe: Callable[[list[BaseMessage]], None] | None = None
     measure: bool = True
 
     def __call__(self, state: Any) -> dict:
@@ -146,7 +147,7 @@ class Thresholds:
 # --- node factories ---------------------------------------------------------------------
 
 
-def langchain_middleware(summarizer: Any, thresholds: Thresholds, keep: Optional[tuple] = None) -> Any:
+def langchain_middleware(summarizer: Any, thresholds: Thresholds, keep: tuple | None = None) -> Any:
     """Return LangChain's ``SummarizationMiddleware`` with the same trigger, keeping ``keep`` (default: the same tokens)."""
     from langchain.agents.middleware import SummarizationMiddleware
 
@@ -248,9 +249,9 @@ def system_graph(
     summarizer: Any,
     thresholds: Thresholds,
     *,
-    config: Optional[CompactionConfig] = None,
+    config: CompactionConfig | None = None,
     storage: Any = None,
-    langchain_keep: Optional[tuple] = None,
+    langchain_keep: tuple | None = None,
 ) -> StateGraph:
     """Return the uncompiled graph of ``system`` (one of ``SYSTEMS``) at these thresholds."""
     if system == "ours":
@@ -272,7 +273,7 @@ def drive(
     agent: ScriptedAgent,
     turns: Sequence[Turn],
     thread: str = "bench",
-    after_turn: Optional[Callable[[int, dict], None]] = None,
+    after_turn: Callable[[int, dict], None] | None = None,
 ) -> dict:
     """Feed ``turns`` through a compiled graph, one model call per turn; return the final state values.
 
@@ -321,7 +322,12 @@ _REQUESTS = (
 
 @functools.lru_cache(maxsize=1)
 def _sample_texts() -> dict[str, str]:
-    names = {"code": "python_source.py.txt", "log": "test_log.txt", "json": "tool_output.json", "prose": "english_prose.txt"}
+    names = {
+        "code": "python_source.py.txt",
+        "log": "test_log.txt",
+        "json": "tool_output.json",
+        "prose": "english_prose.txt",
+    }
     return {kind: (SAMPLES / name).read_text(encoding="utf-8") for kind, name in names.items()}
 
 
@@ -330,7 +336,9 @@ def _slice(rng: random.Random, text: str, chars: int) -> str:
     return text[start : start + chars]
 
 
-def synthetic_session(turns: int, seed: int = 0, system_prompt: bool = True, result_chars: Optional[int] = None) -> list[Turn]:
+def synthetic_session(
+    turns: int, seed: int = 0, system_prompt: bool = True, result_chars: int | None = None
+) -> list[Turn]:
     """Return a seeded coding-agent session of ``turns`` model calls adding about 2,000 tokens each.
 
     Each call returns a short plan and one tool call (``Read``, ``Bash``,
@@ -347,20 +355,35 @@ def synthetic_session(turns: int, seed: int = 0, system_prompt: bool = True, res
     session: list[Turn] = []
     pending: list[BaseMessage] = []
     if system_prompt:
-        pending.append(SystemMessage("You are a careful coding agent working in a Python repository. Use the tools.", id="syn-system"))
+        pending.append(
+            SystemMessage(
+                "You are a careful coding agent working in a Python repository. Use the tools.", id="syn-system"
+            )
+        )
     for i in range(turns):
         if i % 10 == 0:
-            pending.append(HumanMessage(_REQUESTS[(i // 10) % len(_REQUESTS)] + f" (task {i // 10 + 1})", id=f"syn-{i}-user"))
+            pending.append(
+                HumanMessage(_REQUESTS[(i // 10) % len(_REQUESTS)] + f" (task {i // 10 + 1})", id=f"syn-{i}-user")
+            )
         tool = rng.choices(("Read", "Bash", "Grep", "Edit"), weights=(4, 3, 2, 1))[0]
         if tool == "Read":
-            args, result = {"file_path": f"src/textwrap_{rng.randrange(12)}.py"}, _slice(rng, texts["code"], size(7_000, 11_000))
+            args, result = (
+                {"file_path": f"src/textwrap_{rng.randrange(12)}.py"},
+                _slice(rng, texts["code"], size(7_000, 11_000)),
+            )
         elif tool == "Bash":
             args, result = {"command": "python -m pytest -q tests/"}, _slice(rng, texts["log"], size(6_000, 10_000))
         elif tool == "Grep":
-            args, result = {"pattern": "def wrap", "output_mode": "json"}, _slice(rng, texts["json"], size(5_000, 7_000))
+            args, result = (
+                {"pattern": "def wrap", "output_mode": "json"},
+                _slice(rng, texts["json"], size(5_000, 7_000)),
+            )
         else:
             body = _slice(rng, texts["code"], rng.randrange(2_500, 4_000))
-            args, result = {"file_path": f"src/textwrap_{rng.randrange(12)}.py", "new_string": body}, "The file was updated."
+            args, result = (
+                {"file_path": f"src/textwrap_{rng.randrange(12)}.py", "new_string": body},
+                "The file was updated.",
+            )
         plan = _slice(rng, texts["prose"], rng.randrange(150, 400))
         call_id = f"call_{i:04d}"
         reply = AIMessage(plan, tool_calls=[{"name": tool, "args": args, "id": call_id}], id=f"syn-{i}-ai")

@@ -26,8 +26,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
 
 from benchmarks.report import verdict
 
@@ -60,7 +60,12 @@ def run_demo_sample() -> None:
     env["COLUMNS"] = "100"  # the table's width, whatever the terminal
     with fixed_workdir("langgraph-compaction-demo") as work:
         run = subprocess.run(
-            [sys.executable, "-m", "langgraph_compaction", *DEMO_ARGS], cwd=work, env=env, capture_output=True, text=True, check=True
+            [sys.executable, "-m", "langgraph_compaction", *DEMO_ARGS],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         DEMO_OUTPUT.write_text(run.stdout, encoding="utf-8")
         shutil.copyfile(Path(work, ".compaction", "demo.png"), DEMO_PLOT)
@@ -94,7 +99,9 @@ def execute_notebook(path: Path, workdir: Path):
 
     book = nbformat.read(path, as_version=4)
     # no per-cell timestamps: a rerun with the same results leaves the stored notebook unchanged
-    NotebookClient(book, timeout=300, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(workdir)}}).execute()
+    NotebookClient(
+        book, timeout=300, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(workdir)}}
+    ).execute()
     return book
 
 
@@ -152,7 +159,9 @@ def _figures(name: str) -> dict:
     results = json.loads(RESULTS.read_text(encoding="utf-8"))
     outcome = next((m for m in results["measures"] if m["name"] == name), None)
     if outcome is None or outcome["status"] != "ok":
-        raise SystemExit(f"{RESULTS.name} has no figures of {name}; run python -m benchmarks --write-results --only {name}")
+        raise SystemExit(
+            f"{RESULTS.name} has no figures of {name}; run python -m benchmarks --write-results --only {name}"
+        )
     return outcome["figures"]
 
 
@@ -192,7 +201,10 @@ def cost_block() -> str:
     shown = {**COST_ROWS, **({k: v for k, v in WORKING_SET_ROWS.items() if v in totals} if working_set else {})}
     for label, key in shown.items():
         t = totals[key]
-        recall = " / ".join("–" if t[f"{k}_recall"] is None else f"{100 * t[f'{k}_recall']:.4g}" for k in ("paths", "changed", "requests", "constraints"))
+        recall = " / ".join(
+            "–" if t[f"{k}_recall"] is None else f"{100 * t[f'{k}_recall']:.4g}"
+            for k in ("paths", "changed", "requests", "constraints")
+        )
         side = f"{t['side_input'] / 1e6:.2f}M ({100 * (t['side_cached_ratio'] or 0):.0f} %)" if t["side_input"] else "–"
         ws_recall = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
         extra = f" {ws_recall} | {t['billed_openai_reread'] / 1e6:.2f}M |" if working_set else ""
@@ -211,20 +223,30 @@ def checkpoint_block() -> str:
         "| saver | ours | vs the conversation once | added per turn | LangChain's middleware | langmem | no compaction |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for label, key in (("SQLite (bytes of its rows)", "sqlite"), ("PostgreSQL (checkpoints, blobs, writes)", "postgres")):
+    for label, key in (
+        ("SQLite (bytes of its rows)", "sqlite"),
+        ("PostgreSQL (checkpoints, blobs, writes)", "postgres"),
+    ):
         sizes = f[key]
         if not sizes:
             continue
         marks = list(sizes["ours"])
         first, last = marks[0], marks[-1]
         per_turn = (sizes["ours"][last] - sizes["ours"][first]) / (int(last) - int(first))
-        others = [f"{sizes[s][last] / 1e6:,.2f} MB ({sizes[s][last] / once:.3g}×)" for s in ("langchain", "langmem", "none")]
+        others = [
+            f"{sizes[s][last] / 1e6:,.2f} MB ({sizes[s][last] / once:.3g}×)" for s in ("langchain", "langmem", "none")
+        ]
         rows.append(
             f"| {label} | {sizes['ours'][last] / 1e6:.2f} MB | {sizes['ours'][last] / once:.2f}× | {per_turn / 1e3:.1f} kB | "
             + " | ".join(others)
             + " |"
         )
-    return f"After {f['turns']} turns; the conversation serialized once is {once / 1e6:.2f} MB.\n\n" + "\n".join(rows) + "\n" + _windows_block(f)
+    return (
+        f"After {f['turns']} turns; the conversation serialized once is {once / 1e6:.2f} MB.\n\n"
+        + "\n".join(rows)
+        + "\n"
+        + _windows_block(f)
+    )
 
 
 def _windows_block(f: dict) -> str:
@@ -240,7 +262,9 @@ def _windows_block(f: dict) -> str:
         "|---|" + "---:|---:|" * len(savers),
     ]
     for label in windows[savers[0]] if savers else ():
-        cells = [f"{windows[key][label][last] / 1e6:.2f} MB | {windows[key][label][last] / once:.2f}×" for key in savers]
+        cells = [
+            f"{windows[key][label][last] / 1e6:.2f} MB | {windows[key][label][last] / once:.2f}×" for key in savers
+        ]
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
     return (
         f"\nThe defaults at each window, tool results of {windows['result_chars']:,} characters "
@@ -283,7 +307,11 @@ def headline_block() -> str:
     ]
     for label, key in HEADLINE_ROWS.items():
         t = totals[key]
-        recall = "–" if t["paths_recall"] is None else f"{100 * t['paths_recall']:.0f} % / {100 * t['requests_recall']:.0f} %"
+        recall = (
+            "–"
+            if t["paths_recall"] is None
+            else f"{100 * t['paths_recall']:.0f} % / {100 * t['requests_recall']:.0f} %"
+        )
         working_set = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
         size = sqlite[key][max(sqlite[key], key=int)] if sqlite else None
         rows.append(
@@ -293,7 +321,10 @@ def headline_block() -> str:
     results = json.loads(RESULTS.read_text(encoding="utf-8"))
     targets = [t for m in results["measures"] for t in m.get("figures", {}).get("targets", [])]
     met = sum(t["passed"] for t in targets)
-    return "\n".join(rows) + f"\n\n{met} of the {len(targets)} benchmark targets met in the committed {results['meta']['mode']} run.\n"
+    return (
+        "\n".join(rows)
+        + f"\n\n{met} of the {len(targets)} benchmark targets met in the committed {results['meta']['mode']} run.\n"
+    )
 
 
 def background_block() -> str:
@@ -306,7 +337,12 @@ def background_block() -> str:
         "| window | system | wall time added | stall at p95 | compactions that blocked | prepared summaries discarded | billed vs blocking |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
-    systems = {"ours, blocking": "blocking", "ours, background": "background", "langchain": "LangChain middleware", "langmem": "langmem"}
+    systems = {
+        "ours, blocking": "blocking",
+        "ours, background": "background",
+        "langchain": "LangChain middleware",
+        "langmem": "langmem",
+    }
     for window, totals in figures["totals"].items():
         blocking = max(1, totals["ours, blocking"]["billed_openai"])
         for key, label in systems.items():
@@ -338,6 +374,7 @@ def pages() -> list[Path]:
 
 def render(text: str, name: str = "README.md") -> str:
     """Return ``text`` with every generated block rendered from the committed files."""
+
     def fill(match: re.Match) -> str:
         block = match.group(2)
         if block not in BLOCKS:
@@ -347,12 +384,23 @@ def render(text: str, name: str = "README.md") -> str:
     return _BLOCK.sub(fill, text)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.readme", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--demo", action="store_true", help="rerun the offline demo first (docs/demo_output.txt, docs/demo.png)")
-    parser.add_argument("--notebooks", nargs="*", metavar="NAME", help="re-execute these notebooks (all when none is named) and store their outputs first")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a page disagrees with the committed files")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.readme", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--demo", action="store_true", help="rerun the offline demo first (docs/demo_output.txt, docs/demo.png)"
+    )
+    parser.add_argument(
+        "--notebooks",
+        nargs="*",
+        metavar="NAME",
+        help="re-execute these notebooks (all when none is named) and store their outputs first",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when a page disagrees with the committed files"
+    )
     args = parser.parse_args(argv)
     if args.check and (args.demo or args.notebooks is not None):
         parser.error("--check changes nothing: it takes no --demo or --notebooks")
@@ -372,10 +420,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             page.write_text(wanted, encoding="utf-8")
     if args.check:
         if stale:
-            print(f"{', '.join(stale)} disagree with the committed results; run python -m benchmarks.readme", file=sys.stderr)
+            print(
+                f"{', '.join(stale)} disagree with the committed results; run python -m benchmarks.readme",
+                file=sys.stderr,
+            )
             return 1
         return 0
-    print(f"[readme] {'rewritten: ' + ', '.join(stale) if stale else 'README.md and docs/ already up to date'}", flush=True)
+    print(
+        f"[readme] {'rewritten: ' + ', '.join(stale) if stale else 'README.md and docs/ already up to date'}",
+        flush=True,
+    )
     return 0
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def check(name: str, measured: float, limit: float, *, unit: str = "×") -> dict:
     """Return a target record ``{name, measured, limit, passed}`` for ``measured <= limit``."""
-    return {"name": name, "measured": round(float(measured), 4), "limit": limit, "unit": unit, "passed": bool(measured <= limit)}
+    return {
+        "name": name,
+        "measured": round(float(measured), 4),
+        "limit": limit,
+        "unit": unit,
+        "passed": bool(measured <= limit),
+    }
 
 
 def verdict(target: dict) -> str:
@@ -24,6 +31,7 @@ def verdict(target: dict) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """Return a markdown table; floats are shown with three significant digits."""
+
     def cell(value: Any) -> str:
         if isinstance(value, float):
             return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
@@ -31,7 +39,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
             return f"{value:,}"
         return str(value)
 
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|"]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(headers))) + "|",
+    ]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
 

@@ -25,9 +25,9 @@ import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Optional, Sequence
 
 from benchmarks import measures
 from benchmarks.context import Context
@@ -58,7 +58,9 @@ def trajectory_files(directory: Path, quick: bool) -> list[Path]:
         raise ValueError(f"--trajectories: {directory} is not a directory; pass a folder of .jsonl trajectories")
     files = sorted(directory.glob("*.jsonl"))
     if not files:
-        raise ValueError(f"--trajectories: {directory} has no .jsonl files; pass a folder of OpenAI-format trajectories")
+        raise ValueError(
+            f"--trajectories: {directory} has no .jsonl files; pass a folder of OpenAI-format trajectories"
+        )
     if quick:
         chosen = [f for f in files if f.stem in QUICK_TRAJECTORIES]
         files = chosen or sorted(files, key=lambda f: f.stat().st_size)[: len(QUICK_TRAJECTORIES)]
@@ -104,7 +106,9 @@ def section(module: ModuleType, outcome: dict) -> str:
             return module.report(outcome["figures"]).strip()
         except Exception:
             outcome = {**outcome, "status": "failed", "traceback": "report() failed:\n" + traceback.format_exc()}
-    return f"## {outcome['name']}\n\n**FAILED** after {outcome['seconds']} s:\n\n```\n{outcome['traceback'].rstrip()}\n```"
+    return (
+        f"## {outcome['name']}\n\n**FAILED** after {outcome['seconds']} s:\n\n```\n{outcome['traceback'].rstrip()}\n```"
+    )
 
 
 def summary(outcomes: Sequence[dict]) -> str:
@@ -142,7 +146,9 @@ def write_results(
         "seconds": round(seconds, 1),
         **({"rerun": list(rerun)} if rerun else {}),
     }
-    (ctx.results_dir / "latest.json").write_text(json.dumps({"meta": meta, "measures": list(outcomes)}, indent=2) + "\n", encoding="utf-8")
+    (ctx.results_dir / "latest.json").write_text(
+        json.dumps({"meta": meta, "measures": list(outcomes)}, indent=2) + "\n", encoding="utf-8"
+    )
     header = (
         "# Benchmarks: langgraph-compaction side by side\n\n"
         f"Mode `{meta['mode']}`, seed {ctx.seed}, {len(ctx.trajectories)} real trajectories, "
@@ -158,24 +164,36 @@ def write_results(
         )
     )
     body = "\n\n".join(section(m, o) for m, o in zip(modules, outcomes))
-    (ctx.results_dir / "report.md").write_text(f"{header}\n## Targets\n\n{summary(outcomes)}\n\n{body}\n", encoding="utf-8")
+    (ctx.results_dir / "report.md").write_text(
+        f"{header}\n## Targets\n\n{summary(outcomes)}\n\n{body}\n", encoding="utf-8"
+    )
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmarks from the command line; return the exit code."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a small run (a few trajectories, fewer turns): under 5 minutes on 2 cores")
-    parser.add_argument("--trajectories", type=Path, default=None, help="folder of .jsonl trajectories (default: tests/data/trajectories)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a small run (a few trajectories, fewer turns): under 5 minutes on 2 cores"
+    )
+    parser.add_argument(
+        "--trajectories",
+        type=Path,
+        default=None,
+        help="folder of .jsonl trajectories (default: tests/data/trajectories)",
+    )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these measures (by NAME or module name)")
     parser.add_argument(
-        "--out", type=Path, default=None,
+        "--out",
+        type=Path,
+        default=None,
         help="where latest.json, report.md and the PNGs go (default: a new langgraph-compaction-benchmarks-* folder in the "
         "system's temporary folder); scratch files (a few hundred MB at full scale) go to its tmp/ and are removed at the end",
     )
     parser.add_argument(
-        "--write-results", action="store_true",
+        "--write-results",
+        action="store_true",
         help="rewrite the committed benchmarks/results/: a full run, or with --only those measures rerun into it "
         "(then regenerate the README: python -m benchmarks.readme)",
     )
@@ -183,7 +201,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--strict", action="store_true", help="exit 1 when a measure fails or a target is missed")
     args = parser.parse_args(argv)
     if args.write_results and (args.quick or args.out or args.trajectories):
-        parser.error("--write-results rewrites the committed full-run results: it takes no --quick, --out or --trajectories")
+        parser.error(
+            "--write-results rewrites the committed full-run results: it takes no --quick, --out or --trajectories"
+        )
     if args.out is not None and args.out.resolve() == RESULTS_DIR:
         parser.error(f"--out {args.out}: that folder holds the committed results; rewrite it with --write-results")
     # the anchors' own noise (langmem's trim fallback, LangGraph's notice about langmem's state type) is not a result
@@ -203,7 +223,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(str(exc))
     # made once the arguments are known to be good: a refused run leaves no folder behind
     fresh = not args.write_results and args.out is None
-    out = RESULTS_DIR if args.write_results else args.out or Path(tempfile.mkdtemp(prefix="langgraph-compaction-benchmarks-"))
+    out = (
+        RESULTS_DIR
+        if args.write_results
+        else args.out or Path(tempfile.mkdtemp(prefix="langgraph-compaction-benchmarks-"))
+    )
     ctx = Context(quick=args.quick, trajectories=trajectories, results_dir=out.resolve(), seed=args.seed)
     shutil.rmtree(ctx.results_dir / "tmp", ignore_errors=True)  # scratch files of an earlier run would skew this one
     try:
@@ -220,8 +244,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             shutil.rmtree(ctx.results_dir, ignore_errors=True)
         raise
     finally:
-        shutil.rmtree(ctx.results_dir / "tmp", ignore_errors=True)  # scratch (hundreds of MB at full scale), not results
+        shutil.rmtree(
+            ctx.results_dir / "tmp", ignore_errors=True
+        )  # scratch (hundreds of MB at full scale), not results
     print(f"[benchmarks] wrote {ctx.results_dir / 'report.md'}", flush=True)
     failed = any(o["status"] != "ok" for o in outcomes)
-    missed = any(not t["passed"] and not t.get("quick") for o in outcomes for t in o.get("figures", {}).get("targets", []))
+    missed = any(
+        not t["passed"] and not t.get("quick") for o in outcomes for t in o.get("figures", {}).get("targets", [])
+    )
     return 1 if args.strict and (failed or missed) else 0

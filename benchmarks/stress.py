@@ -33,9 +33,10 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph.message import add_messages
@@ -58,9 +59,26 @@ from langgraph_compaction.invariants import (
 from langgraph_compaction.storage import message_records, record_id
 from langgraph_compaction.testing import ScriptedModel
 
-HOSTILE_IDS = ["t", "../../etc", "/abs/path", ".", "a\x00b", "x" * 300, "用户🙂", "a/b", "a.b", "langgraph",
-               # built to collide: an id, its storage name in an earlier release and in this one, case, the default
-               "user:42", "user-42-ea3fd43be1e57d62", "~user+3a42", "Alice", "alice", "default", ""]
+HOSTILE_IDS = [
+    "t",
+    "../../etc",
+    "/abs/path",
+    ".",
+    "a\x00b",
+    "x" * 300,
+    "用户🙂",
+    "a/b",
+    "a.b",
+    "langgraph",
+    # built to collide: an id, its storage name in an earlier release and in this one, case, the default
+    "user:42",
+    "user-42-ea3fd43be1e57d62",
+    "~user+3a42",
+    "Alice",
+    "alice",
+    "default",
+    "",
+]
 MODEL_FAULTS: list[Any] = [None, RuntimeError("provider down"), "", "Error: rate limited", "Sure, done.", "NO_REPLY"]
 _SCRATCH = "/dev/shm" if Path("/dev/shm").is_dir() else None  # memory-backed: fsync costs nothing there
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+A8AAQUBAScY42YAAAAASUVORK5CYII="
@@ -70,7 +88,17 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+A8AAQUBAScY4
 
 
 _CORPUS = " ".join(
-    ["fix the parser", "修复登录模块", "🙂 done", "مرحبا بالعالم", "NUL\x00byte", "def f(x): return x", '{"k": [1, 2]}', "ok"] * 4000
+    [
+        "fix the parser",
+        "修复登录模块",
+        "🙂 done",
+        "مرحبا بالعالم",
+        "NUL\x00byte",
+        "def f(x): return x",
+        '{"k": [1, 2]}',
+        "ok",
+    ]
+    * 4000
 )
 
 
@@ -83,8 +111,14 @@ def _artifact(rng: random.Random) -> Any:
     """Return a tool artifact that plain JSON cannot hold (or would change), or None."""
     if rng.random() >= 0.1:
         return None
-    return {"raw": bytes([rng.randrange(256) for _ in range(8)]), "at": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
-            rng.randint(0, 9): (1, (2, "x")), "tags": {"a", "b"}, "frozen": frozenset({1}), "took": dt.timedelta(seconds=3)}
+    return {
+        "raw": bytes([rng.randrange(256) for _ in range(8)]),
+        "at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        rng.randint(0, 9): (1, (2, "x")),
+        "tags": {"a", "b"},
+        "frozen": frozenset({1}),
+        "took": dt.timedelta(seconds=3),
+    }
 
 
 def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessage]:
@@ -102,10 +136,15 @@ def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessa
     reminders = rng.random() < 0.2  # an app that adds a system reminder before user turns
     for turn in range(rng.randint(1, 8)):
         if reminders and turn and rng.random() < 0.7:
-            messages.append(SystemMessage(content=f"Reminder: the time is 10:{turn:02d}; stay in the repository.", id=mid()))
+            messages.append(
+                SystemMessage(content=f"Reminder: the time is 10:{turn:02d}; stay in the repository.", id=mid())
+            )
         content: Any = f"request {turn}: " + _text(rng, rng.choice([0, 20, 400, 4000]))
         if rng.random() < 0.1:
-            content = [{"type": "text", "text": content}, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG * 50}"}}]
+            content = [
+                {"type": "text", "text": content},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG * 50}"}},
+            ]
         messages.append(HumanMessage(content=content, id=mid()))
         for _ in range(rng.choice([0, 0, 1, 2, 3, 4])):
             width = rng.choice([1, 1, 2, 3, 8, 100 if rng.random() < 0.05 else 4])
@@ -119,8 +158,15 @@ def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessa
                 calls.append({"name": rng.choice(["bash", "read_file", "write_file"]), "args": args, "id": cid})
             ai_content: Any = _text(rng, rng.choice([0, 50]))
             if rng.random() < 0.1:
-                ai_content = [{"type": "thinking", "thinking": "plan", "signature": "s"}, {"type": "text", "text": "calling"}]
-            invalid = [{"name": "bash", "args": '{"cmd": "ls', "id": "bad", "error": "bad json", "type": "invalid_tool_call"}] if rng.random() < 0.05 else []
+                ai_content = [
+                    {"type": "thinking", "thinking": "plan", "signature": "s"},
+                    {"type": "text", "text": "calling"},
+                ]
+            invalid = (
+                [{"name": "bash", "args": '{"cmd": "ls', "id": "bad", "error": "bad json", "type": "invalid_tool_call"}]
+                if rng.random() < 0.05
+                else []
+            )
             messages.append(AIMessage(content=ai_content, tool_calls=calls, invalid_tool_calls=invalid, id=mid()))
             results = [
                 ToolMessage(
@@ -149,7 +195,9 @@ def random_config(rng: random.Random) -> CompactionConfig:
     """Return a budget from tiny (compaction on most calls) to roomy, fixed or derived from a small window."""
     if rng.random() < 0.2:  # the design's dynamic rules, scaled down for a small window
         window = rng.choice([CompactionConfig().smallest_window(), 16_000, 24_000, 40_000])
-        return CompactionConfig(context_window=window, trigger_messages=rng.choice([0, 8, 20, 50]), summary_timeout=None)
+        return CompactionConfig(
+            context_window=window, trigger_messages=rng.choice([0, 8, 20, 50]), summary_timeout=None
+        )
     trigger = rng.choice([1_500, 3_000, 6_000, 12_000, 40_000])  # 1,500: compaction on nearly every call
     return CompactionConfig(
         context_window=rng.choice([None, trigger * 2, trigger + 20_000]),
@@ -212,7 +260,8 @@ class Simulation:
         """Replace by id (``update_state``) a user message whose current version the transcript already holds."""
         latest = {record_id(r): r for r in self.storage.read_transcript(self.transcript_key())}
         stored = [
-            m for m in self.messages
+            m
+            for m in self.messages
             if isinstance(m, HumanMessage) and not is_summary(m) and latest.get(m.id) == message_records([m])[0]
         ]
         if stored:
@@ -227,9 +276,13 @@ class Simulation:
             messages, compaction, history, records, versions = self.rng.choice(self.checkpoints)
             self.messages, self.compaction = list(messages), dict(compaction)
             # the abandoned branch stays in the checkpointer's history, not this thread's: only the fork is checked
-            self.ledger.history, self.ledger.records, self.ledger.versions = list(history), dict(records), list(versions)
+            self.ledger.history, self.ledger.records, self.ledger.versions = (
+                list(history),
+                dict(records),
+                list(versions),
+            )
 
-    def _apply(self, updates: Sequence[Optional[dict]]) -> None:
+    def _apply(self, updates: Sequence[dict | None]) -> None:
         for update in updates:
             if not update:
                 continue
@@ -239,7 +292,7 @@ class Simulation:
                 self.events += list((update["compaction"] or {}).get("events") or [])
                 self.compaction = merge_compaction(self.compaction, update["compaction"])
 
-    def _node(self, node: Callable, state: dict) -> Optional[dict]:
+    def _node(self, node: Callable, state: dict) -> dict | None:
         if self.rng.random() < self.crash_rate:
             node(state, self.config)  # its side effects happen, its update is lost: a crash, then resume re-runs it
         return node(state, self.config)
@@ -294,9 +347,15 @@ def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file
         flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
         rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
         thread, user = rng.choice(HOSTILE_IDS), rng.choice(HOSTILE_IDS)
-        where = {"thread_id": thread, "user_id": user} if rng.random() < 0.85 else {"user_id": user}  # or a stateless run
+        where = (
+            {"thread_id": thread, "user_id": user} if rng.random() < 0.85 else {"user_id": user}
+        )  # or a stateless run
         nodes = CompactionNodes(
-            before="agent", model=summarizer, flush_model=flusher, config=config, storage=FlakyStorage(real, rng, rate) if rate else real
+            before="agent",
+            model=summarizer,
+            flush_model=flusher,
+            config=config,
+            storage=FlakyStorage(real, rng, rate) if rate else real,
         )
         sim = Simulation(nodes, {"configurable": where}, rng, rate, real)
         replay(sim, random_conversation(rng))
@@ -306,7 +365,11 @@ def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file
         problems = sim.ledger.problems
         problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
         # only this run wrote: any other id that reads a transcript reads this run's
-        problems["contained"] += [f"thread {other!r} reads the transcript of {key!r}" for other in HOSTILE_IDS if other != key and real.read_transcript(other)]
+        problems["contained"] += [
+            f"thread {other!r} reads the transcript of {key!r}"
+            for other in HOSTILE_IDS
+            if other != key and real.read_transcript(other)
+        ]
         if storage == "file":
             problems["contained"] += escaped_paths(files_under(tmp), root)
         return problems
@@ -322,9 +385,16 @@ def huge_round(rng: random.Random, window: int) -> list[BaseMessage]:
     name = rng.choice(["bash", "write_file", "read_file", "read_log"])
     calls = [{"name": name, "args": {"cmd": f"cat log{i}"}, "id": f"wide{i}"} for i in range(width)]
     line = "2026-01-01 12:00:00 worker step ok value=1234567\n"
-    results = [ToolMessage(content=(line * (chars // len(line) + 1))[:chars], tool_call_id=c["id"], name=name, id=f"wr{i}") for i, c in enumerate(calls)]
-    return [HumanMessage(content="Read the logs and say what failed.", id="wh"), AIMessage(content="", tool_calls=calls, id="wa"),
-            *results, AIMessage(content="Every worker passed.", id="wz")]
+    results = [
+        ToolMessage(content=(line * (chars // len(line) + 1))[:chars], tool_call_id=c["id"], name=name, id=f"wr{i}")
+        for i, c in enumerate(calls)
+    ]
+    return [
+        HumanMessage(content="Read the logs and say what failed.", id="wh"),
+        AIMessage(content="", tool_calls=calls, id="wa"),
+        *results,
+        AIMessage(content="Every worker passed.", id="wz"),
+    ]
 
 
 def codemod(rng: random.Random) -> list[BaseMessage]:
@@ -336,7 +406,10 @@ def codemod(rng: random.Random) -> list[BaseMessage]:
         chunk = paths[start : start + batch]
         messages.append(HumanMessage(content=f"Apply the codemod to batch {start // batch}.", id=f"ch{start}"))
         if rng.random() < 0.7:
-            calls = [{"name": "edit_file", "args": {"path": p, "old": "log", "new": "logger"}, "id": f"e{start}-{k}"} for k, p in enumerate(chunk)]
+            calls = [
+                {"name": "edit_file", "args": {"path": p, "old": "log", "new": "logger"}, "id": f"e{start}-{k}"}
+                for k, p in enumerate(chunk)
+            ]
         else:
             calls = [{"name": "bash", "args": {"command": "git rm -q " + " ".join(chunk)}, "id": f"rm{start}"}]
         messages.append(AIMessage(content="", tool_calls=calls, id=f"ca{start}"))
@@ -358,7 +431,9 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
         real = FileStorage(root) if storage == "file" else StoreStorage(_memory_store())
         wide = rng.random() < 0.5
         window = rng.choice([32_000, 64_000, 128_000, 200_000])
-        config = CompactionConfig(context_window=window if wide else rng.choice([32_000, 128_000]), summary_timeout=None)
+        config = CompactionConfig(
+            context_window=window if wide else rng.choice([32_000, 128_000]), summary_timeout=None
+        )
         summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
         nodes = CompactionNodes(before="agent", model=summarizer, config=config, storage=real)
         sim = Simulation(nodes, {"configurable": {"thread_id": "bound", "user_id": "u"}}, rng, 0.0, real)
@@ -372,7 +447,11 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
         problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
         if wide:
             sizes = [nodes.counter.total(v) for v in views]
-            problems["bounded"] += [f"a view of {n:,} tokens was sent, over the trigger {nodes.budget.trigger_tokens:,}" for n in sizes if n >= nodes.budget.trigger_tokens]
+            problems["bounded"] += [
+                f"a view of {n:,} tokens was sent, over the trigger {nodes.budget.trigger_tokens:,}"
+                for n in sizes
+                if n >= nodes.budget.trigger_tokens
+            ]
         budget = config.fidelity.trail_tokens
         for m in sim.messages:
             if is_summary(m):
@@ -410,7 +489,7 @@ class DrawnRunner(Runner):
     def is_done(self, job: Job) -> bool:
         return job.future is not None and self.calls() >= self.ready_at[id(job)]
 
-    def wait_sync(self, job: Job, timeout: Optional[float]) -> bool:
+    def wait_sync(self, job: Job, timeout: float | None) -> bool:
         self.ready_at[id(job)] = self.calls()  # waiting lets it finish
         return True
 
@@ -430,13 +509,19 @@ def run_background_example(rng: random.Random, *, faults: bool = True, storage: 
         config = random_config(rng)
         # room past the trigger to wait for a job in progress, as a known window gives
         window = config.context_window or (config.trigger_tokens * 3 if rng.random() < 0.8 else None)
-        config = config.model_copy(update={"background": True, "background_start": rng.choice([0.5, 0.8, 0.9]), "context_window": window})
+        config = config.model_copy(
+            update={"background": True, "background_start": rng.choice([0.5, 0.8, 0.9]), "context_window": window}
+        )
         summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
         flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
         rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
         thread, user = rng.choice(HOSTILE_IDS), rng.choice(HOSTILE_IDS)
         nodes = CompactionNodes(
-            before="agent", model=summarizer, flush_model=flusher, config=config, storage=FlakyStorage(real, rng, rate) if rate else real
+            before="agent",
+            model=summarizer,
+            flush_model=flusher,
+            config=config,
+            storage=FlakyStorage(real, rng, rate) if rate else real,
         )
         sim = Simulation(nodes, {"configurable": {"thread_id": thread, "user_id": user}}, rng, rate, real)
         calls = [0]
@@ -487,11 +572,15 @@ def replay_trajectory(path: Path, every: int = 6) -> Simulation:
 
     conversation = load_trajectory(path)
     with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
-        config = CompactionConfig(context_window=60_000, trigger_tokens=6_000, keep_tokens=1_500, trigger_messages=every * 2)
+        config = CompactionConfig(
+            context_window=60_000, trigger_tokens=6_000, keep_tokens=1_500, trigger_messages=every * 2
+        )
         nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=config, storage=Path(tmp) / "store")
         sim = Simulation(nodes, {"configurable": {"thread_id": path.stem}}, random.Random(0), 0.0)
         replay(sim, conversation)
-        sim.ledger.check_store(sim.messages, nodes.storage.read_transcript(path.stem), ledgers_of(nodes.storage, "default"))
+        sim.ledger.check_store(
+            sim.messages, nodes.storage.read_transcript(path.stem), ledgers_of(nodes.storage, "default")
+        )
         sim.ledger.problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)
         sim.ledger.problems["contained"] += escaped_paths(files_under(tmp), Path(tmp) / "store")
         return sim
@@ -515,12 +604,16 @@ def _batch(args: tuple[int, int, bool, str]) -> tuple[dict[str, int], list[str]]
     return totals, samples[:20]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stress", description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=10_000, help="random examples to run (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first example")
-    parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count(), help="processes (default: all CPUs)")
-    parser.add_argument("--storage", choices=["file", "store"], default="file", help="FileStorage or a LangGraph InMemoryStore")
+    parser.add_argument(
+        "--workers", type=int, default=multiprocessing.cpu_count(), help="processes (default: all CPUs)"
+    )
+    parser.add_argument(
+        "--storage", choices=["file", "store"], default="file", help="FileStorage or a LangGraph InMemoryStore"
+    )
     parser.add_argument("--no-faults", action="store_true", help="no injected model, storage or crash faults")
     parser.add_argument("--trajectories", type=Path, help="also replay every *.jsonl trajectory in this folder")
     parser.add_argument("--show", type=int, default=5, help="print this many sample problems")
@@ -533,7 +626,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     began = time.perf_counter()
     size = max(1, min(500, args.examples // max(1, args.workers * 4)))
-    jobs = [(s, min(size, args.seed + args.examples - s), not args.no_faults, args.storage) for s in range(args.seed, args.seed + args.examples, size)]
+    jobs = [
+        (s, min(size, args.seed + args.examples - s), not args.no_faults, args.storage)
+        for s in range(args.seed, args.seed + args.examples, size)
+    ]
     totals = {name: 0 for name in INVARIANTS}
     samples: list[str] = []
     with multiprocessing.get_context("fork").Pool(args.workers) as pool:
@@ -543,14 +639,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 totals[name] += n
             samples += found
             done += size
-            print(f"{min(done, args.examples)}/{args.examples} examples, violations so far: {sum(totals.values())}", file=sys.stderr, flush=True)
+            print(
+                f"{min(done, args.examples)}/{args.examples} examples, violations so far: {sum(totals.values())}",
+                file=sys.stderr,
+                flush=True,
+            )
     for path in trajectories:
         for name, found in replay_trajectory(path).ledger.problems.items():
             totals[name] += len(found)
             samples += [f"{path.stem}: {name}: {p}" for p in found[:2]]
 
-    print(f"{args.examples} random examples" + (f" + {len(trajectories)} trajectories" if trajectories else "")
-          + f" ({'with' if not args.no_faults else 'without'} faults, {args.storage} storage) in {time.perf_counter() - began:.0f} s")
+    print(
+        f"{args.examples} random examples"
+        + (f" + {len(trajectories)} trajectories" if trajectories else "")
+        + f" ({'with' if not args.no_faults else 'without'} faults, {args.storage} storage) in {time.perf_counter() - began:.0f} s"
+    )
     print(f"{'invariant':<16}violations")
     for name in INVARIANTS:
         print(f"{name:<16}{totals[name]}")

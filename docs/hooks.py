@@ -24,12 +24,31 @@ REFERENCE = ROOT / "docs" / "reference"
 
 #: The settings the original design's table names (in snake_case, as the model spells them).
 DESIGN_SETTINGS = {
-    "trigger_messages", "trigger_tokens", "reserved", "fallback_trigger_tokens", "keep_messages", "keep_tokens",
-    "keep_tokens_min", "keep_tokens_max", "keep_tokens_ratio", "flush_before_compact", "offload_before_compact",
-    "truncate_args.trigger_messages", "truncate_args.trigger_tokens", "truncate_args.keep_messages",
-    "truncate_args.max_arg_length", "truncate_args.keep_chars", "truncate_args.truncation_text",
-    "prune.protect_tokens", "prune.minimum_tokens", "prune.max_output_chars", "prune.excluded_tools",
-    "micro.enabled", "micro.keep_recent", "micro.min_chars", "token_counter",
+    "trigger_messages",
+    "trigger_tokens",
+    "reserved",
+    "fallback_trigger_tokens",
+    "keep_messages",
+    "keep_tokens",
+    "keep_tokens_min",
+    "keep_tokens_max",
+    "keep_tokens_ratio",
+    "flush_before_compact",
+    "offload_before_compact",
+    "truncate_args.trigger_messages",
+    "truncate_args.trigger_tokens",
+    "truncate_args.keep_messages",
+    "truncate_args.max_arg_length",
+    "truncate_args.keep_chars",
+    "truncate_args.truncation_text",
+    "prune.protect_tokens",
+    "prune.minimum_tokens",
+    "prune.max_output_chars",
+    "prune.excluded_tools",
+    "micro.enabled",
+    "micro.keep_recent",
+    "micro.min_chars",
+    "token_counter",
 }
 
 #: Where a design setting behaves differently here: the design's value or rule, and why it changed.

@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, get_type_hints
+from typing import Any, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
@@ -31,15 +32,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from typing_extensions import TypedDict
-
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from typing_extensions import TypedDict
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.conversation import is_user_turn, text_of
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.fronts.tools import make_compaction_tools
+from langgraph_compaction.testing import ScriptedModel
 
 SYSTEM_PROMPT = (
     "You are a careful coding agent working in a repository. Use run_tests, read_file and write_file "
@@ -61,11 +61,11 @@ class AgentContext:
     """
 
     user_id: str = "default"
-    context_window: Optional[int] = None
-    trigger_tokens: Optional[int] = None
-    trigger_messages: Optional[int] = None
-    keep_tokens: Optional[int] = None
-    keep_messages: Optional[int] = None
+    context_window: int | None = None
+    trigger_tokens: int | None = None
+    trigger_messages: int | None = None
+    keep_tokens: int | None = None
+    keep_messages: int | None = None
 
 
 def input_schema(state_schema: type) -> type:
@@ -75,6 +75,7 @@ def input_schema(state_schema: type) -> type:
 
 
 # -- the simulated workspace ------------------------------------------------
+
 
 def _seed(text: str) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
@@ -100,7 +101,9 @@ def run_tests(target: str) -> str:
 def read_file(path: str) -> str:
     """Return the numbered lines of a file in the repository."""
     seed = _seed(path)
-    return "".join(f"{i:4d}  def handler_{i}(event):\n{i:4d}      return event['v{seed % 10}'] * {i}\n" for i in range(1, 61))
+    return "".join(
+        f"{i:4d}  def handler_{i}(event):\n{i:4d}      return event['v{seed % 10}'] * {i}\n" for i in range(1, 61)
+    )
 
 
 @tool
@@ -143,7 +146,9 @@ class OfflineAgentModel(BaseChatModel):
         """Return this model bound to the tools' OpenAI schemas (the plan only calls tools it was given)."""
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         names = {t["function"]["name"] for t in kwargs.get("tools") or []}
         return ChatResult(generations=[ChatGeneration(message=self.respond(messages, names))])
 
@@ -171,7 +176,9 @@ class OfflineAgentModel(BaseChatModel):
                 if name in tools
             ]
             if calls:
-                return AIMessage(content=f"Step {step + 1} for {topic}: {', '.join(c['name'] for c in calls)}.", tool_calls=calls)
+                return AIMessage(
+                    content=f"Step {step + 1} for {topic}: {', '.join(c['name'] for c in calls)}.", tool_calls=calls
+                )
         found = text_of(last)[:300] if isinstance(last, ToolMessage) else ""
         return AIMessage(content=f"Done with {topic}: {request[:120]}" + (f"\n\nLast result: {found}" if found else ""))
 
@@ -182,6 +189,7 @@ def _fixed_module(topic: str) -> str:
 
 
 # -- the graph ------------------------------------------------------------------
+
 
 def openai_chat_model(**kwargs: Any) -> Any:
     """Return the graph's ChatOpenAI: model ``COMPACTION_MODEL`` (default gpt-4o-mini), ``kwargs`` on top.
@@ -203,7 +211,7 @@ def default_models() -> tuple[Any, Any, CompactionConfig]:
 
 
 def build_agent(
-    model: Any, summarizer: Any, config: Optional[CompactionConfig] = None, *, state_schema: type = CompactionState
+    model: Any, summarizer: Any, config: CompactionConfig | None = None, *, state_schema: type = CompactionState
 ) -> StateGraph:
     """Return the agent's graph builder (not compiled): compaction in front of the model node.
 

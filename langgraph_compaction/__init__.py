@@ -20,8 +20,21 @@ from typing import Any
 # dependency (``langchain``) is needed only by those who use it.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "core.caching": ("with_cache_breakpoints",),
-    "core.config": ("Budget", "CompactionConfig", "FidelityConfig", "MicroCompactConfig", "PruneConfig", "TruncateArgsConfig"),
-    "memory.consolidation": ("ConsolidationResult", "aconsolidate_memory", "amemory_for_prompt", "consolidate_memory", "memory_for_prompt"),
+    "core.config": (
+        "Budget",
+        "CompactionConfig",
+        "FidelityConfig",
+        "MicroCompactConfig",
+        "PruneConfig",
+        "TruncateArgsConfig",
+    ),
+    "memory.consolidation": (
+        "ConsolidationResult",
+        "aconsolidate_memory",
+        "amemory_for_prompt",
+        "consolidate_memory",
+        "memory_for_prompt",
+    ),
     "core.conversation": ("SUMMARY_MESSAGE_NAME", "is_summary"),
     "core.hooks": ("CompactionInfo",),
     "core.fidelity": ("complete_summary", "pin_constraint", "stated_rules", "unpin_constraint"),
@@ -57,7 +70,9 @@ def __getattr__(name: str) -> Any:
     except ModuleNotFoundError as exc:
         if module != "fronts.middleware" or not str(exc.name).startswith("langchain"):
             raise
-        raise ImportError("CompactionMiddleware needs LangChain's agents: pip install 'langchain>=1.5' (the [agents] extra)") from exc
+        raise ImportError(
+            "CompactionMiddleware needs LangChain's agents: pip install 'langchain>=1.5' (the [agents] extra)"
+        ) from exc
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence, Union
 
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
 from .core.conversation import is_user_turn, tool_calls_of
 from .memory.ledger import normalize_bullet, parse_bullets
-from .storage.codec import encode, revision, same_version
 from .storage import message_records, record_id
+from .storage.codec import encode, revision, same_version
 
 INVARIANTS = ("valid_history", "nothing_lost", "bounded", "exactly_once", "contained")
 
@@ -67,7 +67,10 @@ def history_problems(view: Sequence[BaseMessage], history: Sequence[BaseMessage]
     reported, as are a missing or reordered leading system message and a
     missing or altered latest human request.
     """
-    problems = [f"tool id {tid!r} is {kind} in the view only" for kind, tid in sorted(broken_tool_ids(view) - broken_tool_ids(history))]
+    problems = [
+        f"tool id {tid!r} is {kind} in the view only"
+        for kind, tid in sorted(broken_tool_ids(view) - broken_tool_ids(history))
+    ]
     lead = _leading_system(history)
     if [m.id for m in _leading_system(view)][: len(lead)] != [m.id for m in lead]:
         problems.append("the view does not start with the history's system message(s)")
@@ -82,7 +85,7 @@ def history_problems(view: Sequence[BaseMessage], history: Sequence[BaseMessage]
 
 
 def lost_messages(
-    added: Iterable[Union[BaseMessage, dict]], state: Sequence[BaseMessage], transcript: Sequence[dict]
+    added: Iterable[BaseMessage | dict], state: Sequence[BaseMessage], transcript: Sequence[dict]
 ) -> list[str]:
     """Invariant 2: return the added messages found neither in ``state`` nor in ``transcript``, as given.
 
@@ -114,7 +117,9 @@ def bounded_problems(events: Iterable[Mapping], trigger_tokens: int) -> list[str
             problems.append(f"a compaction at {e.get('time')} evicted nothing")
         after, before = e.get("tokens_after"), e.get("tokens_before")
         if isinstance(after, int) and after > trigger_tokens and not e.get("over_budget"):
-            problems.append(f"a compaction ended at {after} tokens, over the trigger {trigger_tokens}, without saying why")
+            problems.append(
+                f"a compaction ended at {after} tokens, over the trigger {trigger_tokens}, without saying why"
+            )
         if isinstance(after, int) and isinstance(before, int) and after >= before:
             problems.append(f"a compaction made no progress ({before} -> {after} tokens)")
     return problems
@@ -134,17 +139,13 @@ def duplicate_problems(transcript: Sequence[dict], ledgers: Mapping[str, str] = 
     return problems
 
 
-def escaped_paths(paths: Iterable[Union[str, os.PathLike]], root: Union[str, os.PathLike]) -> list[str]:
+def escaped_paths(paths: Iterable[str | os.PathLike], root: str | os.PathLike) -> list[str]:
     """Invariant 5: return the paths that resolve (links followed) outside ``root``."""
     base = os.path.realpath(root)
-    return [
-        f"{p} is outside {root}"
-        for p in paths
-        if os.path.commonpath([base, os.path.realpath(p)]) != base
-    ]
+    return [f"{p} is outside {root}" for p in paths if os.path.commonpath([base, os.path.realpath(p)]) != base]
 
 
-def files_under(folder: Union[str, os.PathLike]) -> set[str]:
+def files_under(folder: str | os.PathLike) -> set[str]:
     """Return every file and link under ``folder`` (links are not followed)."""
     found = set()
     for dirpath, dirnames, filenames in os.walk(folder):

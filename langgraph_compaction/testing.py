@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any, Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Union
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -98,9 +99,9 @@ class ScriptedModel(BaseChatModel):
     """
 
     latency: float = 0.0
-    summary: Optional[Any] = None
-    memory: Optional[Any] = None
-    consolidation: Optional[Any] = None
+    summary: Any | None = None
+    memory: Any | None = None
+    consolidation: Any | None = None
     reply: Any = "OK."
     summary_words: int = 350
     calls: list = Field(default_factory=list)
@@ -110,7 +111,7 @@ class ScriptedModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> "ScriptedModel":
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedModel:
         """Return this model: its script, not the tools, decides what it calls."""
         return self
 
@@ -144,12 +145,16 @@ class ScriptedModel(BaseChatModel):
         fresh = [{**call, "id": f"call_{len(self.calls)}_{k}"} for k, call in enumerate(answer.tool_calls)]
         return answer.model_copy(update={"tool_calls": fresh, "id": None})
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         if self.latency:
             time.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=self._answer(_prompt_text(messages)))])
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         if self.latency:
             await asyncio.sleep(self.latency)
         return ChatResult(generations=[ChatGeneration(message=self._answer(_prompt_text(messages)))])

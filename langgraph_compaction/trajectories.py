@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Union
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
@@ -26,7 +26,7 @@ def messages_from_openai(records: Iterable[dict], id_prefix: str = "m") -> list[
     return messages
 
 
-def load_trajectory(path: Union[str, Path]) -> list[BaseMessage]:
+def load_trajectory(path: str | Path) -> list[BaseMessage]:
     """Return the messages of a ``.jsonl`` trajectory file (one OpenAI-format message a line)."""
     path = Path(path)
     with path.open(encoding="utf-8") as fh:

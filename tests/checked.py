@@ -9,19 +9,19 @@ history) with the state and the transcript (invariants 2 and 4).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import RetryPolicy
+from support import TOOLS
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.conversation import is_user_turn
 from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from langgraph_compaction.invariants import ThreadLedger, history_problems, ledgers_of
-from support import TOOLS
 
 SYSTEM = SystemMessage(content="You are a careful coding agent. Use the tools.", id="system-prompt")
 #: a window the scripted agent's history outgrows in about three turns
@@ -38,7 +38,7 @@ class CheckedAgent:
 
     views: dict[str, list[list[BaseMessage]]] = field(default_factory=dict)
     steps: dict[tuple[str, str], int] = field(default_factory=dict)
-    fail_once: Optional[BaseException] = None
+    fail_once: BaseException | None = None
 
     def __call__(self, state: dict, config: RunnableConfig) -> dict:
         thread = config["configurable"]["thread_id"]
@@ -60,7 +60,9 @@ class CheckedAgent:
             return {"messages": [AIMessage(content=f"Looking at it ({thread}).", tool_calls=calls)]}
         if step == 1:
             body = "".join(f"def handler_{i}(event):\n    return event['value'] * {i}\n" for i in range(120))
-            calls = [{"name": "write_file", "args": {"path": f"src/{tag}.py", "content": body}, "id": f"call-{tag}-write"}]
+            calls = [
+                {"name": "write_file", "args": {"path": f"src/{tag}.py", "content": body}, "id": f"call-{tag}-write"}
+            ]
             return {"messages": [AIMessage(content=f"Writing the fix ({thread}).", tool_calls=calls)]}
         return {"messages": [AIMessage(content=f"Done ({thread}): src/{tag}.py updated and tests pass.")]}
 
@@ -77,8 +79,8 @@ def build_checked_graph(
     checkpointer: Any,
     flush_model: Any = None,
     store: Any = None,
-    agent: Optional[CheckedAgent] = None,
-    retry_policy: Optional[RetryPolicy] = None,
+    agent: CheckedAgent | None = None,
+    retry_policy: RetryPolicy | None = None,
 ):
     """Return (compiled graph, agent): the checked agent and its tools with compaction in front.
 
@@ -138,7 +140,9 @@ class CheckedThread:
     def _check(self, values: dict, skip_lost: frozenset) -> list[str]:
         problems = []
         for view in self.agent.views.get(self.thread, []):
-            newest = next((i for i, m in enumerate(self.ledger.history) if m.id == view[-1].id), len(self.ledger.history) - 1)
+            newest = next(
+                (i for i, m in enumerate(self.ledger.history) if m.id == view[-1].id), len(self.ledger.history) - 1
+            )
             problems += [f"view: {p}" for p in history_problems(view, self.ledger.history[: newest + 1])]
         transcript = self.transcript()
         ledgers = ledgers_of(self.storage, self.user) if self.storage is not None else {}

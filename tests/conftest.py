@@ -8,7 +8,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from openai_server import StrictOpenAIServer
 from support import in_ci
 

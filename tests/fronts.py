@@ -12,7 +12,7 @@ the window) and, at the end, that no message it saw was lost.
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
@@ -24,10 +24,17 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
 
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary, load_transcript, view_violations
+from langgraph_compaction import (
+    CompactionConfig,
+    CompactionState,
+    add_compaction,
+    is_summary,
+    load_transcript,
+    view_violations,
+)
+from langgraph_compaction.core.tokens import estimate_text_tokens, estimate_tokens
 from langgraph_compaction.invariants import lost_messages
 from langgraph_compaction.storage import record_id
-from langgraph_compaction.core.tokens import estimate_text_tokens, estimate_tokens
 from langgraph_compaction.testing import ScriptedModel
 
 WINDOW = 30_000
@@ -79,12 +86,12 @@ class ToolCallingModel(BaseChatModel):
     inputs: list = Field(default_factory=list)
     tool_schemas: list = Field(default_factory=list)
     steps: dict = Field(default_factory=dict)
-    delegate: Optional[str] = None
+    delegate: str | None = None
     delegate_every: int = 4
     delegate_to: str = "general-purpose"
     subtask_rounds: int = 1
-    compact_at: Optional[int] = None
-    refuse_once_over: Optional[int] = None
+    compact_at: int | None = None
+    refuse_once_over: int | None = None
     refused: int = 0
 
     @property
@@ -118,14 +125,23 @@ class ToolCallingModel(BaseChatModel):
         delegating = self.delegate is not None and text.startswith("Task") and number % self.delegate_every == 1
         rounds = self.subtask_rounds if text.startswith("Subtask") else 1
         compacting = number == self.compact_at and text.startswith("Task")
-        plan = (["delegate"] if delegating else []) + (["compact"] if compacting else []) + ["tools"] * rounds + ["answer"]
+        plan = (
+            (["delegate"] if delegating else []) + (["compact"] if compacting else []) + ["tools"] * rounds + ["answer"]
+        )
         action = plan[min(step, len(plan) - 1)]
         if action == "delegate":
-            args = {"description": f"Subtask of Task {number}: check module{number} again", "subagent_type": self.delegate_to}
-            return AIMessage("Delegating.", tool_calls=[{"name": self.delegate, "args": args, "id": f"{subject}-delegate"}])
+            args = {
+                "description": f"Subtask of Task {number}: check module{number} again",
+                "subagent_type": self.delegate_to,
+            }
+            return AIMessage(
+                "Delegating.", tool_calls=[{"name": self.delegate, "args": args, "id": f"{subject}-delegate"}]
+            )
         if action == "compact":
             args = {"focus": f"the checks of module{number}"}
-            return AIMessage("Compacting first.", tool_calls=[{"name": "compact", "args": args, "id": f"{subject}-compact"}])
+            return AIMessage(
+                "Compacting first.", tool_calls=[{"name": "compact", "args": args, "id": f"{subject}-compact"}]
+            )
         if action == "tools":
             calls = [
                 {"name": "run_tests", "args": {"module": f"{subject}-{step}"}, "id": f"{subject}-tests-{step}"},
@@ -134,7 +150,9 @@ class ToolCallingModel(BaseChatModel):
             return AIMessage(f"Checking {subject}.", tool_calls=calls)
         return AIMessage(f"{text.split(':')[0]} is done: tests pass and the docs agree.")
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._reply(list(messages)))])
 
 
@@ -201,16 +219,22 @@ class Session:
         transcript = messages_to_dict(load_transcript(storage, thread_id))
         originals = {record_id(r) for r in transcript}
         shortened = {i for i, r in self.first_seen.items() if _PRUNED in str(r["data"]["content"])}
-        problems = lost_messages([r for i, r in self.first_seen.items() if i not in shortened], state_messages, transcript)
+        problems = lost_messages(
+            [r for i, r in self.first_seen.items() if i not in shortened], state_messages, transcript
+        )
         problems += [f"message {i!r}: its original is not in the transcript" for i in sorted(shortened - originals)]
         for runs in self.subtasks.values():
             last = {m.id for m in runs[-1]}
             evicted = {m.id for messages in runs[:-1] for m in messages if m.id is not None and m.id not in last}
-            problems += [f"subagent message {i!r} left the view and is not in the transcript" for i in evicted if i not in originals]
+            problems += [
+                f"subagent message {i!r} left the view and is not in the transcript"
+                for i in evicted
+                if i not in originals
+            ]
         return problems
 
 
-def edge_builder(model: "ToolCallingModel", storage: Any, config: CompactionConfig, summarizer: Any = None) -> StateGraph:
+def edge_builder(model: ToolCallingModel, storage: Any, config: CompactionConfig, summarizer: Any = None) -> StateGraph:
     """Return the usual agent <-> tools loop (tools -> agent by an edge) with compaction added, not yet compiled."""
     bound = model.bind_tools(TOOLS)
     builder = StateGraph(CompactionState)
@@ -219,5 +243,7 @@ def edge_builder(model: "ToolCallingModel", storage: Any, config: CompactionConf
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    add_compaction(builder, before="agent", model=summarizer or ScriptedModel(), config=config, storage=storage, agent_model=bound)
+    add_compaction(
+        builder, before="agent", model=summarizer or ScriptedModel(), config=config, storage=storage, agent_model=bound
+    )
     return builder

@@ -176,7 +176,9 @@ _MEMORY_MARKER = "memory extraction assistant"
 _XML_HUMAN = re.compile(r'<message type="human"[^>]*>(.*?)</message>', re.S)
 _PLAIN_HUMAN = re.compile(r"^(?:Human|User|user|human):\s*(.+)$", re.M)
 _XML_TOOL_CALL = re.compile(r'<tool_call [^>]*name="([^"]+)"')
-_PATHISH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|txt|json|toml|yaml|yml|js|ts|csv|cfg|ini|sh|html|rs|go))\b")
+_PATHISH = re.compile(
+    r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|txt|json|toml|yaml|yml|js|ts|csv|cfg|ini|sh|html|rs|go))\b"
+)
 
 
 def _one_line(text: str, limit: int = 160) -> str:
@@ -243,10 +245,7 @@ def default_responder(body: dict[str, Any]) -> dict[str, Any]:
         return {"content": content, "tool_calls": []}
     if _MEMORY_MARKER in text.lower():
         topic = request or "the current task"
-        content = (
-            f"- The user is working on: {topic}\n"
-            "- The user prefers concise, direct answers."
-        )
+        content = f"- The user is working on: {topic}\n- The user prefers concise, direct answers."
         return {"content": content, "tool_calls": []}
     if request:
         return {"content": f"Understood: {_one_line(request, 60)}", "tool_calls": []}
@@ -256,6 +255,7 @@ def default_responder(body: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 # errors
 # --------------------------------------------------------------------------
+
 
 class _RequestError(Exception):
     def __init__(
@@ -269,9 +269,7 @@ class _RequestError(Exception):
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.body = {
-            "error": {"message": message, "type": type_, "param": param, "code": code}
-        }
+        self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 _VALID_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -300,8 +298,7 @@ def _validate_messages(messages: Any) -> None:
         )
     if not isinstance(messages, list):
         raise _RequestError(
-            f"Invalid type for 'messages': expected an array, but got "
-            f"{type(messages).__name__} instead.",
+            f"Invalid type for 'messages': expected an array, but got {type(messages).__name__} instead.",
             param="messages",
             code="invalid_type",
         )
@@ -311,8 +308,7 @@ def _validate_messages(messages: Any) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise _RequestError(
-                f"Invalid type for 'messages[{i}]': expected an object, but got "
-                f"{type(message).__name__} instead.",
+                f"Invalid type for 'messages[{i}]': expected an object, but got {type(message).__name__} instead.",
                 param=f"messages[{i}]",
                 code="invalid_type",
             )
@@ -366,10 +362,11 @@ def _validate_messages(messages: Any) -> None:
             while k >= 0 and isinstance(messages[k], dict) and messages[k].get("role") == "tool":
                 k -= 1
             owner = messages[k] if k >= 0 else None
-            owner_ids = {
-                (call or {}).get("id")
-                for call in ((owner or {}).get("tool_calls") or [])
-            } if isinstance(owner, dict) and owner.get("role") == "assistant" else set()
+            owner_ids = (
+                {(call or {}).get("id") for call in ((owner or {}).get("tool_calls") or [])}
+                if isinstance(owner, dict) and owner.get("role") == "assistant"
+                else set()
+            )
             if message.get("tool_call_id") not in owner_ids:
                 raise _RequestError(_TOOL_WITHOUT_CALL, param=f"messages.[{i}].role")
 
@@ -426,7 +423,7 @@ class StrictOpenAIServer:
 
     # -- lifecycle ---------------------------------------------------------
 
-    def start(self) -> "StrictOpenAIServer":
+    def start(self) -> StrictOpenAIServer:
         if self._httpd is not None:
             return self
         _encoding()  # load the tokenizer before the first request
@@ -455,7 +452,7 @@ class StrictOpenAIServer:
         if thread is not None:
             thread.join(timeout=5)
 
-    def __enter__(self) -> "StrictOpenAIServer":
+    def __enter__(self) -> StrictOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -508,9 +505,7 @@ class StrictOpenAIServer:
     def _complete(self, body: Any) -> tuple[dict[str, Any], int, list[dict[str, Any]], str | None]:
         """Validate; returns (body, prompt_tokens, tool_calls, content) or raises."""
         if not isinstance(body, dict):
-            raise _RequestError(
-                "Invalid type for request body: expected an object.", code="invalid_type"
-            )
+            raise _RequestError("Invalid type for request body: expected an object.", code="invalid_type")
         if not body.get("model"):
             raise _RequestError("you must provide a model parameter")
         messages = body.get("messages")
@@ -605,15 +600,11 @@ class _Handler(BaseHTTPRequestHandler):
                 200,
                 {
                     "object": "list",
-                    "data": [
-                        {"id": self.owner.model, "object": "model", "created": 1721172741, "owned_by": "system"}
-                    ],
+                    "data": [{"id": self.owner.model, "object": "model", "created": 1721172741, "owned_by": "system"}],
                 },
             )
             return
-        self._send_error(
-            _RequestError(f"Invalid URL (GET {self.path})", status=404)
-        )
+        self._send_error(_RequestError(f"Invalid URL (GET {self.path})", status=404))
 
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("Content-Length") or 0)
@@ -660,7 +651,12 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(
-                completion_id, created, model, content, tool_calls, finish_reason,
+                completion_id,
+                created,
+                model,
+                content,
+                tool_calls,
+                finish_reason,
                 _usage(prompt_tokens, completion_tokens) if include_usage else None,
                 include_usage,
             )
@@ -680,9 +676,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": created,
                 "model": model,
-                "choices": [
-                    {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
-                ],
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
                 "usage": _usage(prompt_tokens, completion_tokens),
                 "service_tier": "default",
                 "system_fingerprint": "fp_strict_local",
@@ -716,9 +710,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "service_tier": "default",
                 "system_fingerprint": "fp_strict_local",
                 "choices": (
-                    [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-                    if choices
-                    else []
+                    [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else []
                 ),
             }
             if include_usage:

@@ -25,7 +25,9 @@ class Replayer:
         messages = state["messages"]
         self.calls += 1
         self.view_tokens.append(estimate_tokens(messages))
-        latest = next((m for m in reversed(messages) if isinstance(m, HumanMessage) and m.name != "__compaction_summary__"), None)
+        latest = next(
+            (m for m in reversed(messages) if isinstance(m, HumanMessage) and m.name != "__compaction_summary__"), None
+        )
         problems = view_violations(messages, latest)
         if self.opens_with_assistant:  # a recorded greeting before any user turn (tau2) is the log's shape, not ours
             problems = [p for p in problems if not p.endswith("not a user turn")]

@@ -15,6 +15,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, view_violations
 from langgraph_compaction.core.tokens import estimate_tokens
 
+
 def in_ci() -> bool:
     """Return whether the tests run in CI (``CI`` set, as ``.ci/run`` does): there a missing service fails, never skips."""
     return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
@@ -76,7 +77,13 @@ class ScriptedAgent:
             return {"messages": [AIMessage(content=f"Looking at module {turn}.", tool_calls=calls)]}
         if step == 1:
             body = "".join(f"def handler_{i}(event):\n    return event['value'] * {i}\n" for i in range(120))
-            calls = [{"name": "write_file", "args": {"path": f"src/module{turn}.py", "content": body}, "id": f"call-{turn}-write"}]
+            calls = [
+                {
+                    "name": "write_file",
+                    "args": {"path": f"src/module{turn}.py", "content": body},
+                    "id": f"call-{turn}-write",
+                }
+            ]
             return {"messages": [AIMessage(content="Writing the fix.", tool_calls=calls)]}
         return {"messages": [AIMessage(content=f"Task {turn} is done: src/module{turn}.py updated and tests pass.")]}
 
@@ -92,7 +99,9 @@ def agent_builder(agent: Any, tools: Any = TOOLS, context_schema: Any = None) ->
     return builder
 
 
-def build_graph(summarizer: Any, *, config: CompactionConfig, storage: Any, checkpointer: Any = None, store: Any = None):
+def build_graph(
+    summarizer: Any, *, config: CompactionConfig, storage: Any, checkpointer: Any = None, store: Any = None
+):
     """Return (compiled graph, agent) for the scripted agent with compaction in front of it."""
     agent = ScriptedAgent()
     builder = agent_builder(agent)

@@ -40,8 +40,20 @@ def _trail(*specs) -> list[str]:
 
 def test_opencode_file_path_arguments_are_named_with_what_was_done():
     trail = _trail(
-        ("read", {"filePath": "/home/dev/app/src/checkpoints/fsStore.ts", "offset": 0, "limit": 2000}, "<file>...</file>"),
-        ("edit", {"filePath": "/home/dev/app/src/checkpoints/fsStore.ts", "oldString": "write(", "newString": "writeAtomic("}, "ok"),
+        (
+            "read",
+            {"filePath": "/home/dev/app/src/checkpoints/fsStore.ts", "offset": 0, "limit": 2000},
+            "<file>...</file>",
+        ),
+        (
+            "edit",
+            {
+                "filePath": "/home/dev/app/src/checkpoints/fsStore.ts",
+                "oldString": "write(",
+                "newString": "writeAtomic(",
+            },
+            "ok",
+        ),
         ("write", {"filePath": "/home/dev/app/src/checkpoints/layout.ts", "content": "export const v = 2;\n"}, "ok"),
     )
     assert trail == [
@@ -68,7 +80,11 @@ def test_codex_patches_name_every_changed_file_and_shell_paths_stay_relative_to_
     trail = _trail(
         ("shell_command", {"command": "sed -n '1,240p' src/checkpoints/fsStore.ts", "workdir": "/repo"}, "..."),
         ("shell_command", {"command": "cd src/sync && cat queue.ts worker.ts | head -n 80", "workdir": "/repo"}, "..."),
-        ("shell_command", {"command": "cd /repo/tests && npx vitest run sync/queue.test.ts 2>&1 | tail -n 30", "workdir": "/repo"}, "exit code 0"),
+        (
+            "shell_command",
+            {"command": "cd /repo/tests && npx vitest run sync/queue.test.ts 2>&1 | tail -n 30", "workdir": "/repo"},
+            "exit code 0",
+        ),
         ("apply_patch", {"input": patch}, "Success."),
     )
     assert trail[:4] == [
@@ -99,7 +115,11 @@ def test_gemini_cli_and_mcp_tools_are_read_by_meaning_not_by_one_agents_names():
         ("read_file", {"absolute_path": "/Users/dev/proj/src/api/server.ts"}, "..."),
         ("read_many_files", {"paths": ["src/utils/retry.ts", "src/utils/clock.ts"]}, "..."),
         ("replace", {"file_path": "/Users/dev/proj/src/utils/retry.ts", "old_string": "3", "new_string": "5"}, "ok"),
-        ("run_shell_command", {"command": "wc -l queue.ts", "directory": "src/sync", "description": "size"}, "80 queue.ts"),
+        (
+            "run_shell_command",
+            {"command": "wc -l queue.ts", "directory": "src/sync", "description": "size"},
+            "80 queue.ts",
+        ),
         ("mcp__filesystem__move_file", {"source": "/srv/p/src/a.ts", "destination": "/srv/p/src/b.ts"}, "moved"),
         ("github__get_file_contents", {"owner": "acme", "repo": "checkpointer", "path": "docs/api.md"}, "..."),
         ("mcp__filesystem__edit_file", {"path": "/srv/p/src/c.ts", "edits": [{"oldText": "a", "newText": "b"}]}, "ok"),
@@ -121,8 +141,10 @@ def test_gemini_cli_and_mcp_tools_are_read_by_meaning_not_by_one_agents_names():
 def test_shell_lines_tell_writes_from_reads():
     found = touches(
         "Bash",
-        {"command": "sed -n 1,5p a.py; sed -i s/x/y/ b.py && cp c.py d/c.py && mv e.py f.py; rm -f g.py; "
-         "make > build.log 2>&1; curl -s https://x.dev/v1 | tee out/v1.json; grep -rn 'def flush' src/ lib/h.py"},
+        {
+            "command": "sed -n 1,5p a.py; sed -i s/x/y/ b.py && cp c.py d/c.py && mv e.py f.py; rm -f g.py; "
+            "make > build.log 2>&1; curl -s https://x.dev/v1 | tee out/v1.json; grep -rn 'def flush' src/ lib/h.py"
+        },
     )
     assert [tuple(t) for t in found] == [
         ("https://x.dev/v1", "fetched"),
@@ -158,7 +180,9 @@ def _truth(name: str) -> dict:
     return json.loads((SHAPES / f"{name}.touched.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("name", ["codex_rollout", "opencode_export", "gemini_cli_chat", "mcp_tools", "codex_rollout_long"])
+@pytest.mark.parametrize(
+    "name", ["codex_rollout", "opencode_export", "gemini_cli_chat", "mcp_tools", "codex_rollout_long"]
+)
 def test_every_call_of_the_agent_shapes_yields_the_paths_of_its_answer_key(name):
     messages = load_trajectory(SHAPES / f"{name}.jsonl")
     truth = _truth(name)
@@ -168,7 +192,9 @@ def test_every_call_of_the_agent_shapes_yields_the_paths_of_its_answer_key(name)
         found = touches(call["name"], call["args"])
         expected = truth[call["id"]]
         assert set(expected["read"] + expected["changed"]) <= {t.target for t in found}, call
-        assert set(expected["changed"]) <= {t.target for t in found if t.verb in ("edited", "wrote", "deleted", "moved")}, call
+        assert set(expected["changed"]) <= {
+            t.target for t in found if t.verb in ("edited", "wrote", "deleted", "moved")
+        }, call
 
 
 def _findable(artifacts: str) -> tuple[set[str], set[str]]:
@@ -179,7 +205,9 @@ def _findable(artifacts: str) -> tuple[set[str], set[str]]:
             entry = line[2:]
             paths = expand_group(entry) or [entry.rsplit(" (", 1)[0]]
             named.update(paths)
-            if any(f"{verb}" in entry.rsplit(" (", 1)[-1] for verb in ("edited", "wrote", "deleted", "moved")) and not expand_group(entry):
+            if any(
+                f"{verb}" in entry.rsplit(" (", 1)[-1] for verb in ("edited", "wrote", "deleted", "moved")
+            ) and not expand_group(entry):
                 changed.update(paths)
     return named, changed
 
@@ -222,8 +250,14 @@ def test_a_2000_path_session_compacted_three_times_accounts_for_every_changed_fi
 def test_a_trail_over_its_token_budget_drops_older_commands_first_and_keeps_every_changed_file():
     from langgraph_compaction.core.tokens import estimate_text_tokens
 
-    specs = [("apply_patch", {"input": f"*** Begin Patch\n*** Update File: src/mod{i}.py\n@@\n-a\n+b\n*** End Patch"}, "ok") for i in range(10)]
-    specs += [("shell_command", {"command": f"make check-{i} VERBOSE=1 JOBS=8 TARGET=service-{i} PROFILE=ci"}, "Exit code: 0") for i in range(120)]
+    specs = [
+        ("apply_patch", {"input": f"*** Begin Patch\n*** Update File: src/mod{i}.py\n@@\n-a\n+b\n*** End Patch"}, "ok")
+        for i in range(10)
+    ]
+    specs += [
+        ("shell_command", {"command": f"make check-{i} VERBOSE=1 JOBS=8 TARGET=service-{i} PROFILE=ci"}, "Exit code: 0")
+        for i in range(120)
+    ]
     messages = [HumanMessage("Fix the flush race.", id="u1"), *_calls(*specs)]
 
     def trail(settings: FidelityConfig) -> str:
@@ -247,7 +281,9 @@ def test_a_long_session_trail_over_its_token_budget_keeps_to_it_and_still_accoun
     seen = [c["id"] for m in messages for c in getattr(m, "tool_calls", None) or []]
     settings = FidelityConfig(max_artifacts=300)  # lines enough for 4,000+ tokens: the token budget bounds it
     artifacts = section(extractive_summary(messages, settings=settings), "ARTIFACTS")
-    unbounded = section(extractive_summary(messages, settings=settings.model_copy(update={"trail_tokens": None})), "ARTIFACTS")
+    unbounded = section(
+        extractive_summary(messages, settings=settings.model_copy(update={"trail_tokens": None})), "ARTIFACTS"
+    )
     assert estimate_text_tokens(artifacts) <= settings.trail_tokens + 150 < estimate_text_tokens(unbounded)
     named, changed = _findable(artifacts)
     assert _unaccounted({p for i in seen for p in truth[i]["changed"]}, changed, artifacts) == set()
@@ -259,4 +295,10 @@ def test_a_folder_line_gives_back_dot_slash_paths_as_they_were_written():
 
     entries = ["./session (read)", "./main.go (read)", "notes.md (read)", "cmd/a.go (read)", "cmd/b.go (read)"]
     lines = group_paths(entries, 1)
-    assert {p for line in lines for p in expand_group(line)} == {"./session", "./main.go", "notes.md", "cmd/a.go", "cmd/b.go"}
+    assert {p for line in lines for p in expand_group(line)} == {
+        "./session",
+        "./main.go",
+        "notes.md",
+        "cmd/a.go",
+        "cmd/b.go",
+    }

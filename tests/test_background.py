@@ -20,13 +20,13 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
+from fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langgraph_compaction import (
     CompactionConfig,
     CompactionMiddleware,
@@ -134,11 +134,15 @@ def test_a_prepared_summary_applies_only_while_what_it_covers_is_unchanged():
 def test_the_digest_is_the_same_in_every_process_and_sees_every_field():
     message = AIMessage("x", id="a", tool_calls=[{"name": "t", "args": {"n": 1}, "id": "c"}])
     assert message_digest(message) == message_digest(message.model_copy())
-    assert message_digest(message) != message_digest(message.model_copy(update={"tool_calls": [{"name": "t", "args": {"n": True}, "id": "c"}]}))
+    assert message_digest(message) != message_digest(
+        message.model_copy(update={"tool_calls": [{"name": "t", "args": {"n": True}, "id": "c"}]})
+    )
 
 
 def test_the_start_point_and_the_wait_follow_the_trigger_and_the_window():
-    budget = Budget(context_window=60_000, trigger_tokens=40_000, keep_tokens=2_000, keep_messages=20, trigger_messages=50)
+    budget = Budget(
+        context_window=60_000, trigger_tokens=40_000, keep_tokens=2_000, keep_messages=20, trigger_messages=50
+    )
     early = start_budget(budget, 0.85)
     assert (early.trigger_tokens, early.trigger_messages, early.keep_tokens) == (34_000, 43, 250)
     assert wait_limit(budget) == 50_000  # halfway from the trigger to the window
@@ -167,7 +171,13 @@ def agent_graph(model, summarizer, config, storage, checkpointer):
 
 
 def _graph(model, tmp_path, config=BACKGROUND, checkpointer=None, summarizer=None):
-    return agent_graph(model, summarizer or ScriptedModel(), config, tmp_path, InMemorySaver() if checkpointer is None else checkpointer)
+    return agent_graph(
+        model,
+        summarizer or ScriptedModel(),
+        config,
+        tmp_path,
+        InMemorySaver() if checkpointer is None else checkpointer,
+    )
 
 
 @pytest.mark.parametrize("mode", ["rewrite", "view"])
@@ -217,7 +227,9 @@ def test_update_state_on_a_covered_message_discards_the_prepared_summary_and_wri
     assert any(f"{edited['id']} it covers has changed" in e["why"] for e in discarded)
     state = graph.get_state({"configurable": {"thread_id": "edited"}}).values
     assert session.problems == []
-    assert [p for p in session.lost(state["messages"], tmp_path, "edited") if edited["id"] not in p] == []  # the edit aside
+    assert [
+        p for p in session.lost(state["messages"], tmp_path, "edited") if edited["id"] not in p
+    ] == []  # the edit aside
     bullets = parse_bullets("".join(p.read_text() for p in tmp_path.rglob("memory/*.md")))
     assert len(bullets) == len(set(bullets))  # the discarded summary's memory answer was never written
 
@@ -228,7 +240,9 @@ def test_a_prepared_summary_outgrown_by_its_tail_is_still_applied_not_wasted(tmp
     runner = HeldRunner()
     held = {}
 
-    def before(n, config):  # the job is held for two requests (about 4,000 tokens, twice keep_tokens_max) after it starts
+    def before(
+        n, config
+    ):  # the job is held for two requests (about 4,000 tokens, twice keep_tokens_max) after it starts
         started = [e for e in events() if e["event"] == "compaction_started"]
         if started and not held:
             held["at"], held["id"] = n, started[0]["prepared_id"]
@@ -368,7 +382,9 @@ def test_the_middleware_swaps_in_prepared_summaries(tmp_path, events):
     model = ToolCallingModel()
     with use_runner(InstantRunner()):
         middleware = CompactionMiddleware(model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, add_tools=False)
-        agent = create_agent(model, TOOLS, system_prompt="Check each module.", middleware=[middleware], checkpointer=InMemorySaver())
+        agent = create_agent(
+            model, TOOLS, system_prompt="Check each module.", middleware=[middleware], checkpointer=InMemorySaver()
+        )
         session = _session(agent, model, "middleware")
     state = agent.get_state({"configurable": {"thread_id": "middleware"}}).values
     assert session.problems == [] and session.lost(state["messages"], tmp_path, "middleware") == []
@@ -382,10 +398,14 @@ def test_the_prebuilt_hook_swaps_in_prepared_summaries(tmp_path, events):
 
     model = ToolCallingModel()
     with use_runner(InstantRunner()):
-        hook = make_pre_model_hook(model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, agent_model=model.bind_tools(TOOLS))
+        hook = make_pre_model_hook(
+            model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, agent_model=model.bind_tools(TOOLS)
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            agent = create_react_agent(model, TOOLS, pre_model_hook=hook, state_schema=hook.state_schema, checkpointer=InMemorySaver())
+            agent = create_react_agent(
+                model, TOOLS, pre_model_hook=hook, state_schema=hook.state_schema, checkpointer=InMemorySaver()
+            )
         session = _session(agent, model, "hook")
     state = agent.get_state({"configurable": {"thread_id": "hook"}}).values
     assert session.problems == [] and session.lost(state["messages"], tmp_path, "hook") == []
@@ -397,7 +417,11 @@ def _functional_history(turns: int) -> list:
     for n in range(turns):
         history += [
             HumanMessage(f"Task {n}: check module{n}", id=f"h{n}"),
-            AIMessage(f"checking {n}", id=f"a{n}", tool_calls=[{"name": "run_tests", "args": {"module": f"m{n}"}, "id": f"c{n}"}]),
+            AIMessage(
+                f"checking {n}",
+                id=f"a{n}",
+                tool_calls=[{"name": "run_tests", "args": {"module": f"m{n}"}, "id": f"c{n}"}],
+            ),
             ToolMessage(f"module{n} ok\n" * 300, tool_call_id=f"c{n}", id=f"t{n}"),
             AIMessage(f"Task {n} is done.", id=f"d{n}"),
         ]
@@ -410,8 +434,12 @@ async def test_compact_messages_swaps_in_a_summary_prepared_by_an_earlier_call(t
     with use_runner(InstantRunner()):
         for chunk in range(30):
             history = [*history, *_functional_history(chunk + 1)[-4:]]
-            settings = dict(model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, thread_id="functional", state=state)
-            result = await acompact_messages(history, **settings) if use_async else compact_messages(history, **settings)
+            settings = dict(
+                model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, thread_id="functional", state=state
+            )
+            result = (
+                await acompact_messages(history, **settings) if use_async else compact_messages(history, **settings)
+            )
             history, state = result.messages, result.state
     assert ("compaction_applied", "background") in _kinds(events())
     assert sum(1 for m in history if is_summary(m)) == 1
@@ -449,7 +477,8 @@ def _worker(root: str, db: str, started: str, waiting: str) -> None:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from fronts import ToolCallingModel, request as ask
+    from fronts import ToolCallingModel
+    from fronts import request as ask
 
     class Hanging(ScriptedModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -473,7 +502,9 @@ def _worker(root: str, db: str, started: str, waiting: str) -> None:
 
 def test_a_worker_killed_mid_summary_loses_nothing_and_the_next_one_compacts_again(tmp_path, events):
     db, started, waiting = str(tmp_path / "checkpoints.sqlite"), tmp_path / "started", tmp_path / "waiting"
-    worker = multiprocessing.get_context("spawn").Process(target=_worker, args=(str(tmp_path), db, str(started), str(waiting)))
+    worker = multiprocessing.get_context("spawn").Process(
+        target=_worker, args=(str(tmp_path), db, str(started), str(waiting))
+    )
     worker.start()
     try:
         for _ in range(1200):
@@ -493,7 +524,9 @@ def test_a_worker_killed_mid_summary_loses_nothing_and_the_next_one_compacts_aga
         graph = _graph(model, tmp_path, checkpointer=saver)
         values = graph.get_state(config).values
         assert not (values["compaction"] or {}).get("prepared")  # the summary in progress died with its process
-        done = int([m for m in values["messages"] if isinstance(m, HumanMessage) and not is_summary(m)][-1].id.split("-")[1])
+        done = int(
+            [m for m in values["messages"] if isinstance(m, HumanMessage) and not is_summary(m)][-1].id.split("-")[1]
+        )
         session = Session(model)
         for n in range(done + 1, done + 8):
             graph.invoke({"messages": [request(n)]}, config)
@@ -523,7 +556,9 @@ def test_deepagents_with_ours_in_the_background_compacts_the_agent_and_its_subag
     # every 4th request goes to the general-purpose subagent, which makes 6 tool rounds: over the trigger on its own
     model = ToolCallingModel(delegate="task", subtask_rounds=6)
     with use_runner(InstantRunner()):
-        compaction = CompactionMiddleware(model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, name="SummarizationMiddleware")
+        compaction = CompactionMiddleware(
+            model=ScriptedModel(), config=BACKGROUND, storage=tmp_path, name="SummarizationMiddleware"
+        )
         agent = create_deep_agent(model=model, tools=TOOLS, middleware=[compaction], checkpointer=InMemorySaver())
         session = _session(agent, model, "deep")
     state = agent.get_state({"configurable": {"thread_id": "deep"}}).values

@@ -20,7 +20,12 @@ def _digest() -> dict[str, str]:
 
 def _benchmarks(*args: str, module: str = "benchmarks", env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
     )
 
 

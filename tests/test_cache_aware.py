@@ -58,7 +58,10 @@ def test_summarizer_and_flush_requests_start_with_the_agents_own_messages(tmp_pa
             (m.type, m.content, getattr(m, "tool_calls", None)) for m in last_agent[: len(prefix)]
         ]
         assert isinstance(instruction, HumanMessage)
-        assert "Context Extraction Assistant" in instruction.content or "memory extraction assistant" in instruction.content
+        assert (
+            "Context Extraction Assistant" in instruction.content
+            or "memory extraction assistant" in instruction.content
+        )
     figures = ledger.figures()
     assert figures["side_cached"] >= 0.8 * figures["side_input"]
 
@@ -93,7 +96,9 @@ def test_anthropic_requests_carry_breakpoints_on_the_system_prompt_the_summary_a
     assert payload["system"][-1]["cache_control"] == {"type": "ephemeral"}
     summary_turn, *_, newest = payload["messages"]
     assert summary_turn["content"][0]["cache_control"] == {"type": "ephemeral"}  # the summary, first block of the turn
-    assert newest["content"][-1]["type"] == "tool_result" and newest["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert newest["content"][-1]["type"] == "tool_result" and newest["content"][-1]["cache_control"] == {
+        "type": "ephemeral"
+    }
     marks = [b for m in payload["messages"] for b in m["content"] if isinstance(b, dict) and "cache_control" in b]
     assert len(marks) + 1 <= 4  # Anthropic accepts at most four breakpoints per request
 

@@ -10,6 +10,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from openai_server import count_text_tokens
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.calibration import (
@@ -22,9 +23,8 @@ from langgraph_compaction.core.calibration import (
     observe_usage,
     read_calibration,
 )
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.core.tokens import TokenCounter, estimate_text_tokens
-from openai_server import count_text_tokens
+from langgraph_compaction.testing import ScriptedModel
 
 THREAD = {"configurable": {"thread_id": "t"}}
 SYSTEM = "You are the billing assistant of ACME. Answer in two sentences. " * 20
@@ -50,7 +50,10 @@ def test_a_broken_stored_calibration_falls_back_to_no_correction():
 
 
 def test_usage_of_the_newest_reply_is_observed_once():
-    messages = [HumanMessage("hi " * 100, id="h"), AIMessage("hello", id="a", usage_metadata={"input_tokens": 300, "output_tokens": 2, "total_tokens": 302})]
+    messages = [
+        HumanMessage("hi " * 100, id="h"),
+        AIMessage("hello", id="a", usage_metadata={"input_tokens": 300, "output_tokens": 2, "total_tokens": 302}),
+    ]
     counts = TokenCounter().counts(messages)
     seen = observe_usage({}, messages, counts, fixed=50)
     assert seen["last_id"] == "a" and seen["estimate"] == counts[0] + 50 and seen["reported"] == 300
@@ -121,10 +124,18 @@ def test_chatopenai_usage_calibrates_against_the_servers_o200k_count(openai_serv
     builder.add_node("agent", lambda state: {"messages": [llm.invoke([SystemMessage(SYSTEM), *state["messages"]])]})
     builder.add_edge(START, "agent")
     builder.add_edge("agent", END)
-    nodes = add_compaction(builder, before="agent", model=ScriptedModel(), system_prompt=SYSTEM, config=CompactionConfig(context_window=128_000))
+    nodes = add_compaction(
+        builder,
+        before="agent",
+        model=ScriptedModel(),
+        system_prompt=SYSTEM,
+        config=CompactionConfig(context_window=128_000),
+    )
     graph = builder.compile(checkpointer=InMemorySaver())
     for t in range(6):
-        graph.invoke({"messages": [HumanMessage(f"Invoice {t}: why was the total {t * 17}.40 EUR and not less?")]}, THREAD)
+        graph.invoke(
+            {"messages": [HumanMessage(f"Invoice {t}: why was the total {t * 17}.40 EUR and not less?")]}, THREAD
+        )
     values = graph.get_state(THREAD).values
     calibration = values["compaction"]["calibration"]
     assert calibration["samples"] == 5  # each reply is observed once, at the next gate
@@ -147,7 +158,9 @@ def test_the_prompt_cache_figures_a_provider_reports_are_kept_with_the_calibrati
     )
     observed = observe_usage({}, [HumanMessage("hi", id="h1"), reply], [1_000, 5], 0)
     assert (observed["cache_read"], observed["cache_creation"]) == (1_024, 100)
-    plain = reply.model_copy(update={"id": "r2", "usage_metadata": {"input_tokens": 1_200, "output_tokens": 5, "total_tokens": 1_205}})
+    plain = reply.model_copy(
+        update={"id": "r2", "usage_metadata": {"input_tokens": 1_200, "output_tokens": 5, "total_tokens": 1_205}}
+    )
     assert "cache_read" not in observe_usage({}, [HumanMessage("hi", id="h1"), plain], [1_000, 5], 0)
 
 
@@ -185,7 +198,9 @@ def test_the_gate_streams_each_replys_cache_figures_and_the_threads_billed_input
     graph = builder.compile(checkpointer=InMemorySaver())
     events = []
     for t in range(3):
-        chunks = graph.stream({"messages": [HumanMessage(f"Entry {t}: record the refund")]}, THREAD, stream_mode="custom")
+        chunks = graph.stream(
+            {"messages": [HumanMessage(f"Entry {t}: record the refund")]}, THREAD, stream_mode="custom"
+        )
         events += [c["usage"] for c in chunks if c.get("stage") == "gate" and "usage" in c]
     assert len(events) == 2  # the replies to the first two calls, each seen once at the next gate
     last = events[-1]

@@ -11,16 +11,14 @@ goes through ``langchain-openai``.
 
 from __future__ import annotations
 
-
 from langchain_core.messages import AIMessageChunk, HumanMessage, convert_to_messages
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
-
-from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, openai_violations, read_compaction
-from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from openai_server import count_prompt_tokens
 
 from graphs.agent import OfflineAgentModel, build_agent, openai_chat_model
+from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, openai_violations, read_compaction
+from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 
 #: The server refuses prompts over this many o200k tokens, as a 12k-window model would.
 CONTEXT_LIMIT = 12_000
@@ -57,7 +55,15 @@ def _kinds(server) -> dict[str, list[dict]]:
     kinds: dict[str, list[dict]] = {"agent": [], "summary": [], "flush": []}
     for body in server.requests:
         text = body["messages"][-1]["content"] if body["messages"] else ""
-        kind = "agent" if body.get("tools") else "summary" if SUMMARY_MARKER in text else "flush" if MEMORY_MARKER in text else "other"
+        kind = (
+            "agent"
+            if body.get("tools")
+            else "summary"
+            if SUMMARY_MARKER in text
+            else "flush"
+            if MEMORY_MARKER in text
+            else "other"
+        )
         kinds.setdefault(kind, []).append(body)
     return kinds
 
@@ -100,8 +106,12 @@ async def test_streamed_messages_show_the_agent_tokens_and_no_summarizer_tokens(
     assert len(kinds["summary"]) >= 2 and all(b.get("stream") for b in kinds["agent"])
     agent_chunks = [c for c, meta in streamed if isinstance(c, AIMessageChunk) and meta["langgraph_node"] == "agent"]
     assert len(agent_chunks) > len(kinds["agent"])  # token by token, not whole replies
-    assert not [c for c, meta in streamed if isinstance(c, AIMessageChunk) and meta["langgraph_node"] in COMPACTION_NODES]
-    streamed_text = "".join(c.content for c, _ in streamed if isinstance(c, AIMessageChunk) and isinstance(c.content, str))
+    assert not [
+        c for c, meta in streamed if isinstance(c, AIMessageChunk) and meta["langgraph_node"] in COMPACTION_NODES
+    ]
+    streamed_text = "".join(
+        c.content for c, _ in streamed if isinstance(c, AIMessageChunk) and isinstance(c.content, str)
+    )
     assert "## SESSION INTENT" not in streamed_text and "The user is working on" not in streamed_text
     # what compaction itself puts on the stream is its state update: the summary message and removals
     from_compaction = [c for c, meta in streamed if meta["langgraph_node"] in COMPACTION_NODES]

@@ -30,6 +30,7 @@ from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 from langgraph.store.sqlite import AsyncSqliteStore, SqliteStore
 from typing_extensions import TypedDict
 
+from graphs.agent import OFFLINE_CONTEXT_WINDOW, OfflineAgentModel, build_agent
 from langgraph_compaction import (
     SUMMARY_MESSAGE_NAME,
     CompactionConfig,
@@ -43,8 +44,6 @@ from langgraph_compaction import (
 from langgraph_compaction.engine.nodes import SUMMARIZE
 from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY
 from langgraph_compaction.testing import ScriptedModel
-
-from graphs.agent import OFFLINE_CONTEXT_WINDOW, OfflineAgentModel, build_agent
 
 #: Studio-like thresholds: every request after the first compacts.
 THRESHOLDS = {"trigger_tokens": 6_000, "keep_tokens": 2_000}
@@ -68,8 +67,10 @@ class Backend:
         if self.kind == "memory":
             yield self.memory
         elif self.kind == "sqlite":
-            with SqliteSaver.from_conn_string(str(self.tmp_path / "checkpoints.sqlite")) as saver, \
-                    SqliteStore.from_conn_string(str(self.tmp_path / "store.sqlite")) as store:
+            with (
+                SqliteSaver.from_conn_string(str(self.tmp_path / "checkpoints.sqlite")) as saver,
+                SqliteStore.from_conn_string(str(self.tmp_path / "store.sqlite")) as store,
+            ):
                 store.setup()
                 yield saver, store
         else:
@@ -84,13 +85,17 @@ class Backend:
         if self.kind == "memory":
             yield self.memory
         elif self.kind == "sqlite":
-            async with AsyncSqliteSaver.from_conn_string(str(self.tmp_path / "checkpoints.sqlite")) as saver, \
-                    AsyncSqliteStore.from_conn_string(str(self.tmp_path / "store.sqlite")) as store:
+            async with (
+                AsyncSqliteSaver.from_conn_string(str(self.tmp_path / "checkpoints.sqlite")) as saver,
+                AsyncSqliteStore.from_conn_string(str(self.tmp_path / "store.sqlite")) as store,
+            ):
                 await store.setup()
                 yield saver, store
         else:
-            async with AsyncPostgresSaver.from_conn_string(self.dsn) as saver, \
-                    AsyncPostgresStore.from_conn_string(self.dsn) as store:
+            async with (
+                AsyncPostgresSaver.from_conn_string(self.dsn) as saver,
+                AsyncPostgresStore.from_conn_string(self.dsn) as store,
+            ):
                 await saver.setup()
                 await store.setup()
                 yield saver, store
@@ -109,7 +114,9 @@ def run_context():
 
 
 def _graph(saver: Any, store: Any, summarizer: Any = None, **kwargs: Any):
-    return build_agent(OfflineAgentModel(), summarizer or ScriptedModel(), **kwargs).compile(checkpointer=saver, store=store)
+    return build_agent(OfflineAgentModel(), summarizer or ScriptedModel(), **kwargs).compile(
+        checkpointer=saver, store=store
+    )
 
 
 def _request(turn: int) -> dict:
@@ -162,7 +169,9 @@ async def test_the_same_graph_compacts_a_thread_across_restarts_async(kind, tmp_
         async with backend.aopen() as (saver, store):
             graph = _graph(saver, store)
             for turn in turns:
-                events += [e async for e in graph.astream(_request(turn), config, stream_mode="custom", context=context)]
+                events += [
+                    e async for e in graph.astream(_request(turn), config, stream_mode="custom", context=context)
+                ]
             values = (await graph.aget_state(config)).values
             storage = StoreStorage(store)
             transcript = await storage.aread_transcript(config["configurable"]["thread_id"])
@@ -223,7 +232,9 @@ def test_a_run_killed_between_offload_and_summarize_resumes_once_sync(kind, tmp_
         values = graph.get_state(config).values
         storage = StoreStorage(store)
         transcript = storage.read_transcript(config["configurable"]["thread_id"])
-        ledger = "".join(storage.read_memory_file(context["user_id"], f) or "" for f in storage.list_memory_files(context["user_id"]))
+        ledger = "".join(
+            storage.read_memory_file(context["user_id"], f) or "" for f in storage.list_memory_files(context["user_id"])
+        )
     _check_resumed(crashed, events, values, transcript, ledger)
 
 
@@ -252,7 +263,9 @@ async def test_a_run_killed_between_offload_and_summarize_resumes_once_async(kin
 
 #: Layers 1-2 off, so "without compaction" below is the raw conversation.
 SUMMARY_ONLY = CompactionConfig(
-    context_window=OFFLINE_CONTEXT_WINDOW, truncate_args=TruncateArgsConfig(enabled=False), prune=PruneConfig(enabled=False)
+    context_window=OFFLINE_CONTEXT_WINDOW,
+    truncate_args=TruncateArgsConfig(enabled=False),
+    prune=PruneConfig(enabled=False),
 )
 NEVER = {"trigger_tokens": 10**9, "trigger_messages": 0}
 GROWTH_TURNS = 12
@@ -260,7 +273,9 @@ GROWTH_TURNS = 12
 
 def _sqlite_bytes(saver: SqliteSaver) -> int:
     """Return the bytes SqliteSaver holds: checkpoints, their metadata and pending writes."""
-    (checkpoints,) = saver.conn.execute("SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints").fetchone()
+    (checkpoints,) = saver.conn.execute(
+        "SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints"
+    ).fetchone()
     (writes,) = saver.conn.execute("SELECT coalesce(sum(length(value)), 0) FROM writes").fetchone()
     return checkpoints + writes
 
@@ -292,8 +307,10 @@ def test_sqlite_checkpoint_bytes_grow_by_a_constant_amount_per_turn_with_and_wit
     raw, _ = _bytes_per_turn(tmp_path, "raw", NEVER)
     first, second = _halves(compacted)
     raw_first, raw_second = _halves(raw)
-    print(f"bytes/turn with compaction {first:.0f} -> {second:.0f}; without {raw_first:.0f} -> {raw_second:.0f}; "
-          f"total {sum(compacted)} vs {sum(raw)}")
+    print(
+        f"bytes/turn with compaction {first:.0f} -> {second:.0f}; without {raw_first:.0f} -> {raw_second:.0f}; "
+        f"total {sum(compacted)} vs {sum(raw)}"
+    )
     assert second <= 1.5 * first
     # without compaction the list grows, and so does the snapshot the channel writes every 50 updates;
     # the whole list in every checkpoint made the second half's turns cost about 2.7x the first half's
@@ -384,6 +401,7 @@ def test_postgres_prune_keeps_the_latest_checkpoint_and_the_thread_goes_on(postg
 
 # -- DeltaChannel messages ---------------------------------------------------------
 
+
 class DeltaState(TypedDict):
     """The state deepagents uses: ``messages`` in a ``DeltaChannel`` (beta), plus ``compaction``."""
 
@@ -404,7 +422,10 @@ def test_delta_channel_messages_compact_and_resume(kind, tmp_path, postgres_for,
             values = graph.get_state(config).values
             storage = StoreStorage(store)
             transcript = storage.read_transcript(config["configurable"]["thread_id"])
-            ledger = "".join(storage.read_memory_file(context["user_id"], f) or "" for f in storage.list_memory_files(context["user_id"]))
+            ledger = "".join(
+                storage.read_memory_file(context["user_id"], f) or ""
+                for f in storage.list_memory_files(context["user_id"])
+            )
     _check_thread(values, events, transcript, ledger)
     if kind == "postgres":  # prune rebuilds nothing from a DeltaChannel's history: it refuses
         with backend.open() as (saver, _), pytest.raises(NotImplementedError):
@@ -428,7 +449,10 @@ def test_a_thread_of_the_earlier_default_state_goes_on_under_todays(kind, tmp_pa
             values = graph.get_state(config).values
             storage = StoreStorage(store)
             transcript = storage.read_transcript(config["configurable"]["thread_id"])
-            ledger = "".join(storage.read_memory_file(context["user_id"], f) or "" for f in storage.list_memory_files(context["user_id"]))
+            ledger = "".join(
+                storage.read_memory_file(context["user_id"], f) or ""
+                for f in storage.list_memory_files(context["user_id"])
+            )
     _check_thread(values, events, transcript, ledger)
     assert read_compaction(values["compaction"])["counts"]["summarize"] > before["counts"]["summarize"] >= 1
 
@@ -445,7 +469,9 @@ def test_the_default_state_travels_in_time_and_takes_state_edits(kind, tmp_path,
         history = list(graph.get_state_history(config))
         compacted = [s for s in history if read_compaction(s.values.get("compaction"))["counts"].get("summarize")]
         assert compacted and len(compacted) < len(history)
-        earlier = next(s for s in history if s.values.get("messages") and not read_compaction(s.values.get("compaction"))["counts"])
+        earlier = next(
+            s for s in history if s.values.get("messages") and not read_compaction(s.values.get("compaction"))["counts"]
+        )
         assert not any(m.name == SUMMARY_MESSAGE_NAME for m in earlier.values["messages"])
         # fork from before the first summary: the fork sees that checkpoint's messages, and runs on from there
         fork = graph.update_state(earlier.config, {"messages": [HumanMessage("A note added in the past", id="note")]})

@@ -5,18 +5,18 @@ import os
 import re
 import shlex
 import socket
-import stat
 import sqlite3
+import stat
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage, messages_from_dict
+from openai_server import _MEMORY_MARKER, _SUMMARY_MARKER, request_text
 
 from langgraph_compaction import CompactionConfig
 from langgraph_compaction.cli import main
-from openai_server import _MEMORY_MARKER, _SUMMARY_MARKER, request_text
 
 
 def _figure(output: str, row: str) -> tuple[int, int]:
@@ -32,7 +32,10 @@ def default_demo(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
     env_free = subprocess.run(
         [sys.executable, "-m", "langgraph_compaction", "demo", "--thread", "session-1"],
-        cwd=root, capture_output=True, text=True, timeout=300,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={k: v for k, v in __import__("os").environ.items() if not k.startswith("OPENAI_")},
     )
     assert env_free.returncode == 0, env_free.stderr
@@ -45,7 +48,9 @@ def test_default_demo_is_a_long_session_that_compacts_and_costs_less(default_dem
     assert lines[0].startswith("offline: no OPENAI_API_KEY")
     calls, _ = _figure(out, "agent model calls")
     assert calls >= 200
-    compactions = [line for line in lines if re.match(r"turn +\d+ call +\d+ +extractive +[\d,]+ → +[\d,]+ tokens", line)]
+    compactions = [
+        line for line in lines if re.match(r"turn +\d+ call +\d+ +extractive +[\d,]+ → +[\d,]+ tokens", line)
+    ]
     assert len(compactions) >= 10
     before, after = map(lambda n: int(n.replace(",", "")), re.search(r"([\d,]+) → +([\d,]+)", compactions[0]).groups())
     assert after < before
@@ -59,11 +64,13 @@ def test_default_demo_is_a_long_session_that_compacts_and_costs_less(default_dem
 def test_default_demo_writes_the_files_it_names(default_demo):
     root, out = default_demo
     storage = root / ".compaction"
-    transcript = messages_from_dict([json.loads(line) for line in (storage / "sessions" / "session-1.jsonl").read_text().splitlines()])
+    transcript = messages_from_dict(
+        [json.loads(line) for line in (storage / "sessions" / "session-1.jsonl").read_text().splitlines()]
+    )
     assert len({m.id for m in transcript}) == len(transcript)
     assert any(isinstance(m, AIMessage) and len(m.tool_calls) >= 2 for m in transcript)  # parallel tool calls
     assert max(len(m.content) for m in transcript if isinstance(m, ToolMessage)) > 6_000  # large tool outputs
-    ledger = storage / "memory" / f"{datetime.now(timezone.utc).date().isoformat()}.md"
+    ledger = storage / "memory" / f"{datetime.now(UTC).date().isoformat()}.md"
     assert ledger.read_text().startswith("## Flush ") and "\n- The user asked: Task 1:" in ledger.read_text()
     assert "transcript:  .compaction/sessions/session-1.jsonl" in out
     assert "MEMORY.md:   .compaction/MEMORY.md  (consolidation: consolidated)" in out
@@ -160,7 +167,9 @@ def agent_responder():
         text = request_text(body)
         if not body.get("tools") or _SUMMARY_MARKER in text or _MEMORY_MARKER in text.lower():
             return None  # the summarizer and the memory extractor get the server's default answers
-        request = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user" and "Task " in str(m["content"])[:8])
+        request = next(
+            m["content"] for m in reversed(body["messages"]) if m["role"] == "user" and "Task " in str(m["content"])[:8]
+        )
         done = rounds.get(request, 0)
         rounds[request] = done + 1
         if done >= 2 or body.get("tool_choice") == "none":
@@ -176,12 +185,17 @@ def agent_responder():
     return respond
 
 
-def test_with_an_api_key_chatopenai_runs_agent_and_summarizer_with_no_400s(openai_server, monkeypatch, tmp_path, capsys):
+def test_with_an_api_key_chatopenai_runs_agent_and_summarizer_with_no_400s(
+    openai_server, monkeypatch, tmp_path, capsys
+):
     openai_server.responder = agent_responder()
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
     monkeypatch.chdir(tmp_path)
-    assert main(["demo", "--turns", "5", "--window", "16000", "--thread", "live", "--model", "gpt-4o-mini", "--no-plot"]) == 0
+    assert (
+        main(["demo", "--turns", "5", "--window", "16000", "--thread", "live", "--model", "gpt-4o-mini", "--no-plot"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith(f"online: ChatOpenAI gpt-4o-mini at {openai_server.base_url}")
     assert openai_server.errors == []
@@ -200,8 +214,14 @@ def _command(root, *args, env=None, prelude=None):
     ``prelude`` is Python run before the command (to take a package away, as a venv without it would).
     """
     environ = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}, **(env or {})}
-    start = ["-m", "langgraph_compaction"] if prelude is None else ["-c", f"{prelude}; from langgraph_compaction.cli import main; raise SystemExit(main())"]
-    return subprocess.run([sys.executable, *start, *args], cwd=root, capture_output=True, text=True, timeout=120, env=environ)
+    start = (
+        ["-m", "langgraph_compaction"]
+        if prelude is None
+        else ["-c", f"{prelude}; from langgraph_compaction.cli import main; raise SystemExit(main())"]
+    )
+    return subprocess.run(
+        [sys.executable, *start, *args], cwd=root, capture_output=True, text=True, timeout=120, env=environ
+    )
 
 
 def _consolidate(root, *args):
@@ -219,13 +239,18 @@ def test_consolidate_offline_on_the_demos_storage_exits_0_and_reports_the_real_c
     assert limited.stdout.startswith("rate_limited: ") and f"({bullets} -> {bullets} entries)" in limited.stdout
     forced = _consolidate(root, ".compaction", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert forced.stdout.startswith("unchanged: no new ledger entries") and f"({bullets} -> {bullets} entries)" in forced.stdout
+    assert (
+        forced.stdout.startswith("unchanged: no new ledger entries")
+        and f"({bullets} -> {bullets} entries)" in forced.stdout
+    )
 
 
 def test_consolidate_offline_merges_new_entries_with_the_offline_model(offline):
-    day = datetime.now(timezone.utc).date().isoformat()
+    day = datetime.now(UTC).date().isoformat()
     (offline / "store" / "memory").mkdir(parents=True)
-    (offline / "store" / "memory" / f"{day}.md").write_text("## Flush 10:00\n- The user prefers small diffs\n- The user ships on Fridays\n")
+    (offline / "store" / "memory" / f"{day}.md").write_text(
+        "## Flush 10:00\n- The user prefers small diffs\n- The user ships on Fridays\n"
+    )
     run = _consolidate(offline, "store")
     assert run.returncode == 0, run.stderr
     assert "offline" in run.stderr and run.stdout.startswith("consolidated: merged 2 new entries (0 -> 2 entries")
@@ -234,7 +259,11 @@ def test_consolidate_offline_merges_new_entries_with_the_offline_model(offline):
 
 @pytest.mark.parametrize(
     "path, message",
-    [("no-such-dir", "no such directory"), ("not-storage", "not a storage folder"), ("not-storage/notes.txt", "it is a file, not a directory")],
+    [
+        ("no-such-dir", "no such directory"),
+        ("not-storage", "not a storage folder"),
+        ("not-storage/notes.txt", "it is a file, not a directory"),
+    ],
 )
 def test_consolidate_on_a_mistyped_path_fails_and_creates_nothing(offline, path, message):
     (offline / "not-storage").mkdir()
@@ -247,13 +276,17 @@ def test_consolidate_on_a_mistyped_path_fails_and_creates_nothing(offline, path,
 
 
 def _one_error_line(err: str, command: str) -> str:
-    assert err.startswith(f"langgraph-compaction {command}: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert (
+        err.startswith(f"langgraph-compaction {command}: error:") and err.count("\n") == 1 and "Traceback" not in err
+    ), err
     return err
 
 
 @pytest.mark.parametrize("window", [100, 4_000, 10_000])
 def test_a_window_below_the_smallest_gets_the_true_minimum_in_one_line(offline, capsys, window):
-    smallest = CompactionConfig().smallest_window()  # the demo changes only layer 2's thresholds, not the window's floor
+    smallest = (
+        CompactionConfig().smallest_window()
+    )  # the demo changes only layer 2's thresholds, not the window's floor
     assert window < smallest
     assert main(["demo", "--turns", "1", "--thread", "t", "--window", str(window), "--no-plot"]) == 2
     err = _one_error_line(capsys.readouterr().err, "demo")
@@ -283,7 +316,9 @@ def _closed_port() -> int:
 
 def test_a_key_that_is_set_but_unusable_gets_one_line_and_status_1(offline):
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    run = _command(offline, "demo", "--turns", "2", "--thread", "t", env={"OPENAI_API_KEY": "sk-bogus", "OPENAI_BASE_URL": url})
+    run = _command(
+        offline, "demo", "--turns", "2", "--thread", "t", env={"OPENAI_API_KEY": "sk-bogus", "OPENAI_BASE_URL": url}
+    )
     assert run.returncode == 1
     err = _one_error_line(run.stderr, "demo")
     assert url in err and "unset OPENAI_API_KEY to run offline" in err
@@ -328,7 +363,11 @@ def test_an_empty_thread_id_is_a_thread_of_its_own_as_in_the_library(offline, ca
 
 def _printed_paths(out: str) -> dict[str, str]:
     labels = ("checkpoints:", "transcript:", "ledger:", "MEMORY.md:", "plot:")
-    return {line.split(":", 1)[0]: line.split(":", 1)[1].split("  (")[0].strip() for line in out.splitlines() if line.startswith(labels)}
+    return {
+        line.split(":", 1)[0]: line.split(":", 1)[1].split("  (")[0].strip()
+        for line in out.splitlines()
+        if line.startswith(labels)
+    }
 
 
 def test_a_session_too_short_to_compact_names_no_file_it_did_not_write(offline, capsys):
@@ -346,13 +385,18 @@ def test_a_short_session_where_compaction_costs_more_says_so_plainly(offline, ca
     billed_with, billed_without = _figure(out, "(cached prefix at 0.1×)")
     assert billed_without < billed_with
     assert "as much without compaction as with it" not in out
-    assert f"without compaction the input would have cost less ({billed_without:,} against {billed_with:,})" in " ".join(out.split())
+    assert (
+        f"without compaction the input would have cost less ({billed_without:,} against {billed_with:,})"
+        in " ".join(out.split())
+    )
 
 
 def test_inspect_shows_transcript_and_memory_of_a_folder_without_checkpoints(offline, capsys):
     assert main(["demo", "--turns", "12", "--thread", "t", "--no-plot", "--quiet"]) == 0
     capsys.readouterr()
-    (offline / ".compaction" / "checkpoints.sqlite").unlink()  # as add_compaction's folder is: the checkpoints are elsewhere
+    (
+        offline / ".compaction" / "checkpoints.sqlite"
+    ).unlink()  # as add_compaction's folder is: the checkpoints are elsewhere
     assert main(["inspect", "--thread", "t"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("thread t · no checkpoints.sqlite in .compaction")
@@ -389,7 +433,10 @@ def _history_ids(storage, thread: str) -> list[str]:
 
     values, _ = thread_values(storage, thread)
     records = [json.loads(line) for line in (storage / "sessions" / f"{thread}.jsonl").read_text().splitlines()]
-    return [re.sub(f"^{re.escape(thread)}-", "<thread>-", m.id) for m in demo.uncompacted_history(records, values["messages"])]
+    return [
+        re.sub(f"^{re.escape(thread)}-", "<thread>-", m.id)
+        for m in demo.uncompacted_history(records, values["messages"])
+    ]
 
 
 def test_an_interrupted_demo_goes_on_with_resume_as_if_never_stopped(offline, capsys, monkeypatch):

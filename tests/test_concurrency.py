@@ -5,17 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+from checked import CheckedThread, build_checked_graph, events, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
-
-import pytest
+from support import run_in_two_processes
 
 from langgraph_compaction import FileStorage, StoreStorage
 from langgraph_compaction.invariants import duplicate_problems, ledgers_of
 from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel
-from checked import CheckedThread, build_checked_graph, events, request
-from support import run_in_two_processes
 
 THREADS = 50
 TURNS = 4
@@ -34,7 +33,9 @@ def test_fifty_threads_compact_at_once_without_leaking_or_tearing_lines(tmp_path
         await asyncio.gather(*(converse(n) for n in names))
         problems = []
         for name in names:
-            problems += [f"{name}: {p}" for p in await CheckedThread(graph, agent, FileStorage(tmp_path), thread=name).acheck()]
+            problems += [
+                f"{name}: {p}" for p in await CheckedThread(graph, agent, FileStorage(tmp_path), thread=name).acheck()
+            ]
         return problems
 
     assert asyncio.run(main()) == []
@@ -46,7 +47,9 @@ def test_fifty_threads_compact_at_once_without_leaking_or_tearing_lines(tmp_path
         contents = [r["data"]["content"] for r in records if r["type"] == "human" and r["data"].get("name") is None]
         assert contents and all(f"({name})" in c for c in contents), name  # no other thread's request
         assert agent.calls(name) == TURNS * 3
-        assert events(graph.get_state({"configurable": {"thread_id": name}}).values, stage="summarize", layer="summarize")
+        assert events(
+            graph.get_state({"configurable": {"thread_id": name}}).values, stage="summarize", layer="summarize"
+        )
     ledgers = {n: storage.read_memory_file("default", n) for n in storage.list_memory_files("default")}
     assert ledgers and duplicate_problems([], ledgers) == []  # 50 threads flushed into one ledger, no bullet twice
     for text in ledgers.values():
@@ -58,7 +61,10 @@ def _append_many(root: str, writer: int, batches: int, per_batch: int) -> None:
     for b in range(batches):
         # large lines (over a pipe buffer) so a torn write would show
         records = messages_to_dict(
-            [HumanMessage(content=f"writer {writer} batch {b} item {i} " + "x" * 9000, id=f"w{writer}-b{b}-i{i}") for i in range(per_batch)]
+            [
+                HumanMessage(content=f"writer {writer} batch {b} item {i} " + "x" * 9000, id=f"w{writer}-b{b}-i{i}")
+                for i in range(per_batch)
+            ]
         )
         storage.append_transcript("shared-thread", records)
 
@@ -79,7 +85,6 @@ def test_two_processes_append_to_one_transcript_in_whole_lines(tmp_path):
 def _flush_in_worker(root: str, dsn: str, thread: str, barrier) -> None:
     """Run one thread of the shared user to its first compactions; the first memory answer waits for the other worker."""
     from langgraph.store.postgres import PostgresStore
-
     from support import SMALL_WINDOW, build_graph, first_input
 
     held = []
@@ -91,7 +96,9 @@ def _flush_in_worker(root: str, dsn: str, thread: str, barrier) -> None:
         return f"- The user deploys on Fridays\n- Staging is staging-2\n- {thread} works on its own branch\n"
 
     def run(storage) -> None:
-        graph, _ = build_graph(ScriptedModel(memory=memory), config=SMALL_WINDOW, storage=storage, checkpointer=InMemorySaver())
+        graph, _ = build_graph(
+            ScriptedModel(memory=memory), config=SMALL_WINDOW, storage=storage, checkpointer=InMemorySaver()
+        )
         for turn in range(4):
             graph.invoke(first_input(turn), {"configurable": {"thread_id": thread}})
 
@@ -117,7 +124,12 @@ def test_two_threads_of_one_user_flushing_at_once_write_each_bullet_once(tmp_pat
         ledgers = ledgers_of(FileStorage(tmp_path), "default")
     bullets = [b for text in ledgers.values() for b in parse_bullets(text)]
     # the shared facts once, and neither worker's own fact lost to the other's write
-    assert sorted(bullets) == ["Staging is staging-2", "The user deploys on Fridays", "worker-0 works on its own branch", "worker-1 works on its own branch"]
+    assert sorted(bullets) == [
+        "Staging is staging-2",
+        "The user deploys on Fridays",
+        "worker-0 works on its own branch",
+        "worker-1 works on its own branch",
+    ]
     assert duplicate_problems([], ledgers) == []
 
 
@@ -147,7 +159,9 @@ class _StatelessAgentModel(ScriptedModel):
 
         self.problems.extend(openai_violations(messages))
         if estimate_tokens(messages) > WORKER_WINDOW:
-            self.problems.append(f"a request of {estimate_tokens(messages):,} tokens, over the {WORKER_WINDOW:,}-token window")
+            self.problems.append(
+                f"a request of {estimate_tokens(messages):,} tokens, over the {WORKER_WINDOW:,}-token window"
+            )
         last = messages[-1]
         if is_user_turn(last):
             tag = last.id
@@ -159,20 +173,25 @@ class _StatelessAgentModel(ScriptedModel):
         elif isinstance(last, ToolMessage) and not last.tool_call_id.endswith("-write"):
             tag = last.tool_call_id.rsplit("-", 1)[0]
             body = "".join(f"def handler_{i}(event):\n    return event['value'] * {i}\n" for i in range(120))
-            reply = AIMessage("Writing the fix.", tool_calls=[{"name": "write_file", "args": {"path": f"src/{tag}.py", "content": body}, "id": f"{tag}-write"}])
+            reply = AIMessage(
+                "Writing the fix.",
+                tool_calls=[
+                    {"name": "write_file", "args": {"path": f"src/{tag}.py", "content": body}, "id": f"{tag}-write"}
+                ],
+            )
         else:
             reply = AIMessage("Done: updated and the tests pass.")
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 def _worker_agent(front: str, checkpointer, store, model):
+    from checked import TIGHT
     from langchain.agents import create_agent
     from langgraph.graph import START, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
-
-    from checked import TIGHT
-    from langgraph_compaction import CompactionMiddleware, CompactionState, add_compaction
     from support import TOOLS
+
+    from langgraph_compaction import CompactionMiddleware, CompactionState, add_compaction
 
     if front == "middleware":
         middleware = CompactionMiddleware(model=ScriptedModel(), config=TIGHT)
@@ -188,7 +207,9 @@ def _worker_agent(front: str, checkpointer, store, model):
 
 
 def _worker_request(thread: str, n: int) -> dict:
-    return {"messages": [HumanMessage(f"Task {n} ({thread}): please fix module{n} and run its tests", id=f"{thread}-r{n}")]}
+    return {
+        "messages": [HumanMessage(f"Task {n} ({thread}): please fix module{n} and run its tests", id=f"{thread}-r{n}")]
+    }
 
 
 def _serve(root: str, dsn: str, front: str, scenario: str, worker: int, barrier) -> None:
@@ -205,7 +226,9 @@ def _serve(root: str, dsn: str, front: str, scenario: str, worker: int, barrier)
             barrier.wait(timeout=120)  # the load balancer: request n goes out once request n - 1 is answered
             thread = f"{front}-{scenario}" + ("" if scenario == "alternate" else f"-{worker}")
             if scenario == "at-once" or n % 2 == worker:
-                agent.invoke(_worker_request(thread, n), {"configurable": {"thread_id": thread, "user_id": "shared-user"}})
+                agent.invoke(
+                    _worker_request(thread, n), {"configurable": {"thread_id": thread, "user_id": "shared-user"}}
+                )
             barrier.wait(timeout=120)
     Path(root, f"problems-{worker}.json").write_text(json.dumps(model.problems))
 

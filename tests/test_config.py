@@ -39,7 +39,9 @@ def test_small_window_scales_the_reserve_and_the_keep_down():
     assert CompactionConfig(context_window=24_000).resolve().trigger_tokens == 12_000
 
 
-WINDOWS = sorted({int(1_000 * 1.05**k) for k in range(142)} | {1_000, 4_000, 10_833, 20_001, 40_000, 128_000, 1_000_000})
+WINDOWS = sorted(
+    {int(1_000 * 1.05**k) for k in range(142)} | {1_000, 4_000, 10_833, 20_001, 40_000, 128_000, 1_000_000}
+)
 
 
 def test_every_window_from_1000_to_1000000_gets_a_working_budget_or_a_clear_error():
@@ -50,10 +52,15 @@ def test_every_window_from_1000_to_1000000_gets_a_working_budget_or_a_clear_erro
             budget = CompactionConfig(context_window=window).resolve()
         except ValidationError as err:
             assert window < smallest
-            assert "context_window" in str(err) and f"{smallest:,}" in str(err) and "fidelity.request_tokens" in str(err)
+            assert (
+                "context_window" in str(err) and f"{smallest:,}" in str(err) and "fidelity.request_tokens" in str(err)
+            )
             continue
         assert window >= smallest
-        assert 250 <= budget.keep_tokens and budget.keep_tokens + 3_000 <= budget.target_tokens < budget.trigger_tokens < window
+        assert (
+            250 <= budget.keep_tokens
+            and budget.keep_tokens + 3_000 <= budget.target_tokens < budget.trigger_tokens < window
+        )
 
 
 def test_a_window_the_model_reports_is_checked_like_a_configured_one():
@@ -74,8 +81,8 @@ def test_a_small_window_chat_runs_without_refusals_or_a_summary_every_turn(windo
     from langgraph.graph import END, START, StateGraph
 
     from langgraph_compaction import CompactionState, add_compaction
-    from langgraph_compaction.testing import ScriptedModel
     from langgraph_compaction.core.tokens import estimate_tokens
+    from langgraph_compaction.testing import ScriptedModel
 
     sizes = []
 
@@ -93,7 +100,9 @@ def test_a_small_window_chat_runs_without_refusals_or_a_summary_every_turn(windo
     graph = builder.compile()
     state: dict = {"messages": []}
     for t in range(120):
-        state = graph.invoke({**state, "messages": [*state["messages"], HumanMessage(f"Turn {t}: and the next invoice?")]})
+        state = graph.invoke(
+            {**state, "messages": [*state["messages"], HumanMessage(f"Turn {t}: and the next invoice?")]}
+        )
     assert max(sizes) <= window and len(sizes) == 120  # no refusal, no retry
     assert state["compaction"]["counts"].get("summarize", 0) <= 120 // 6
 

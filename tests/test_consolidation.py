@@ -1,7 +1,7 @@
 """Consolidation: new ledger entries merged into MEMORY.md with a backup, a loss guard and a rate limit."""
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -10,17 +10,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langgraph_compaction import CompactionState, FileStorage
-from langgraph_compaction import consolidation_node
+from langgraph_compaction import CompactionState, FileStorage, consolidation_node
 from langgraph_compaction.cli.consolidate import consolidate_main
+from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.fronts.tools import make_compaction_tools
 from langgraph_compaction.memory.consolidation import STATE_FILE, consolidate_memory, memory_for_prompt
 from langgraph_compaction.memory.ledger import dropped_entries, parse_answer, parse_bullets
 from langgraph_compaction.storage import StoreStorage
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.core.tokens import estimate_text_tokens
-from langgraph_compaction.fronts.tools import make_compaction_tools
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 OLD_MEMORY = "# Memory\n\n- The user's name is Ada\n- The project uses Postgres 16\n- Deploys go to staging first\n- The user prefers tabs\n"
 
 
@@ -36,14 +35,18 @@ def merge_answer(prompt):
 
 
 def _ledger(day, *bullets, at="10:00:00"):
-    return f"## Flush {day}T{at}+00:00\n<!-- flush:0123456789abcdef -->\n\n" + "".join(f"- {b}\n" for b in bullets) + "\n"
+    return (
+        f"## Flush {day}T{at}+00:00\n<!-- flush:0123456789abcdef -->\n\n" + "".join(f"- {b}\n" for b in bullets) + "\n"
+    )
 
 
 @pytest.fixture
 def memory_dir(tmp_path):
     (tmp_path / "memory").mkdir()
     (tmp_path / "MEMORY.md").write_text(OLD_MEMORY)
-    (tmp_path / "memory" / "2026-11-29.md").write_text(_ledger("2026-11-29", "The user moved the deadline to 2026-12-15"))
+    (tmp_path / "memory" / "2026-11-29.md").write_text(
+        _ledger("2026-11-29", "The user moved the deadline to 2026-12-15")
+    )
     return tmp_path
 
 
@@ -124,7 +127,11 @@ def test_empty_or_failed_output_changes_nothing(memory_dir, reply):
 
 
 def test_too_long_output_is_asked_again_shorter_then_refused(memory_dir):
-    long_answer = "<memory>\n" + "".join(f"- Fact number {i} about the deployment pipeline and its owners\n" for i in range(400)) + "</memory>"
+    long_answer = (
+        "<memory>\n"
+        + "".join(f"- Fact number {i} about the deployment pipeline and its owners\n" for i in range(400))
+        + "</memory>"
+    )
     model = ScriptedModel(reply=long_answer)
     result = consolidate_memory(memory_dir, model, max_tokens=500, now=NOW)
     assert result.status == "refused" and "over max_tokens=500" in result.reason
@@ -156,10 +163,17 @@ def test_daily_files_past_retention_move_to_the_archive_and_stay_searchable(tmp_
     assert result.status == "consolidated"
     assert result.archived_files == (f"memory/{old_day}.md",)
     assert not (tmp_path / "memory" / f"{old_day}.md").exists()
-    assert (tmp_path / "memory" / "archive" / f"{old_day}.md").read_text().endswith("- The user adopted trunk-based development\n\n")
+    assert (
+        (tmp_path / "memory" / "archive" / f"{old_day}.md")
+        .read_text()
+        .endswith("- The user adopted trunk-based development\n\n")
+    )
     assert (tmp_path / "memory" / f"{recent_day}.md").exists()
     # archived entries are not merged a second time, and memory_search still finds them
-    assert consolidate_memory(tmp_path, ScriptedModel(reply=merge_answer), now=NOW + timedelta(hours=1)).status == "unchanged"
+    assert (
+        consolidate_memory(tmp_path, ScriptedModel(reply=merge_answer), now=NOW + timedelta(hours=1)).status
+        == "unchanged"
+    )
     answer = FileStorage(tmp_path)
     from langgraph_compaction.fronts.tools import search_memory
 
@@ -183,17 +197,26 @@ def test_store_form_shares_the_rate_limit_between_workers(tmp_path):
         worker_a.replace_memory_file("ada@example.com", "MEMORY.md", OLD_MEMORY)
         worker_a.append_memory_file("ada@example.com", "memory/2026-11-29.md", _ledger("2026-11-29", "A new fact"))
         first = consolidate_memory(worker_a, ScriptedModel(reply=merge_answer), user_id="ada@example.com", now=NOW)
-        second = consolidate_memory(worker_b, ScriptedModel(reply=merge_answer), user_id="ada@example.com", now=NOW + timedelta(minutes=1))
+        second = consolidate_memory(
+            worker_b, ScriptedModel(reply=merge_answer), user_id="ada@example.com", now=NOW + timedelta(minutes=1)
+        )
         assert (first.status, second.status) == ("consolidated", "rate_limited")
         assert parse_bullets(worker_b.read_memory_file("ada@example.com", "MEMORY.md"))[-1] == "A new fact"
-        assert worker_b.read_memory_file("ada@example.com", "memory/backups/MEMORY-2026-11-29T12-00-00Z.md") == OLD_MEMORY
+        assert (
+            worker_b.read_memory_file("ada@example.com", "memory/backups/MEMORY-2026-11-29T12-00-00Z.md") == OLD_MEMORY
+        )
         # another user's memory is untouched
-        assert consolidate_memory(worker_b, ScriptedModel(reply=merge_answer), user_id="bob", now=NOW).reason == "no new ledger entries"
+        assert (
+            consolidate_memory(worker_b, ScriptedModel(reply=merge_answer), user_id="bob", now=NOW).reason
+            == "no new ledger entries"
+        )
 
 
 def test_memory_for_prompt_fits_the_budget_and_says_where_the_rest_is(tmp_path):
     assert memory_for_prompt(tmp_path) == ""
-    lines = "".join(f"- Fact {i}: the service number {i} runs on host-{i}.internal with 4 replicas\n" for i in range(300))
+    lines = "".join(
+        f"- Fact {i}: the service number {i} runs on host-{i}.internal with 4 replicas\n" for i in range(300)
+    )
     (tmp_path / "MEMORY.md").write_text("# Memory\n\n" + lines)
     text = memory_for_prompt(tmp_path, max_tokens=500)
     assert estimate_text_tokens(text) <= 500
@@ -266,7 +289,10 @@ def test_command_line_reads_a_sqlite_store(tmp_path, openai_server, monkeypatch,
 
 def test_parse_answer_and_loss_check_are_pure():
     assert parse_answer("```markdown\n- a\n- b\n```") == ("- a\n- b\n", [])
-    assert parse_answer("<memory>\n- a\n</memory>\n<superseded>\n- old b => replaced\n</superseded>") == ("- a\n", ["old b"])
+    assert parse_answer("<memory>\n- a\n</memory>\n<superseded>\n- old b => replaced\n</superseded>") == (
+        "- a\n",
+        ["old b"],
+    )
     assert parse_answer("<memory>\n- a") == (None, [])
     assert parse_answer("No bullets here.") == (None, [])
     old = "- The user prefers tabs\n- The user lives in Paris\n- The build uses make\n"
@@ -279,7 +305,13 @@ def test_parse_answer_and_loss_check_are_pure():
 
 def test_tools_and_consolidation_share_one_storage_contract(memory_dir):
     assert [t.name for t in make_compaction_tools(memory_dir)] == [
-        "memory_search", "memory_get", "session_search", "recall", "compact", "pin", "unpin"
+        "memory_search",
+        "memory_get",
+        "session_search",
+        "recall",
+        "compact",
+        "pin",
+        "unpin",
     ]
     with pytest.raises(ValueError, match="storage is None"):
         consolidate_memory(None, ScriptedModel())

@@ -7,20 +7,20 @@ import warnings
 
 import pytest
 from deepagents import create_deep_agent
+from fronts import CONFIG, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from pydantic import ValidationError
 
-from fronts import CONFIG, TOOLS, ToolCallingModel, edge_builder, request
 from langgraph_compaction import (
     CompactionConfig,
     CompactionInfo,
     CompactionMiddleware,
     CompactionState,
-    compact_messages,
     acompact_messages,
+    compact_messages,
     is_summary,
     load_transcript,
     make_compaction_tools,
@@ -92,8 +92,19 @@ async def drive(front: str, config: CompactionConfig, tmp_path, kind: str, reque
         for n in range(requests):
             history.append(request(n))
             while True:
-                kwargs = dict(model=summarizer, config=config, storage=tmp_path, thread_id="controls", state=state, agent_model=bound)
-                result = await acompact_messages(history, **kwargs) if kind == "async" else compact_messages(history, **kwargs)
+                kwargs = dict(
+                    model=summarizer,
+                    config=config,
+                    storage=tmp_path,
+                    thread_id="controls",
+                    state=state,
+                    agent_model=bound,
+                )
+                result = (
+                    await acompact_messages(history, **kwargs)
+                    if kind == "async"
+                    else compact_messages(history, **kwargs)
+                )
                 history, state = result.messages, result.state
                 reply = (await bound.ainvoke(result.view)) if kind == "async" else bound.invoke(result.view)
                 history = [*history, reply]
@@ -113,13 +124,19 @@ async def drive(front: str, config: CompactionConfig, tmp_path, kind: str, reque
         middleware = CompactionMiddleware(model=summarizer, config=config, storage=tmp_path)
         agent = create_agent(model, TOOLS, middleware=[middleware], checkpointer=InMemorySaver())
     elif front == "deepagents":
-        middleware = CompactionMiddleware(model=summarizer, config=config, storage=tmp_path, name="SummarizationMiddleware")
+        middleware = CompactionMiddleware(
+            model=summarizer, config=config, storage=tmp_path, name="SummarizationMiddleware"
+        )
         agent = create_deep_agent(model=model, tools=TOOLS, middleware=[middleware], checkpointer=InMemorySaver())
     else:
-        hook = make_pre_model_hook(model=summarizer, config=config, storage=tmp_path, agent_model=model.bind_tools(TOOLS))
+        hook = make_pre_model_hook(
+            model=summarizer, config=config, storage=tmp_path, agent_model=model.bind_tools(TOOLS)
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            agent = create_react_agent(model, TOOLS, pre_model_hook=hook, state_schema=hook.state_schema, checkpointer=InMemorySaver())
+            agent = create_react_agent(
+                model, TOOLS, pre_model_hook=hook, state_schema=hook.state_schema, checkpointer=InMemorySaver()
+            )
     for n in range(requests):
         if kind == "async":
             await agent.ainvoke({"messages": [request(n)]}, thread)
@@ -186,21 +203,43 @@ def _history(n: int = 40) -> list:
     """A history of ``n`` exchanges of about 1,000 tokens each: over a 30k window's trigger."""
     out = []
     for k in range(n):
-        out += [HumanMessage(f"Task {k}: check module{k}. Never touch prod-{k}. " + "detail " * 600, id=f"h{k}"), AIMessage(f"Done {k}.", id=f"a{k}")]
+        out += [
+            HumanMessage(f"Task {k}: check module{k}. Never touch prod-{k}. " + "detail " * 600, id=f"h{k}"),
+            AIMessage(f"Done {k}.", id=f"a{k}"),
+        ]
     return out
 
 
 def test_a_replacement_summary_prompt_is_sent_and_the_deterministic_parts_stay(tmp_path):
-    prompt = "MY PROMPT\n{messages}\nAnswer with ## SESSION INTENT, ## SUMMARY, ## ARTIFACTS and ## NEXT STEPS.\n{focus}"
-    summarizer = ScriptedModel(reply="## SESSION INTENT\nShip it.\n## SUMMARY\nShort.\n## ARTIFACTS\nNone\n## NEXT STEPS\nNone")
+    prompt = (
+        "MY PROMPT\n{messages}\nAnswer with ## SESSION INTENT, ## SUMMARY, ## ARTIFACTS and ## NEXT STEPS.\n{focus}"
+    )
+    summarizer = ScriptedModel(
+        reply="## SESSION INTENT\nShip it.\n## SUMMARY\nShort.\n## ARTIFACTS\nNone\n## NEXT STEPS\nNone"
+    )
     config = CONFIG.model_copy(update={"summary_prompt": prompt, "summary_instructions": "Be brief."})
-    result = compact_messages(_history(), model=summarizer, config=config, storage=tmp_path, thread_id="t", state={"manual": {"focus": "prod"}})
+    result = compact_messages(
+        _history(),
+        model=summarizer,
+        config=config,
+        storage=tmp_path,
+        thread_id="t",
+        state={"manual": {"focus": "prod"}},
+    )
     sent = next(p for p in summarizer.calls if p.startswith("MY PROMPT"))
-    assert sent.startswith("MY PROMPT\n[user]\nTask 0") and "Be brief." in sent and "Preserve everything about it in detail: prod" in sent
+    assert (
+        sent.startswith("MY PROMPT\n[user]\nTask 0")
+        and "Be brief." in sent
+        and "Preserve everything about it in detail: prod" in sent
+    )
     summary = next(m for m in result.messages if is_summary(m))
     text = summary.content
     # the verbatim requests and the rules the user stated are kept whatever the prompt says
-    assert "The user's most recent requests, verbatim" in text and "Pinned constraints" in text and "- Never touch prod-36." in text
+    assert (
+        "The user's most recent requests, verbatim" in text
+        and "Pinned constraints" in text
+        and "- Never touch prod-36." in text
+    )
     assert result.state["counts"].get("summarize") == 1
 
 
@@ -214,9 +253,18 @@ def test_memory_instructions_reach_the_memory_model(tmp_path):
 
 def test_the_focus_of_compact_applies_to_that_compaction_only(tmp_path):
     summarizer = ScriptedModel()
-    first = compact_messages(_history(), model=summarizer, config=ONE_PART, storage=tmp_path, thread_id="t", state={"manual": {"focus": "the prod rules"}})
+    first = compact_messages(
+        _history(),
+        model=summarizer,
+        config=ONE_PART,
+        storage=tmp_path,
+        thread_id="t",
+        state={"manual": {"focus": "the prod rules"}},
+    )
     later = first.messages + [m.model_copy(update={"id": f"later-{m.id}"}) for m in _history()]
-    second = compact_messages(later, model=summarizer, config=ONE_PART, storage=tmp_path, thread_id="t", state=first.state)
+    second = compact_messages(
+        later, model=summarizer, config=ONE_PART, storage=tmp_path, thread_id="t", state=first.state
+    )
     prompts = summary_prompts(summarizer)
     assert len(prompts) == 2 and second.state["counts"]["summarize"] == 2
     assert "the prod rules" in prompts[0] and "<focus>" not in prompts[1]
@@ -225,8 +273,12 @@ def test_the_focus_of_compact_applies_to_that_compaction_only(tmp_path):
 def test_before_summary_false_skips_the_summarizer_and_a_failing_hook_loses_nothing(tmp_path):
     skipped = ScriptedModel()
     result = compact_messages(
-        _history(), model=skipped, config=CONFIG.model_copy(update={"before_summary": lambda info: False}),
-        storage=tmp_path, thread_id="skip", state=MANUAL,
+        _history(),
+        model=skipped,
+        config=CONFIG.model_copy(update={"before_summary": lambda info: False}),
+        storage=tmp_path,
+        thread_id="skip",
+        state=MANUAL,
     )
     assert summary_prompts(skipped) == [] and result.state["counts"] == {"extractive": 1}
     assert any(e.get("hook") == "before_summary" and e.get("note") == "skipped the summarizer" for e in result.events)
@@ -236,10 +288,13 @@ def test_before_summary_false_skips_the_summarizer_and_a_failing_hook_loses_noth
 
     summarizer = ScriptedModel()
     config = CONFIG.model_copy(update={"before_summary": boom, "after_compaction": boom})
-    result = compact_messages(_history(), model=summarizer, config=config, storage=tmp_path, thread_id="boom", state=MANUAL)
+    result = compact_messages(
+        _history(), model=summarizer, config=config, storage=tmp_path, thread_id="boom", state=MANUAL
+    )
     errors = [e for e in result.events if e.get("hook")]
     assert [(e["hook"], e["error"]) for e in errors] == [
-        ("before_summary", "RuntimeError: hook down"), ("after_compaction", "RuntimeError: hook down")
+        ("before_summary", "RuntimeError: hook down"),
+        ("after_compaction", "RuntimeError: hook down"),
     ]
     assert result.state["counts"] == {"summarize": 1}
     evicted = {m.id for m in _history()} - {m.id for m in result.messages}
@@ -249,7 +304,9 @@ def test_before_summary_false_skips_the_summarizer_and_a_failing_hook_loses_noth
 def test_hook_messages_count_in_the_budget_a_compaction_that_would_not_shrink_is_refused(tmp_path):
     history = _history(12)
     config = CONFIG.model_copy(update={"after_compaction": lambda info: [HumanMessage("x " * 100_000)]})
-    result = compact_messages(history, model=ScriptedModel(), config=config, storage=tmp_path, thread_id="t", state=MANUAL)
+    result = compact_messages(
+        history, model=ScriptedModel(), config=config, storage=tmp_path, thread_id="t", state=MANUAL
+    )
     assert [m.id for m in result.messages] == [m.id for m in history]
     assert any("would not shrink" in (e.get("note") or "") for e in result.events)
 
@@ -259,7 +316,10 @@ def test_hook_messages_count_in_the_budget_a_compaction_that_would_not_shrink_is
 
 def _read(n: int, path: str, text: str, tool: str = "read_file", **args) -> list:
     call = {"name": tool, "args": {"path": path, **args}, "id": f"call-{n}"}
-    return [AIMessage("", tool_calls=[call], id=f"ai-{n}"), ToolMessage(text, tool_call_id=f"call-{n}", name=tool, id=f"result-{n}")]
+    return [
+        AIMessage("", tool_calls=[call], id=f"ai-{n}"),
+        ToolMessage(text, tool_call_id=f"call-{n}", name=tool, id=f"result-{n}"),
+    ]
 
 
 def _plan(messages, **config):
@@ -270,7 +330,12 @@ def _plan(messages, **config):
 
 def test_a_file_read_again_is_shortened_to_a_marker_naming_the_newer_result():
     old, new = "v1 " * 2_000, "v1 " * 2_000
-    messages = [HumanMessage("Fix it.", id="h"), *_read(1, "src/a.py", old), *_read(2, "src/b.py", old), *_read(3, "src/a.py", new)]
+    messages = [
+        HumanMessage("Fix it.", id="h"),
+        *_read(1, "src/a.py", old),
+        *_read(2, "src/b.py", old),
+        *_read(3, "src/a.py", new),
+    ]
     plan = _plan(messages)
     assert set(plan.edits) == {2} and plan.layer_counts == {"dedupe": 1}
     marker = plan.edits[2].content
@@ -281,10 +346,18 @@ def test_a_file_read_again_is_shortened_to_a_marker_naming_the_newer_result():
 
 def test_a_changed_file_is_never_deduplicated_across_the_edit():
     text = "line\n" * 1_000
-    edit = AIMessage("", tool_calls=[{"name": "edit_file", "args": {"path": "src/a.py", "old": "a", "new": "b"}, "id": "e"}], id="ai-e")
+    edit = AIMessage(
+        "",
+        tool_calls=[{"name": "edit_file", "args": {"path": "src/a.py", "old": "a", "new": "b"}, "id": "e"}],
+        id="ai-e",
+    )
     messages = [
-        HumanMessage("Fix it.", id="h"), *_read(1, "src/a.py", text), edit, ToolMessage("ok", tool_call_id="e", name="edit_file", id="r-e"),
-        *_read(2, "src/a.py", text), *_read(3, "src/a.py", text),
+        HumanMessage("Fix it.", id="h"),
+        *_read(1, "src/a.py", text),
+        edit,
+        ToolMessage("ok", tool_call_id="e", name="edit_file", id="r-e"),
+        *_read(2, "src/a.py", text),
+        *_read(3, "src/a.py", text),
     ]
     plan = _plan(messages)
     # read 1 shows the file before the edit: kept; read 2 is superseded by read 3 (nothing changed in between)
@@ -303,7 +376,12 @@ def test_under_prompt_caching_a_dedupe_that_does_not_repay_waits_for_a_summary()
 
 def test_a_superseded_result_keeps_its_original_in_the_transcript(tmp_path):
     text = "content of a.py\n" * 400
-    history = [HumanMessage("Read a.py twice.", id="h"), *_read(1, "src/a.py", text), *_read(2, "src/a.py", text), AIMessage("Read.", id="done")]
+    history = [
+        HumanMessage("Read a.py twice.", id="h"),
+        *_read(1, "src/a.py", text),
+        *_read(2, "src/a.py", text),
+        AIMessage("Read.", id="done"),
+    ]
     config = CompactionConfig(context_window=200_000, prompt_cache=False)
     result = compact_messages(history, model=ScriptedModel(), config=config, storage=tmp_path, thread_id="t")
     shortened = next(m for m in result.messages if m.id == "result-1")
@@ -335,17 +413,25 @@ def _tool(graph, name, text, n):
 def test_the_agent_pins_and_unpins_and_is_told_when_the_cap_is_reached(tmp_path):
     graph = _tools_graph()
     answer, pins = _tool(graph, "pin", "Never push to main.", 1)
-    assert answer.startswith("Pinned (1 of 2)") and pins[0]["text"] == "Never push to main." and pins[0]["source"] == "agent"
+    assert (
+        answer.startswith("Pinned (1 of 2)")
+        and pins[0]["text"] == "Never push to main."
+        and pins[0]["source"] == "agent"
+    )
     assert _tool(graph, "pin", "Never push to main.", 2)[0].startswith("Already pinned")
     _tool(graph, "pin", "Use Python 3.11.", 3)
     answer, pins = _tool(graph, "pin", "Tabs, not spaces.", 4)
     assert answer.startswith("Error: not pinned: 2 of your pins are in force") and "unpin(text)" in answer
     assert [p["text"] for p in pins if p.get("active", True)] == ["Never push to main.", "Use Python 3.11."]
     answer, pins = _tool(graph, "unpin", "Use Python 3.11.", 5)
-    assert answer.startswith("Unpinned") and [p["text"] for p in pins if p.get("active", True)] == ["Never push to main."]
+    assert answer.startswith("Unpinned") and [p["text"] for p in pins if p.get("active", True)] == [
+        "Never push to main."
+    ]
     # the pin is kept verbatim in the next summary
     history = _history()
-    result = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state={"pins": pins, **MANUAL})
+    result = compact_messages(
+        history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state={"pins": pins, **MANUAL}
+    )
     summary = next(m for m in result.messages if is_summary(m)).content
     assert "- Never push to main." in summary and "Use Python 3.11." not in summary
 
@@ -355,7 +441,9 @@ def test_the_agent_pins_and_unpins_and_is_told_when_the_cap_is_reached(tmp_path)
 
 def test_recall_of_a_summary_id_returns_the_messages_it_replaced_in_order_and_paged(tmp_path):
     history = _history()
-    result = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state=MANUAL)
+    result = compact_messages(
+        history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state=MANUAL
+    )
     summary = next(m for m in result.messages if is_summary(m))
     replaced = [m.id for m in history if m.id not in {k.id for k in result.messages}]
     assert summary.additional_kwargs[COMPACTION_MARKER]["covers"] == replaced
@@ -363,12 +451,14 @@ def test_recall_of_a_summary_id_returns_the_messages_it_replaced_in_order_and_pa
     assert summary.id in {m.id for m in transcript}, "written when it is made"
     assert all(summarized_by(transcript)[i] == summary.id for i in replaced)
 
-    from langgraph_compaction.fronts.tools import recall_messages
     from langgraph_compaction import FileStorage
+    from langgraph_compaction.fronts.tools import recall_messages
 
     storage = FileStorage(tmp_path)
     page = recall_messages(storage, "t", [summary.id])
-    assert page.startswith(f"Recalled {len(replaced) + 1} of {len(replaced) + 1} messages; 1 summary opened (page 1 of ")
+    assert page.startswith(
+        f"Recalled {len(replaced) + 1} of {len(replaced) + 1} messages; 1 summary opened (page 1 of "
+    )
     pages = int(page.split("(page 1 of ")[1].split(")")[0])
     text = "".join(recall_messages(storage, "t", [summary.id], page=k).split(":\n", 1)[1] for k in range(1, pages + 1))
     order = [line.split()[2] for line in text.splitlines() if line.startswith("--- message ")]
@@ -377,7 +467,9 @@ def test_recall_of_a_summary_id_returns_the_messages_it_replaced_in_order_and_pa
 
 def test_a_summary_written_before_covers_is_opened_by_its_note(tmp_path):
     history = _history()
-    result = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state=MANUAL)
+    result = compact_messages(
+        history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state=MANUAL
+    )
     summary = next(m for m in result.messages if is_summary(m))
     old = summary.model_copy(update={"additional_kwargs": {COMPACTION_MARKER: {"kind": "summary"}}})
     replaced = [m.id for m in history if m.id not in {k.id for k in result.messages}]
@@ -405,7 +497,9 @@ def test_inspect_opens_a_summary(tmp_path, capsys):
 
 def test_the_context_status_ends_the_view_and_is_never_stored(tmp_path):
     config = CONFIG.model_copy(update={"context_status": True})
-    result = compact_messages(_history(), model=ScriptedModel(), config=config, storage=tmp_path, thread_id="b", state=MANUAL)
+    result = compact_messages(
+        _history(), model=ScriptedModel(), config=config, storage=tmp_path, thread_id="b", state=MANUAL
+    )
     *view, status = result.view
     assert view == result.messages, "after the newest message: what is sent before it is what is kept"
     assert status.content.startswith("[Context status: ") and "of 30,000 tokens used" in status.content
@@ -428,7 +522,9 @@ class StatusReader(ToolCallingModel):
 @pytest.mark.parametrize("mode", ["rewrite", "view"])
 def test_the_context_status_reaches_a_create_agent_model_and_not_its_state(tmp_path, mode):
     model = StatusReader(statuses=[])
-    middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG.model_copy(update={"context_status": True, "mode": mode}), storage=tmp_path)
+    middleware = CompactionMiddleware(
+        model=ScriptedModel(), config=CONFIG.model_copy(update={"context_status": True, "mode": mode}), storage=tmp_path
+    )
     agent = create_agent(model, TOOLS, middleware=[middleware], checkpointer=InMemorySaver())
     thread = {"configurable": {"thread_id": "s"}}
     for n in range(10):
@@ -458,10 +554,18 @@ def test_under_prompt_caching_a_summary_brings_the_dedupe_and_its_cut_stays_wher
 @pytest.mark.parametrize("mode", ["rewrite", "view"])
 def test_a_summary_prepared_in_the_background_brings_the_hooks_messages_too(tmp_path, mode):
     from test_background import InstantRunner
+
     from langgraph_compaction.engine.background import use_runner
 
     hooks = Hooks("sync")
-    config = CONFIG.model_copy(update={"background": True, "mode": mode, "before_summary": hooks.before_summary, "after_compaction": hooks.after_compaction})
+    config = CONFIG.model_copy(
+        update={
+            "background": True,
+            "mode": mode,
+            "before_summary": hooks.before_summary,
+            "after_compaction": hooks.after_compaction,
+        }
+    )
     with use_runner(InstantRunner()):
         summarizer, model, _ = asyncio.run(drive("graph nodes", config, tmp_path, "sync"))
     assert hooks.after and all(HOOK_TEXT in p for p in summary_prompts(summarizer))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from deepagents import create_deep_agent
 from deepagents.middleware import summarization as deepagents_summarization
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph.checkpoint.memory import InMemorySaver
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionMiddleware, is_summary
 from langgraph_compaction.testing import ScriptedModel
 
@@ -42,10 +42,14 @@ def test_without_ours_deepagents_summarization_wraps_every_model_call(deepagents
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_ours_replaces_deepagents_summarization_in_the_agent_and_its_subagent(tmp_path, deepagents_summarizations, mode):
+async def test_ours_replaces_deepagents_summarization_in_the_agent_and_its_subagent(
+    tmp_path, deepagents_summarizations, mode
+):
     # every 4th request goes to the general-purpose subagent, which makes 6 tool rounds: over the trigger on its own
     model = ToolCallingModel(delegate="task", subtask_rounds=6)
-    compaction = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware")
+    compaction = CompactionMiddleware(
+        model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware"
+    )
     agent = create_deep_agent(model=model, tools=TOOLS, middleware=[compaction], checkpointer=InMemorySaver())
     session = Session(model)
     config = {"configurable": {"thread_id": "deep"}}
@@ -73,14 +77,18 @@ async def test_ours_replaces_deepagents_summarization_in_the_agent_and_its_subag
 
 def test_a_subagent_of_your_own_takes_ours_in_its_middleware(tmp_path, deepagents_summarizations):
     model = ToolCallingModel(delegate="task", delegate_to="researcher", subtask_rounds=6)
-    compaction = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware")
+    compaction = CompactionMiddleware(
+        model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware"
+    )
     researcher = {
         "name": "researcher",
         "description": "Checks a module in depth.",
         "system_prompt": "You check modules in depth.",
         "middleware": [compaction],
     }
-    agent = create_deep_agent(model=model, tools=TOOLS, subagents=[researcher], middleware=[compaction], checkpointer=InMemorySaver())
+    agent = create_deep_agent(
+        model=model, tools=TOOLS, subagents=[researcher], middleware=[compaction], checkpointer=InMemorySaver()
+    )
     session = Session(model)
     config = {"configurable": {"thread_id": "own"}}
     for n in range(6):
@@ -88,8 +96,12 @@ def test_a_subagent_of_your_own_takes_ours_in_its_middleware(tmp_path, deepagent
         session.check(request(n))
 
     assert deepagents_summarizations == []
-    assert len(session.subtasks) == 2 and all(any(is_summary(m) for m in runs[-1]) for runs in session.subtasks.values())
-    assert all("You check modules in depth." in runs[0][0].content for runs in session.subtasks.values())  # the researcher ran
+    assert len(session.subtasks) == 2 and all(
+        any(is_summary(m) for m in runs[-1]) for runs in session.subtasks.values()
+    )
+    assert all(
+        "You check modules in depth." in runs[0][0].content for runs in session.subtasks.values()
+    )  # the researcher ran
     assert session.problems == []
     assert session.lost(agent.get_state(config).values["messages"], tmp_path, "own") == []
 
@@ -97,7 +109,9 @@ def test_a_subagent_of_your_own_takes_ours_in_its_middleware(tmp_path, deepagent
 def test_a_role_text_pair_without_an_id_is_compacted_like_a_message(tmp_path):
     # deepagents' messages channel adds no ids: a ("user", text) pair reaches the middleware with id None
     model = ToolCallingModel()
-    compaction = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware")
+    compaction = CompactionMiddleware(
+        model=ScriptedModel(), config=CONFIG, storage=tmp_path, name="SummarizationMiddleware"
+    )
     agent = create_deep_agent(model=model, tools=TOOLS, middleware=[compaction], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "pairs"}}
     for n in range(REQUESTS):
@@ -109,5 +123,6 @@ def test_a_role_text_pair_without_an_id_is_compacted_like_a_message(tmp_path):
     assert not [e for e in state["compaction"].get("events", []) if e.get("error")]
     # the requests are all still somewhere: the state or the thread's transcript
     from langgraph_compaction import load_transcript
+
     kept = {m.content for m in state["messages"]} | {m.content for m in load_transcript(tmp_path, "pairs")}
     assert {request(n).content for n in range(REQUESTS)} <= kept

@@ -15,15 +15,17 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph_compaction.cli import main
 from langgraph_compaction.cli.demo import PromptCache, build_demo_graph, demo_config, make_tools
 from langgraph_compaction.cli.demo_defaults import CHECKPOINTS_FILE, DEFAULT_WINDOW
+from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.storage import FileStorage
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.core.tokens import TokenCounter
 
 BILLED = "billed input (cached prefix at 0.1×)"
 
 SYSTEM = SystemMessage("You are a careful engineer. " + "Read the code before changing it. " * 200, id="sys")
 ASK = HumanMessage("Fix the rounding bug in invoice.py.", id="ask")
-CALL = AIMessage("Reading it.", id="ai-1", tool_calls=[{"name": "read_file", "args": {"path": "invoice.py"}, "id": "c1"}])
+CALL = AIMessage(
+    "Reading it.", id="ai-1", tool_calls=[{"name": "read_file", "args": {"path": "invoice.py"}, "id": "c1"}]
+)
 RESULT = ToolMessage("def total(lines): ...\n" * 50, tool_call_id="c1", id="tool-c1")
 
 
@@ -72,7 +74,14 @@ def _state(root, thread: str) -> dict:
     """Return the values of a demo thread's latest checkpoint, read back through the demo's own graph."""
     with sqlite3.connect(root / CHECKPOINTS_FILE, check_same_thread=False) as conn:
         graph = build_demo_graph(
-            None, make_tools(7), None, ScriptedModel(), demo_config(DEFAULT_WINDOW), FileStorage(root), SqliteSaver(conn), None
+            None,
+            make_tools(7),
+            None,
+            ScriptedModel(),
+            demo_config(DEFAULT_WINDOW),
+            FileStorage(root),
+            SqliteSaver(conn),
+            None,
         )
         return graph.get_state({"configurable": {"thread_id": thread}}).values
 

@@ -36,7 +36,8 @@ def _run(folder, monkeypatch, turns: int) -> dict:
         "counts": report.counts,
         # sorted: the flush and the offload run side by side, so their events come in either order
         "events": sorted(
-            repr({k: str(v).replace(where, "<run>") for k, v in e.items() if k not in ("time", "ms")}) for e in report.events
+            repr({k: str(v).replace(where, "<run>") for k, v in e.items() if k not in ("time", "ms")})
+            for e in report.events
         ),
     }
 

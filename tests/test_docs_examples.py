@@ -23,7 +23,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-_FENCE = re.compile(r"^(?P<marker><!-- (?:continue|prints) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(
+    r"^(?P<marker><!-- (?:continue|prints) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL
+)
 
 
 @dataclass
@@ -66,7 +68,14 @@ def test_the_pages_have_examples_and_every_readme_front_has_one():
     readme = [e for e in EXAMPLES if e.page.name == "README.md"]
     assert len(readme) >= 6
     code = "\n".join(block for e in readme for block in e.blocks)
-    for front in ("create_agent", "add_compaction", "create_deep_agent", "make_pre_model_hook", "compact_messages", "subgraph_node"):
+    for front in (
+        "create_agent",
+        "add_compaction",
+        "create_deep_agent",
+        "make_pre_model_hook",
+        "compact_messages",
+        "subgraph_node",
+    ):
         assert front in code, f"the README has no example of {front}"
     # create_agent comes first: it is how LangChain builds agents now
     assert "create_agent" in readme[0].blocks[0]

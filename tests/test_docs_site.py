@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from support import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
+CHROMIUM = next(
+    (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None
+)
 
 
 def _nav_pages(entries) -> list[tuple[str, str]]:
@@ -53,7 +54,11 @@ def site(tmp_path_factory) -> Path:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
     build = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert build.returncode == 0, build.stderr
     return out
@@ -83,9 +88,20 @@ def chromium():
 
 def _browse(chromium: str, url: str, *extra: str, tmp: Path) -> str:
     run = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", f"--user-data-dir={tmp}",
-         "--virtual-time-budget=20000", *extra, url],
-        capture_output=True, text=True, timeout=180,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={tmp}",
+            "--virtual-time-budget=20000",
+            *extra,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
@@ -117,7 +133,9 @@ def test_every_public_name_is_in_the_api_reference(site):
 
     pages = "".join(page.read_text(encoding="utf-8") for page in (site / "reference").rglob("index.html"))
     anchors = set(re.findall(r'id="langgraph_compaction\.[\w.]*?\.(\w+)"', pages))
-    missing = [name for name in langgraph_compaction.__all__ if name not in anchors and f"<code>{name}</code>" not in pages]
+    missing = [
+        name for name in langgraph_compaction.__all__ if name not in anchors and f"<code>{name}</code>" not in pages
+    ]
     assert missing == []
 
 
@@ -128,7 +146,9 @@ def test_every_setting_has_a_meaning_on_the_configuration_page():
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
     rows = hooks.config_rows()
-    assert [setting for setting, _, meaning, _ in rows if not meaning] == [], "give these fields a Field(description=...)"
+    assert [setting for setting, _, meaning, _ in rows if not meaning] == [], (
+        "give these fields a Field(description=...)"
+    )
     assert {setting.strip("`") for setting, *_ in rows} >= hooks.DESIGN_SETTINGS | set(hooks.DEVIATIONS)
 
 
@@ -150,7 +170,9 @@ window.addEventListener("load", () => {{
 
 
 def test_a_browser_loads_every_page_with_its_navigation_and_images(site, served, chromium, tmp_path):
-    frames = "".join(f'<iframe src="{html.escape(served + _url(source))}" width="1200" height="800"></iframe>' for _, source in NAV)
+    frames = "".join(
+        f'<iframe src="{html.escape(served + _url(source))}" width="1200" height="800"></iframe>' for _, source in NAV
+    )
     (site / "check.html").write_text(CHECK_PAGE.format(frames=frames), encoding="utf-8")
     dom = _browse(chromium, served + "check.html", "--dump-dom", tmp=tmp_path)
     report = json.loads(html.unescape(dom.split('<pre id="report">', 1)[1].split("</pre>", 1)[0]))

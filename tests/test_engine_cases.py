@@ -8,8 +8,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.core.tokens import estimate_tokens
+from langgraph_compaction.testing import ScriptedModel
 
 THREAD = {"configurable": {"thread_id": "t"}}
 SIX_K = CompactionConfig(context_window=6_000, trigger_tokens=3_000, keep_tokens=800)
@@ -36,8 +36,12 @@ def test_a_system_reminder_every_turn_is_conversation_and_is_summarized():
     graph, views = _graph(SIX_K)
     graph.invoke({"messages": [SystemMessage("You are a helpful assistant.", id="sys")]}, THREAD)
     for t in range(120):
-        reminder = SystemMessage(f"Reminder {t}: the user's time zone is Europe/Paris; keep answers short.", id=f"rem{t}")
-        graph.invoke({"messages": [reminder, HumanMessage(f"Turn {t}: what about the invoice totals?", id=f"h{t}")]}, THREAD)
+        reminder = SystemMessage(
+            f"Reminder {t}: the user's time zone is Europe/Paris; keep answers short.", id=f"rem{t}"
+        )
+        graph.invoke(
+            {"messages": [reminder, HumanMessage(f"Turn {t}: what about the invoice totals?", id=f"h{t}")]}, THREAD
+        )
     assert max(estimate_tokens(v) for v in views) <= 6_000
     state = graph.get_state(THREAD).values
     assert state["messages"][0].id == "sys" and state["messages"][1].name == "__compaction_summary__"
@@ -61,8 +65,13 @@ def test_a_message_replaced_by_id_with_the_same_content_length_is_recounted():
     graph, views = _graph(SIX_K)
     call = {"name": "write_file", "args": {"path": "a.py", "content": "x = 1"}, "id": "c1"}
     graph.invoke(
-        {"messages": [HumanMessage("Write a.py.", id="h0"), AIMessage("", tool_calls=[call], id="a1"),
-                      ToolMessage("wrote 5 bytes", tool_call_id="c1", name="write_file", id="t1")]},
+        {
+            "messages": [
+                HumanMessage("Write a.py.", id="h0"),
+                AIMessage("", tool_calls=[call], id="a1"),
+                ToolMessage("wrote 5 bytes", tool_call_id="c1", name="write_file", id="t1"),
+            ]
+        },
         THREAD,
     )
     big = {**call, "args": {"path": "a.py", "content": "value = compute(value) + 1\n" * 1_100}}
@@ -95,7 +104,11 @@ def _history(edit=None):
     result = "HEAVY" if edit == "tool result" else "light"
     return [
         HumanMessage("Edit a.py.", id="h0"),
-        AIMessage([{"type": "text", "text": f"I will edit it ({block})."}], tool_calls=[{"name": "edit", "args": args, "id": "c1"}], id="a1"),
+        AIMessage(
+            [{"type": "text", "text": f"I will edit it ({block})."}],
+            tool_calls=[{"name": "edit", "args": args, "id": "c1"}],
+            id="a1",
+        ),
         ToolMessage(f"edited: {result}", tool_call_id="c1", name="edit", id="t1"),
         HumanMessage("Thanks.", id="h1"),
     ]
@@ -106,7 +119,11 @@ def test_the_gate_memo_recounts_a_same_length_edit_of_a_restored_history(edit):
     from langgraph_compaction.engine.nodes import CompactionNodes
 
     seen = []
-    nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=CompactionConfig(token_counter=lambda ms: seen.extend(ms) or _flagged(ms)))
+    nodes = CompactionNodes(
+        before="agent",
+        model=ScriptedModel(),
+        config=CompactionConfig(token_counter=lambda ms: seen.extend(ms) or _flagged(ms)),
+    )
     assert nodes.memo("t", _restored(_history())).counts == [10, 10, 10, 10]
     seen.clear()
     assert nodes.memo("t", _restored(_history())).counts == [10, 10, 10, 10] and seen == []  # nothing counted twice
@@ -118,18 +135,27 @@ def test_the_gate_memo_recounts_a_same_length_edit_of_a_restored_history(edit):
 
 def _seven_calls(path):
     """An assistant message of seven calls: "HEAVY.py" for "light.py" is 7,000 more tokens at the same lengths."""
-    return AIMessage("", tool_calls=[{"name": "write_file", "args": {"path": path}, "id": f"c{i}"} for i in range(7)], id="a1")
+    return AIMessage(
+        "", tool_calls=[{"name": "write_file", "args": {"path": path}, "id": f"c{i}"} for i in range(7)], id="a1"
+    )
 
 
 @pytest.mark.parametrize("how", ["update_state", "time travel", "another node"])
 def test_a_same_length_edit_of_tool_call_arguments_is_recounted_by_the_gate(how):
     builder = StateGraph(CompactionState)
-    builder.add_node("editor", lambda state: {"messages": [_seven_calls("HEAVY.py")]} if how == "another node" and len(state["messages"]) > 9 else {})
+    builder.add_node(
+        "editor",
+        lambda state: (
+            {"messages": [_seven_calls("HEAVY.py")]} if how == "another node" and len(state["messages"]) > 9 else {}
+        ),
+    )
     builder.add_node("agent", lambda state: {"messages": [AIMessage("Done.")]})
     builder.add_edge(START, "editor")
     builder.add_edge("editor", "agent")
     builder.add_edge("agent", END)
-    add_compaction(builder, before="agent", model=ScriptedModel(), config=SIX_K.model_copy(update={"token_counter": _flagged}))
+    add_compaction(
+        builder, before="agent", model=ScriptedModel(), config=SIX_K.model_copy(update={"token_counter": _flagged})
+    )
     graph = builder.compile(checkpointer=InMemorySaver())
     results = [ToolMessage("wrote it", tool_call_id=f"c{i}", name="write_file", id=f"t{i}") for i in range(7)]
     graph.invoke({"messages": [HumanMessage("Write them.", id="h0"), _seven_calls("light.py"), *results]}, THREAD)
@@ -149,7 +175,7 @@ def test_a_same_length_edit_of_tool_call_arguments_is_recounted_by_the_gate(how)
 
 
 def _tool_agent_run(tmp_path, summarizer, flush_model=None, turns=30, config=None):
-    from support import agent_builder, first_input, ScriptedAgent
+    from support import ScriptedAgent, agent_builder, first_input
 
     agent = ScriptedAgent()
     builder = agent_builder(agent)
@@ -189,7 +215,9 @@ def test_counts_are_compactions_and_edited_messages_are_the_messages_they_touche
     graph, _ = build_graph(ScriptedModel(), config=config, storage=None, checkpointer=InMemorySaver())
     seen: list[dict] = []
     for t in range(12):
-        seen += [c for _, c in graph.stream(first_input(t), THREAD, stream_mode=["custom"]) if c.get("type") == "compaction"]
+        seen += [
+            c for _, c in graph.stream(first_input(t), THREAD, stream_mode=["custom"]) if c.get("type") == "compaction"
+        ]
     compaction = graph.get_state(THREAD).values["compaction"]
     layered = [e for e in seen if e["stage"] == "gate" and e.get("edited")]
     summaries = [e for e in seen if e["stage"] == "summarize" and e.get("layer")]
@@ -199,22 +227,31 @@ def test_counts_are_compactions_and_edited_messages_are_the_messages_they_touche
         assert compaction["counts"].get(layer, 0) == len(made)
     assert compaction["counts"]["summarize"] == len(summaries)
     assert compaction["edited_messages"]["summarize"] == sum(e["evicted"] for e in summaries)
-    assert sum(compaction["edited_messages"].get(k, 0) for k in ("truncate", "prune")) == sum(e["edited"] for e in layered)
+    assert sum(compaction["edited_messages"].get(k, 0) for k in ("truncate", "prune")) == sum(
+        e["edited"] for e in layered
+    )
 
 
 def test_chained_extractive_summaries_carry_the_history_once_with_a_running_count():
     from langgraph_compaction.core.summary import build_summary_message, extractive_summary, section
 
-    model_summary = build_summary_message("## SESSION INTENT\nShip it.\n\n## SUMMARY\nThe model wrote this once.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo.")
+    model_summary = build_summary_message(
+        "## SESSION INTENT\nShip it.\n\n## SUMMARY\nThe model wrote this once.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo."
+    )
     call = {"name": "bash", "args": {"cmd": "make"}, "id": "c"}
     summary = model_summary
     for k in range(32):
-        turn = [HumanMessage(f"step {k}", id=f"h{k}"), AIMessage("", tool_calls=[{**call, "id": f"c{k}"}], id=f"a{k}"),
-                ToolMessage("ok", tool_call_id=f"c{k}", name="bash", id=f"t{k}")]
+        turn = [
+            HumanMessage(f"step {k}", id=f"h{k}"),
+            AIMessage("", tool_calls=[{**call, "id": f"c{k}"}], id=f"a{k}"),
+            ToolMessage("ok", tool_call_id=f"c{k}", name="bash", id=f"t{k}"),
+        ]
         summary = build_summary_message(extractive_summary([summary, *turn]))
     body = section(summary.content, "SUMMARY")
     assert body.count("The model wrote this once.") == 1
-    assert body.count("compacted") == 1 and "96 messages were compacted in all; 32 assistant turns called tools." in body
+    assert (
+        body.count("compacted") == 1 and "96 messages were compacted in all; 32 assistant turns called tools." in body
+    )
     single = extractive_summary([HumanMessage("hi", id="h"), AIMessage("", tool_calls=[call], id="a")][1:])
     assert "1 message was compacted in all; 1 assistant turn called tools." in single
 
@@ -223,7 +260,9 @@ def test_what_a_messages_stream_consumer_receives_during_a_compaction():
     # per compaction exactly two items come from the compaction nodes: the state rewrite and the flagged summary
     from support import build_graph, first_input
 
-    graph, _ = build_graph(ScriptedModel(), config=CompactionConfig(context_window=30_000), storage=None, checkpointer=InMemorySaver())
+    graph, _ = build_graph(
+        ScriptedModel(), config=CompactionConfig(context_window=30_000), storage=None, checkpointer=InMemorySaver()
+    )
     items, chat = [], []
     for t in range(8):
         for msg, meta in graph.stream(first_input(t), THREAD, stream_mode="messages"):
@@ -239,7 +278,9 @@ def test_what_a_messages_stream_consumer_receives_during_a_compaction():
     for (node1, remove), (node2, summary) in zip(from_compaction[::2], from_compaction[1::2]):
         assert node1 == node2 == "compaction_summarize"
         assert remove.type == "remove" and remove.id == "__remove_all__"
-        assert summary.name == "__compaction_summary__" and summary.additional_kwargs["lc_compaction"]["kind"] == "summary"
+        assert (
+            summary.name == "__compaction_summary__" and summary.additional_kwargs["lc_compaction"]["kind"] == "summary"
+        )
         assert summary.additional_kwargs["lc_compaction"]["evicted"] > 0
     assert chat.count("--- context compacted ---") == compaction["counts"]["summarize"]
     assert "human" not in chat  # the summary is the only human message compaction writes, and it renders as the divider

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
-
 from fronts import CONFIG, ToolCallingModel, edge_builder, request
-from langgraph_compaction import is_summary
+from langgraph.checkpoint.memory import InMemorySaver
 from test_graph_routing import command_graph, subtask
+
+from langgraph_compaction import is_summary
 
 
 def edge_graph(model, tmp_path, config):
@@ -16,7 +16,9 @@ def edge_graph(model, tmp_path, config):
 
 
 def _stream(graph, message, thread):
-    return [e for e in graph.stream({"messages": [message]}, thread, stream_mode="custom") if e.get("type") == "compaction"]
+    return [
+        e for e in graph.stream({"messages": [message]}, thread, stream_mode="custom") if e.get("type") == "compaction"
+    ]
 
 
 def _lifecycle(events):
@@ -35,7 +37,9 @@ def test_a_compaction_streams_started_then_each_step_start_and_end(tmp_path, bui
     started = [e for e in streamed if e["stage"] == "lifecycle" and e["phase"] == "started"]
     assert started, streamed
     first = started[0]
-    assert first["reason"] == "tokens" and first["tokens_before"] > CONFIG.resolve().trigger_tokens and first["evict"] > 0
+    assert (
+        first["reason"] == "tokens" and first["tokens_before"] > CONFIG.resolve().trigger_tokens and first["evict"] > 0
+    )
     # one compaction: started, flush and offload side by side, then summarize; its end closes the indicator
     at = streamed.index(first)
     steps = _lifecycle(streamed[at:])[:7]
@@ -46,7 +50,9 @@ def test_a_compaction_streams_started_then_each_step_start_and_end(tmp_path, bui
     assert all(e["ok"] and e["ms"] >= 0 for e in ends)
     # the summarize result event comes before its end: a UI can show the figures when it takes the indicator down
     result = next(e for e in streamed[at:] if e["stage"] == "summarize")
-    assert streamed.index(result) < streamed.index(next(e for e in streamed[at:] if _lifecycle([e]) == [("end", "summarize")]))
+    assert streamed.index(result) < streamed.index(
+        next(e for e in streamed[at:] if _lifecycle([e]) == [("end", "summarize")])
+    )
     # streamed, not kept: the state's last 20 events are results only
     kept = graph.get_state(thread).values["compaction"]["events"]
     assert kept and not [e for e in kept if e["stage"] == "lifecycle"]

@@ -21,6 +21,7 @@ import threading
 import uuid
 
 import pytest
+from checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -30,10 +31,9 @@ from langgraph.types import RetryPolicy
 
 import langgraph_compaction.storage as storage_module
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, FileStorage, StoreStorage
-from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
 from langgraph_compaction.core.summary import EXTRACTIVE_MARK
+from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
 from langgraph_compaction.testing import ScriptedModel
-from checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
 
 TURNS = 4
 STEPS_PER_TURN = 3  # the scripted agent: tool calls, a write, an answer
@@ -44,6 +44,7 @@ def _run(graph, thread: CheckedThread, turns: range, mode: str) -> None:
         for t in turns:
             graph.invoke(request(t, thread.thread), thread.config)
     else:
+
         async def main():
             for t in turns:
                 await graph.ainvoke(request(t, thread.thread), thread.config)
@@ -82,7 +83,11 @@ def _faulty(fault: str, role: str) -> ScriptedModel:
 def test_summarizer_fault_keeps_the_history_and_records_the_failure(tmp_path, fault, mode):
     config = TIGHT.model_copy(update={"summary_timeout": 0.05})
     graph, agent = build_checked_graph(
-        _faulty(fault, "summary"), config=config, storage=tmp_path, checkpointer=InMemorySaver(), flush_model=ScriptedModel()
+        _faulty(fault, "summary"),
+        config=config,
+        storage=tmp_path,
+        checkpointer=InMemorySaver(),
+        flush_model=ScriptedModel(),
     )
     thread = CheckedThread(graph, agent, FileStorage(tmp_path))
     _run(graph, thread, range(TURNS), mode)
@@ -101,7 +106,11 @@ def test_summarizer_fault_keeps_the_history_and_records_the_failure(tmp_path, fa
 def test_flush_fault_records_the_failure_and_summarizing_goes_on(tmp_path, fault, mode):
     config = TIGHT.model_copy(update={"summary_timeout": 0.05})
     graph, agent = build_checked_graph(
-        ScriptedModel(), config=config, storage=tmp_path, checkpointer=InMemorySaver(), flush_model=_faulty(fault, "memory")
+        ScriptedModel(),
+        config=config,
+        storage=tmp_path,
+        checkpointer=InMemorySaver(),
+        flush_model=_faulty(fault, "memory"),
     )
     thread = CheckedThread(graph, agent, FileStorage(tmp_path))
     _run(graph, thread, range(TURNS), mode)
@@ -138,7 +147,11 @@ def test_cancelled_summarizer_propagates_and_writes_nothing_half(tmp_path):
         summarizer = _Blocking(started=asyncio.Event())
         saver = InMemorySaver()
         graph, agent = build_checked_graph(
-            summarizer, config=TIGHT.model_copy(update={"summary_timeout": None}), storage=tmp_path, checkpointer=saver, flush_model=ScriptedModel()
+            summarizer,
+            config=TIGHT.model_copy(update={"summary_timeout": None}),
+            storage=tmp_path,
+            checkpointer=saver,
+            flush_model=ScriptedModel(),
         )
         thread = CheckedThread(graph, agent, FileStorage(tmp_path))
         turn = 0
@@ -157,7 +170,9 @@ def test_cancelled_summarizer_propagates_and_writes_nothing_half(tmp_path):
         lines = (tmp_path / "sessions" / "t.jsonl").read_text().splitlines()
         assert all(json.loads(line) for line in lines)  # whole lines only
         # the next run (a working summarizer) compacts normally
-        graph2, _ = build_checked_graph(ScriptedModel(), config=TIGHT, storage=tmp_path, checkpointer=saver, agent=agent)
+        graph2, _ = build_checked_graph(
+            ScriptedModel(), config=TIGHT, storage=tmp_path, checkpointer=saver, agent=agent
+        )
         thread2 = CheckedThread(graph2, agent, FileStorage(tmp_path))
         await graph2.ainvoke(request(turn, "t"), thread.config)
         values = (await graph2.aget_state(thread.config)).values
@@ -173,7 +188,11 @@ def test_cancelled_summarizer_is_logged_as_a_compaction_event(tmp_path, caplog):
     async def main():
         summarizer = _Blocking(started=asyncio.Event())
         graph, _ = build_checked_graph(
-            summarizer, config=TIGHT.model_copy(update={"summary_timeout": None}), storage=tmp_path, checkpointer=InMemorySaver(), flush_model=ScriptedModel()
+            summarizer,
+            config=TIGHT.model_copy(update={"summary_timeout": None}),
+            storage=tmp_path,
+            checkpointer=InMemorySaver(),
+            flush_model=ScriptedModel(),
         )
         turn = 0
         while not summarizer.started.is_set():
@@ -260,7 +279,9 @@ def test_transcript_deleted_between_compactions_is_rewritten_from_the_state(tmp_
     _run(graph, thread, range(TURNS, TURNS + 4), "sync")
     values = thread.values()
     assert events(values, stage="summarize", layer="summarize")
-    assert intact - {m.id for m in values["messages"]} <= {json.loads(line)["data"]["id"] for line in path.read_text().splitlines()}
+    assert intact - {m.id for m in values["messages"]} <= {
+        json.loads(line)["data"]["id"] for line in path.read_text().splitlines()
+    }
     assert thread.check(skip_lost=frozenset(set(deleted) - intact)) == []
     assert agent.calls("t") == (TURNS + 4) * STEPS_PER_TURN
 
@@ -435,7 +456,9 @@ def test_retry_policy_reruns_a_node_after_its_side_effects_exactly_once(tmp_path
     monkeypatch.setattr(CompactionNodes, short, flaky)
     agent = CheckedAgent(fail_once=ConnectionError("agent's provider blipped"))  # the model node is retried too
     retry = RetryPolicy(initial_interval=0.01, jitter=False)
-    graph, _ = build_checked_graph(ScriptedModel(), storage=tmp_path, checkpointer=InMemorySaver(), agent=agent, retry_policy=retry)
+    graph, _ = build_checked_graph(
+        ScriptedModel(), storage=tmp_path, checkpointer=InMemorySaver(), agent=agent, retry_policy=retry
+    )
     thread = CheckedThread(graph, agent, FileStorage(tmp_path))
     for t in range(TURNS):
         graph.invoke(request(t), thread.config)

@@ -14,8 +14,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from openai_server import request_text
+from replay import replay
+from support import SMALL_WINDOW, build_graph, first_input
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, build_summary_message, read_compaction
+from langgraph_compaction.core.artifacts import tool_artifacts
 from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.conversation import is_user_turn, text_of
 from langgraph_compaction.core.fidelity import (
@@ -27,14 +31,10 @@ from langgraph_compaction.core.fidelity import (
     stated_rules,
     unpin_constraint,
 )
-from langgraph_compaction.core.artifacts import tool_artifacts
 from langgraph_compaction.core.summary import extractive_summary, section
 from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
-from openai_server import request_text
-from replay import replay
-from support import SMALL_WINDOW, build_graph, first_input
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmarks package sits beside tests/
 from benchmarks.context import Context  # noqa: E402
@@ -81,7 +81,9 @@ def test_files_an_openhands_run_edited_are_all_in_artifacts_after_two_compaction
         if c["name"] == "str_replace_editor" and c["args"].get("command") in ("create", "str_replace", "insert")
     ]
     # chained summaries are what is tested: without superseded results shortened, astropy's repeated runs compact twice
-    replayer, state = replay(trajectory, ScriptedModel(), TIGHT.model_copy(update={"dedupe_results": False}), tmp_path, InMemorySaver())
+    replayer, state = replay(
+        trajectory, ScriptedModel(), TIGHT.model_copy(update={"dedupe_results": False}), tmp_path, InMemorySaver()
+    )
     assert replayer.problems == []
     assert state["compaction"]["counts"]["summarize"] >= 2
     artifacts = section(_summary(state["messages"]).content, "ARTIFACTS")
@@ -119,7 +121,10 @@ def test_a_pinned_never_push_to_main_survives_five_chained_compactions(pin, tmp_
     ("name", "config"),
     [
         ("tau_grok3_retail_task54", CompactionConfig(context_window=24_000, keep_tokens=2_000, trigger_messages=20)),
-        ("tau2_gpt4o_telecom_data_usage", CompactionConfig(context_window=24_000, keep_tokens=1_000, trigger_messages=12)),
+        (
+            "tau2_gpt4o_telecom_data_usage",
+            CompactionConfig(context_window=24_000, keep_tokens=1_000, trigger_messages=12),
+        ),
         ("cc_opus46_entire-cli_32parallel", CompactionConfig(context_window=60_000, keep_tokens=8_000)),
     ],
 )
@@ -128,7 +133,9 @@ def test_the_latest_three_compacted_requests_are_verbatim_in_session_intent(name
     replayer, state = replay(trajectory, ScriptedModel(), config, tmp_path, InMemorySaver())
     assert replayer.problems == []
     in_state = {m.id for m in state["messages"]}
-    fed = trajectory[: max(i for i, m in enumerate(trajectory) if m.type == "ai")]  # what follows the last reply is never sent
+    fed = trajectory[
+        : max(i for i, m in enumerate(trajectory) if m.type == "ai")
+    ]  # what follows the last reply is never sent
     compacted = [text_of(m).strip() for m in fed if is_user_turn(m) and m.id not in in_state]
     # requests, not pasted documents: the recorded Claude Code summary (4,358 tokens) is cut to its start
     short = [r for r in compacted if len(r) < 2_000]
@@ -140,7 +147,10 @@ def test_the_latest_three_compacted_requests_are_verbatim_in_session_intent(name
 
 def test_a_200_path_history_over_the_trail_budget_names_every_changed_file_and_counts_the_reads_by_folder():
     reads = [("Read", {"file_path": f"src/pkg/module_{i:03d}.py"}, "ok") for i in range(200)]
-    edits = [("Edit", {"file_path": f"src/pkg/module_{i:03d}.py", "old_string": "a", "new_string": "b"}, "ok") for i in (3, 50)]
+    edits = [
+        ("Edit", {"file_path": f"src/pkg/module_{i:03d}.py", "old_string": "a", "new_string": "b"}, "ok")
+        for i in (3, 50)
+    ]
     messages = [HumanMessage("Rename the logger everywhere.", id="u1")]
     for k, spec in enumerate(edits[:1] + reads + edits[1:]):
         messages += _calls(spec)
@@ -150,7 +160,11 @@ def test_a_200_path_history_over_the_trail_budget_names_every_changed_file_and_c
     entries = [line for line in artifacts.splitlines() if line.startswith("- ")]
     # 198 names on the folder's line alone are over the 1,200-token trail: the reads are counted, changed files stay
     assert sum(estimate_text_tokens(e[2:]) + 2 for e in entries) <= FidelityConfig().trail_tokens
-    assert entries == ["- src/pkg/module_050.py (edited, read)", "- src/pkg/module_003.py (read, edited)", "- src/pkg/ (198 other files)"]
+    assert entries == [
+        "- src/pkg/module_050.py (edited, read)",
+        "- src/pkg/module_003.py (read, edited)",
+        "- src/pkg/ (198 other files)",
+    ]
     assert "198 other files counted by folder" in artifacts
     assert "session_search('src/pkg/')" in artifacts and "recall(message_ids)" in artifacts
 
@@ -175,10 +189,18 @@ def test_trail_has_paths_commands_with_exit_status_and_urls_newest_first():
     messages = [HumanMessage("go", id="u")]
     messages += _calls(
         ("str_replace_editor", {"command": "view", "path": "/repo/app/models.py"}, "1 class A: ..."),
-        ("execute_bash", {"command": "cd /repo && python -m pytest tests/test_models.py -q"}, "1 failed\n[Command finished with exit code 1]"),
+        (
+            "execute_bash",
+            {"command": "cd /repo && python -m pytest tests/test_models.py -q"},
+            "1 failed\n[Command finished with exit code 1]",
+        ),
     )
     messages += _calls(
-        ("str_replace_editor", {"command": "str_replace", "path": "/repo/app/models.py", "old_str": "a", "new_str": "b"}, "ok"),
+        (
+            "str_replace_editor",
+            {"command": "str_replace", "path": "/repo/app/models.py", "old_str": "a", "new_str": "b"},
+            "ok",
+        ),
         ("write_file", {"filename": "notes/plan.md", "content": "..."}, "ok"),
         ("fetch", {"url": "https://docs.djangoproject.com/en/5.0/ref/models/"}, "<html>"),
         ("Bash", {"command": "curl -s https://api.example.com/v1/status | tee out/status.json"}, "{}"),
@@ -210,7 +232,9 @@ def test_summarizer_copying_the_last_summary_repeats_nothing(tmp_path):
             for name in ("SESSION INTENT", "SUMMARY", "ARTIFACTS", "NEXT STEPS")
         )
 
-    graph, agent = build_graph(ScriptedModel(summary=echo_previous), config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver())
+    graph, agent = build_graph(
+        ScriptedModel(summary=echo_previous), config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver()
+    )
     summaries = _summary_texts(graph, 10, first={**first_input(0), **pin_constraint("Never push to main.")})
     assert len(summaries) >= 3
     last = summaries[-1]
@@ -230,7 +254,7 @@ def test_oldest_requests_are_dropped_first_within_the_token_budget():
     messages = [HumanMessage(r, id=f"u{i}") for i, r in enumerate(requests)]
     intent = section(extractive_summary(messages), "SESSION INTENT")
     shown = re.findall(r"<request>\n(.*?)\n</request>", intent, re.DOTALL)
-    assert shown == [r.strip() for r in requests[-len(shown):]]
+    assert shown == [r.strip() for r in requests[-len(shown) :]]
     assert 3 <= len(shown) <= 5
     assert f"oldest first ({10 - len(shown)} earlier not shown; see the transcript):" in intent
 
@@ -252,7 +276,9 @@ def test_a_pasted_document_does_not_crowd_out_the_requests_before_it():
 
 def test_complete_summary_is_idempotent_and_keeps_the_summarizers_goal():
     messages = [HumanMessage("Add a --skip-checks option. Never push to main.", id="u1")]
-    messages += _calls(("Edit", {"file_path": "django/core/management/base.py", "old_string": "a", "new_string": "b"}, "ok"))
+    messages += _calls(
+        ("Edit", {"file_path": "django/core/management/base.py", "old_string": "a", "new_string": "b"}, "ok")
+    )
     llm = (
         "## SESSION INTENT\nAdd a --skip-checks flag to management commands.\n\n## SUMMARY\nDone.\n\n"
         "## ARTIFACTS\n- django/core/management/base.py: added the option\n\n## NEXT STEPS\nRun the tests."
@@ -267,7 +293,13 @@ def test_complete_summary_is_idempotent_and_keeps_the_summarizers_goal():
         "Trail from the tool calls, newest first:\n- django/core/management/base.py (edited)"
     )
     assert once.pins == [
-        {"id": pin_id("Never push to main."), "text": "Never push to main.", "source": "auto", "active": True, "message_id": "u1"}
+        {
+            "id": pin_id("Never push to main."),
+            "text": "Never push to main.",
+            "source": "auto",
+            "active": True,
+            "message_id": "u1",
+        }
     ]
 
 
@@ -313,7 +345,10 @@ def test_pin_and_unpin_through_a_checkpointed_graph(tmp_path):
 def test_an_unpinned_rule_is_not_pinned_again_automatically(tmp_path):
     graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver())
     request = first_input(0)["messages"][-1].content + ". Never use sudo."
-    first = {"messages": [*first_input(0)["messages"][:-1], HumanMessage(request)], **unpin_constraint("Never use sudo.")}
+    first = {
+        "messages": [*first_input(0)["messages"][:-1], HumanMessage(request)],
+        **unpin_constraint("Never use sudo."),
+    }
     summaries = _summary_texts(graph, 8, first=first)
     assert summaries and all(PINS_HEADER not in s for s in summaries)
     assert [p["active"] for p in graph.get_state(THREAD).values["compaction"]["pins"]] == [False]
@@ -326,7 +361,9 @@ def test_pin_updates_merge_by_id_and_bad_input_names_the_fix():
     pins = merge_pins(pins, unpin_constraint(pins[0]["id"])["compaction"]["pins"])
     assert pins[0]["active"] is False and pins[0]["text"] == "Never  push to main."
     # a Studio edit that breaks the records drops only the broken ones
-    edited = read_compaction({"pins": [1, {"id": 5}, {"id": "pin-x", "text": ["no"]}, {"id": "pin-y", "text": "Keep it."}]})
+    edited = read_compaction(
+        {"pins": [1, {"id": 5}, {"id": "pin-x", "text": ["no"]}, {"id": "pin-y", "text": "Keep it."}]}
+    )
     assert edited["pins"] == [{"id": "pin-y", "text": "Keep it."}]
     assert read_compaction({"pins": "never"})["pins"] == []
     with pytest.raises(ValueError, match=r"pin_constraint\(text=...\): text must be a non-empty string"):
@@ -338,10 +375,16 @@ def test_pin_updates_merge_by_id_and_bad_input_names_the_fix():
 def test_automatic_pins_are_bounded_and_application_pins_are_not():
     rules = [HumanMessage(f"Never edit generated file number {i}.", id=f"u{i}") for i in range(6)]
     stored = pin_constraint("Keep the public API stable.")["compaction"]["pins"]
-    done = complete_summary("## SUMMARY\nx\n\n## NEXT STEPS\ny", rules, pins=stored, settings=FidelityConfig(max_auto_pins=2))
+    done = complete_summary(
+        "## SUMMARY\nx\n\n## NEXT STEPS\ny", rules, pins=stored, settings=FidelityConfig(max_auto_pins=2)
+    )
     intent = section(done.text, "SESSION INTENT")
     pinned = intent.split("\n\n")[0].splitlines()[1:]
-    assert pinned == ["- Keep the public API stable.", "- Never edit generated file number 4.", "- Never edit generated file number 5."]
+    assert pinned == [
+        "- Keep the public API stable.",
+        "- Never edit generated file number 4.",
+        "- Never edit generated file number 5.",
+    ]
 
 
 # --- redaction and the compaction note ---------------------------------------------------------
@@ -350,7 +393,9 @@ def test_automatic_pins_are_bounded_and_application_pins_are_not():
 def test_no_secret_reaches_the_summary(tmp_path):
     secret = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 2
     graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver())
-    request = HumanMessage(f"Task 0 please fix module0 and run its tests. The key is OPENAI_API_KEY={secret} never commit it")
+    request = HumanMessage(
+        f"Task 0 please fix module0 and run its tests. The key is OPENAI_API_KEY={secret} never commit it"
+    )
     summaries = _summary_texts(graph, 8, first={"messages": [first_input(0)["messages"][0], request]})
     assert summaries
     assert all(secret not in s for s in summaries)
@@ -361,7 +406,11 @@ def test_the_summary_says_in_one_line_what_was_compacted(tmp_path):
     graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver())
     summaries = _summary_texts(graph, 6)
     transcript = tmp_path / "sessions" / "fidelity.jsonl"
-    note = re.search(r"^Compacted (\d+) messages \(~([\d,]+) tokens\), ids (\S+) \.\. (\S+); full transcript: (.+)\.$", summaries[0], re.MULTILINE)
+    note = re.search(
+        r"^Compacted (\d+) messages \(~([\d,]+) tokens\), ids (\S+) \.\. (\S+); full transcript: (.+)\.$",
+        summaries[0],
+        re.MULTILINE,
+    )
     assert note and int(note.group(1)) > 0 and note.group(5) == str(transcript)
     ids = [json.loads(line)["data"]["id"] for line in transcript.read_text().splitlines()]
     assert ids.index(note.group(3)) < ids.index(note.group(4))
@@ -402,7 +451,9 @@ def test_probe_evaluation_grades_each_systems_context_over_http(openai_server):
         *_calls(("Edit", {"file_path": "src/db.py", "old_string": "2", "new_string": "3"}, "ok")),
         AIMessage("Next I will run the migration tests.", id="a2"),
     ]
-    kept_facts = build_summary_message("## SESSION INTENT\npsycopg 3 on port 5433; edited src/db.py; next: run the migration tests")
+    kept_facts = build_summary_message(
+        "## SESSION INTENT\npsycopg 3 on port 5433; edited src/db.py; next: run the migration tests"
+    )
     lost_facts = build_summary_message("## SESSION INTENT\nThe user wants database work.")
     result = fidelity_measure.probe_scores(llm, compacted, {"ours": [kept_facts], "langchain": [lost_facts]})
     assert result["probes"] == 4 and result["unusable"] == 0
@@ -410,7 +461,9 @@ def test_probe_evaluation_grades_each_systems_context_over_http(openai_server):
     assert result["grades"]["langchain"] == {t: [0.0] for t in PROBES}
 
 
-def test_the_measure_reports_recall_per_trajectory_and_runs_the_probes_only_with_an_endpoint(tmp_path, monkeypatch, openai_server):
+def test_the_measure_reports_recall_per_trajectory_and_runs_the_probes_only_with_an_endpoint(
+    tmp_path, monkeypatch, openai_server
+):
     ctx = Context(quick=True, trajectories=[DATA / "oh_claude35_swebv_django-11292.jsonl"], results_dir=tmp_path)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     figures = fidelity_measure.run(ctx, shapes=[fidelity_measure.SHAPES / "opencode_export.jsonl"])
@@ -432,4 +485,6 @@ def test_the_measure_reports_recall_per_trajectory_and_runs_the_probes_only_with
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     probes = fidelity_measure.run(ctx, shapes=[])["probes"]
     assert (probes["status"], probes["trajectories"], probes["probes"], probes["unusable"]) == ("ran", 1, 4, 0)
-    assert "LLM-judged probe evaluation (gpt-4o-mini, 1 trajectories, 4 probes" in fidelity_measure.report({**figures, "probes": probes})
+    assert "LLM-judged probe evaluation (gpt-4o-mini, 1 trajectories, 4 probes" in fidelity_measure.report(
+        {**figures, "probes": probes}
+    )

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionConfig, FileStorage, acompact_messages, compact_messages, is_summary
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.core.tokens import estimate_tokens
+from langgraph_compaction.testing import ScriptedModel
 
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -29,8 +29,13 @@ def _sync_agent(model, storage, kept: dict, settings=CONFIG):
         compaction = (previous or {}).get("compaction")
         while True:
             result = compact_messages(
-                history, model=summarizer, config=settings, storage=storage,
-                thread_id=config["configurable"]["thread_id"], state=compaction, agent_model=llm,
+                history,
+                model=summarizer,
+                config=settings,
+                storage=storage,
+                thread_id=config["configurable"]["thread_id"],
+                state=compaction,
+                agent_model=llm,
             )
             history, compaction = result.messages, result.state
             reply = llm.invoke(result.view)
@@ -52,8 +57,12 @@ def _async_agent(model, storage, kept: dict):
         compaction = (previous or {}).get("compaction")
         while True:
             result = await acompact_messages(
-                history, model=summarizer, config=CONFIG, storage=storage,
-                thread_id=config["configurable"]["thread_id"], state=compaction,
+                history,
+                model=summarizer,
+                config=CONFIG,
+                storage=storage,
+                thread_id=config["configurable"]["thread_id"],
+                state=compaction,
             )
             history, compaction = result.messages, result.state
             reply = await llm.ainvoke(history)
@@ -122,7 +131,12 @@ def test_a_short_history_comes_back_unchanged_with_ids_and_a_state_to_pass_back(
 def test_a_manual_request_in_the_state_summarizes_now(tmp_path):
     history = _long_history()
     result = compact_messages(
-        history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="t", state={"manual": {"focus": "answers"}}
+        history,
+        model=ScriptedModel(),
+        config=CONFIG,
+        storage=tmp_path,
+        thread_id="t",
+        state={"manual": {"focus": "answers"}},
     )
     assert is_summary(result.messages[0]) and result.messages[-1].id == history[-1].id
     assert result.state["counts"] == {"summarize": 1}
@@ -134,10 +148,19 @@ def test_the_tool_schemas_the_agent_sends_are_counted(tmp_path):
     trigger, history, n = CONFIG.resolve().trigger_tokens, [], 0
     while estimate_tokens([*history, *_exchange(n)]) < trigger - 300:
         history, n = [*history, *_exchange(n)], n + 1
-    manual = [{"name": f"tool_{i}", "description": "Look up a record. " * 60, "parameters": {"type": "object", "properties": {}}} for i in range(8)]
+    manual = [
+        {
+            "name": f"tool_{i}",
+            "description": "Look up a record. " * 60,
+            "parameters": {"type": "object", "properties": {}},
+        }
+        for i in range(8)
+    ]
     agent_model = ToolCallingModel().bind_tools([{"type": "function", "function": schema} for schema in manual])
     alone = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="a")
-    counted = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="b", agent_model=agent_model)
+    counted = compact_messages(
+        history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="b", agent_model=agent_model
+    )
     assert not any(is_summary(m) for m in alone.messages)
     assert is_summary(counted.messages[0])
 
@@ -157,10 +180,16 @@ def test_a_failing_summarizer_or_disk_loses_no_message_and_says_why(tmp_path):
     history = _long_history()
     manual = {"manual": {"focus": None}}
     down = compact_messages(
-        history, model=ScriptedModel(summary=RuntimeError("summarizer down")), config=CONFIG,
-        storage=tmp_path, thread_id="t", state=manual,
+        history,
+        model=ScriptedModel(summary=RuntimeError("summarizer down")),
+        config=CONFIG,
+        storage=tmp_path,
+        thread_id="t",
+        state=manual,
     )
-    full = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=FullDisk(tmp_path), thread_id="u", state=manual)
+    full = compact_messages(
+        history, model=ScriptedModel(), config=CONFIG, storage=FullDisk(tmp_path), thread_id="u", state=manual
+    )
     for result in (down, full):
         assert [m.id for m in result.messages] == [m.id for m in history]  # nothing removed
         assert result.state["last_error"] and any(e.get("error") for e in result.events)
@@ -181,7 +210,9 @@ def test_an_id_less_history_of_openai_dicts_is_summarized_and_offloaded_once_per
     history, compaction = [], None
     for turn in range(14):
         history.append({"role": "user", "content": f"Turn {turn}: " + "please look at the logs again " * 60})
-        result = compact_messages(history, model=summarizer, config=settings, storage=tmp_path, thread_id="app", state=compaction)
+        result = compact_messages(
+            history, model=summarizer, config=settings, storage=tmp_path, thread_id="app", state=compaction
+        )
         compaction = result.state
         history.append({"role": "assistant", "content": f"Answer {turn}: " + "the logs show nothing new " * 60})
     summaries = len([c for c in summarizer.calls if "Context Extraction Assistant" in str(c)])

@@ -7,6 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage, messages_from_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
+from support import SMALL_WINDOW, build_graph, first_input
 from typing_extensions import TypedDict
 
 from langgraph_compaction import (
@@ -18,7 +19,6 @@ from langgraph_compaction import (
 )
 from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from langgraph_compaction.testing import ScriptedModel
-from support import SMALL_WINDOW, build_graph, first_input
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}
 
@@ -126,7 +126,9 @@ def test_failed_summary_is_never_committed_and_nothing_is_lost(tmp_path, summary
     # a window large enough that the history still fits: the failure keeps it whole
     # (the breaker, which turns to extractive summaries after 3 failures, is tested in test_thrash.py)
     config = CompactionConfig(context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000, breaker_failures=50)
-    graph, agent = build_graph(ScriptedModel(summary=summary), config=config, storage=tmp_path, checkpointer=InMemorySaver())
+    graph, agent = build_graph(
+        ScriptedModel(summary=summary), config=config, storage=tmp_path, checkpointer=InMemorySaver()
+    )
     state = _run_turns(graph, 5)
     assert agent.problems == []
     assert not any(m.name == SUMMARY_MESSAGE_NAME for m in state["messages"])
@@ -138,7 +140,9 @@ def test_failed_summary_is_never_committed_and_nothing_is_lost(tmp_path, summary
 
 def test_failed_summary_over_the_window_commits_an_extractive_summary(tmp_path):
     config = CompactionConfig(context_window=9_000, trigger_tokens=7_000, keep_tokens=2_000)
-    graph, agent = build_graph(ScriptedModel(summary=RuntimeError("down")), config=config, storage=tmp_path, checkpointer=InMemorySaver())
+    graph, agent = build_graph(
+        ScriptedModel(summary=RuntimeError("down")), config=config, storage=tmp_path, checkpointer=InMemorySaver()
+    )
     state = _run_turns(graph, 4)
     assert agent.problems == []
     summary = next(m for m in state["messages"] if m.name == SUMMARY_MESSAGE_NAME)
@@ -162,7 +166,14 @@ def test_add_compaction_rewires_plain_and_conditional_edges():
     graph = builder.compile()
     edges = {(e.source, e.target) for e in graph.get_graph().edges}
     assert ("router", GATE) in edges and ("router", "agent") not in edges
-    assert {(GATE, FLUSH), (GATE, OFFLOAD), (FLUSH, SUMMARIZE), (OFFLOAD, SUMMARIZE), (SUMMARIZE, "agent"), (GATE, "agent")} <= edges
+    assert {
+        (GATE, FLUSH),
+        (GATE, OFFLOAD),
+        (FLUSH, SUMMARIZE),
+        (OFFLOAD, SUMMARIZE),
+        (SUMMARIZE, "agent"),
+        (GATE, "agent"),
+    } <= edges
     out = graph.invoke({"messages": [HumanMessage("hello")]})
     assert out["messages"][-1].content == "hi"
 
@@ -185,7 +196,9 @@ def test_add_compaction_adds_the_compaction_key_to_a_plain_messages_state():
 
     builder = StateGraph(MessagesState)
     # long answers: a manual compaction must shrink the context too, or it keeps the history
-    builder.add_node("agent", lambda s: {"messages": [AIMessage("hi, " + "the export rounds amounts half-even. " * 200)]})
+    builder.add_node(
+        "agent", lambda s: {"messages": [AIMessage("hi, " + "the export rounds amounts half-even. " * 200)]}
+    )
     builder.add_edge(START, "agent")
     add_compaction(builder, before="agent", model=ScriptedModel(), config=CompactionConfig(keep_messages=1))
     graph = builder.compile(checkpointer=InMemorySaver())

@@ -11,14 +11,22 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import tools_condition
 from langgraph.types import Command, Send
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
-from langgraph_compaction import GATE, CompactionConfig, CompactionState, FidelityConfig, add_compaction, is_summary, load_transcript
+from langgraph_compaction import (
+    GATE,
+    CompactionConfig,
+    CompactionState,
+    FidelityConfig,
+    add_compaction,
+    is_summary,
+    load_transcript,
+)
 from langgraph_compaction.testing import ScriptedModel
 
 BY_NAME = {t.name: t for t in TOOLS}
@@ -51,7 +59,9 @@ def command_graph(model: ToolCallingModel, tmp_path, config: CompactionConfig):
 def test_a_command_goto_tools_node_never_lets_a_model_call_exceed_a_6000_token_window(tmp_path):
     model = ToolCallingModel(subtask_rounds=ROUNDS)
     # a window this small leaves room for a summary only with a shorter verbatim-request budget
-    graph = command_graph(model, tmp_path, CompactionConfig(context_window=6_000, fidelity=FidelityConfig(request_tokens=500)))
+    graph = command_graph(
+        model, tmp_path, CompactionConfig(context_window=6_000, fidelity=FidelityConfig(request_tokens=500))
+    )
     thread = {"configurable": {"thread_id": "small"}}
     for n in range(6):
         graph.invoke({"messages": [subtask(n)]}, thread)
@@ -104,12 +114,21 @@ def test_the_model_node_keeps_its_name_for_streaming_and_update_state(tmp_path):
     model = ToolCallingModel()
     graph = command_graph(model, tmp_path, CONFIG)
     thread = {"configurable": {"thread_id": "names"}}
-    nodes = {meta["langgraph_node"] for _, meta in graph.stream({"messages": [request(0)]}, thread, stream_mode="messages")}
+    nodes = {
+        meta["langgraph_node"] for _, meta in graph.stream({"messages": [request(0)]}, thread, stream_mode="messages")
+    }
     assert "agent" in nodes
 
     # update_state as the model node still leads where the model node leads (tools_condition), not to the gate
-    graph.update_state(thread, {"messages": [AIMessage("Checking.", tool_calls=[
-        {"name": "run_tests", "args": {"module": "m"}, "id": "manual-call"}])]}, as_node="agent")
+    graph.update_state(
+        thread,
+        {
+            "messages": [
+                AIMessage("Checking.", tool_calls=[{"name": "run_tests", "args": {"module": "m"}, "id": "manual-call"}])
+            ]
+        },
+        as_node="agent",
+    )
     assert graph.get_state(thread).next == ("tools",)
 
 
@@ -126,17 +145,26 @@ def test_a_send_to_the_model_node_is_gated_without_rewriting_the_state(tmp_path)
     builder.add_edge(START, "router")
     # the payload carries a long history of its own: only this call is compacted
     history = [HumanMessage(f"Task {i}: " + "details " * 600, id=f"h{i}") for i in range(12)]
-    builder.add_conditional_edges("router", lambda state: [Send("agent", {"messages": history, "compaction": {}})], ["agent"])
+    builder.add_conditional_edges(
+        "router", lambda state: [Send("agent", {"messages": history, "compaction": {}})], ["agent"]
+    )
     builder.add_edge("agent", END)
-    add_compaction(builder, before="agent", model=ScriptedModel(),
-                   config=CompactionConfig(context_window=12_000, trigger_messages=0), storage=tmp_path)
+    add_compaction(
+        builder,
+        before="agent",
+        model=ScriptedModel(),
+        config=CompactionConfig(context_window=12_000, trigger_messages=0),
+        storage=tmp_path,
+    )
     graph = builder.compile(checkpointer=InMemorySaver())
     graph.invoke({"messages": [HumanMessage("go", id="go")]}, {"configurable": {"thread_id": "send"}})
 
     state = graph.get_state({"configurable": {"thread_id": "send"}}).values
     assert seen and seen[0] < len(history)  # the model saw a compacted payload
     # the payload is not the graph's state: nothing of its compaction was written back
-    assert [m.id for m in state["messages"]] == ["go", state["messages"][1].id] and not any(is_summary(m) for m in state["messages"])
+    assert [m.id for m in state["messages"]] == ["go", state["messages"][1].id] and not any(
+        is_summary(m) for m in state["messages"]
+    )
 
 
 def test_a_resume_into_the_model_node_is_gated(tmp_path):
@@ -151,8 +179,13 @@ def test_a_resume_into_the_model_node_is_gated(tmp_path):
     builder.add_node("agent", agent)
     builder.add_edge(START, "agent")
     builder.add_edge("agent", END)
-    add_compaction(builder, before="agent", model=ScriptedModel(),
-                   config=CompactionConfig(context_window=12_000, trigger_messages=0), storage=tmp_path)
+    add_compaction(
+        builder,
+        before="agent",
+        model=ScriptedModel(),
+        config=CompactionConfig(context_window=12_000, trigger_messages=0),
+        storage=tmp_path,
+    )
     graph = builder.compile(checkpointer=InMemorySaver(), interrupt_before=["agent"])
     thread = {"configurable": {"thread_id": "resume"}}
     graph.invoke({"messages": [HumanMessage("start", id="start")]}, thread)
@@ -171,7 +204,9 @@ def test_a_resume_into_the_model_node_is_gated(tmp_path):
 def test_the_gate_node_still_runs_on_edges(tmp_path):
     model = ToolCallingModel()
     graph = command_graph(model, tmp_path, CONFIG)
-    steps = [next(iter(chunk)) for chunk in graph.stream({"messages": [request(0)]}, {"configurable": {"thread_id": "e"}})]
+    steps = [
+        next(iter(chunk)) for chunk in graph.stream({"messages": [request(0)]}, {"configurable": {"thread_id": "e"}})
+    ]
     assert steps[0] == GATE and "agent" in steps
 
 
@@ -184,8 +219,14 @@ def test_overflow_recovery_works_for_a_model_node_that_returns_a_list_of_command
     builder.add_node("tools", run_tools)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
-    add_compaction(builder, before="agent", model=ScriptedModel(), config=CompactionConfig(context_window=200_000),
-                   storage=tmp_path, agent_model=bound)
+    add_compaction(
+        builder,
+        before="agent",
+        model=ScriptedModel(),
+        config=CompactionConfig(context_window=200_000),
+        storage=tmp_path,
+        agent_model=bound,
+    )
     graph = builder.compile(checkpointer=InMemorySaver())
     session = Session(model)
     thread = {"configurable": {"thread_id": "listed"}}

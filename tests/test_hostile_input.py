@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from checked import CheckedThread, events
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, messages_to_dict
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,7 +21,6 @@ from pydantic import ValidationError
 
 from langgraph_compaction import CompactionConfig, CompactionState, FileStorage, add_compaction
 from langgraph_compaction.testing import ScriptedModel
-from checked import CheckedThread, events
 
 # compaction about every other turn: a small token trigger and a message trigger
 FORCED = CompactionConfig(context_window=60_000, trigger_tokens=3_000, keep_tokens=600, trigger_messages=8)
@@ -73,7 +73,10 @@ def converse(tmp_path, first: list, turns: int = 6, config=FORCED, summarizer=No
 
 
 def _transcript_of(tmp_path) -> dict:
-    return {json.loads(line)["data"]["id"]: json.loads(line) for line in (tmp_path / "sessions" / "t.jsonl").read_text().splitlines()}
+    return {
+        json.loads(line)["data"]["id"]: json.loads(line)
+        for line in (tmp_path / "sessions" / "t.jsonl").read_text().splitlines()
+    }
 
 
 def test_messages_without_ids_get_ids_and_reach_the_transcript_once(tmp_path):
@@ -84,14 +87,19 @@ def test_messages_without_ids_get_ids_and_reach_the_transcript_once(tmp_path):
 
 def test_duplicate_ids_in_one_input_keep_the_later_message(tmp_path):
     # LangGraph's add_messages rule: a repeated id replaces the earlier message in place
-    thread, values = converse(tmp_path, [HumanMessage("first version", id="dup"), HumanMessage("second version " + "w " * 300, id="dup")])
+    thread, values = converse(
+        tmp_path, [HumanMessage("first version", id="dup"), HumanMessage("second version " + "w " * 300, id="dup")]
+    )
     record = _transcript_of(tmp_path)["dup"]
     assert record["data"]["content"].startswith("second version")
     assert sum(m.id == "dup" for m in thread.ledger.history) == 1
 
 
 def test_orphan_tool_result_in_the_input_passes_through_and_is_offloaded(tmp_path):
-    thread, values = converse(tmp_path, [HumanMessage("look at this"), ToolMessage("a result nobody asked for", tool_call_id="ghost", id="orphan")])
+    thread, values = converse(
+        tmp_path,
+        [HumanMessage("look at this"), ToolMessage("a result nobody asked for", tool_call_id="ghost", id="orphan")],
+    )
     assert "orphan" in _transcript_of(tmp_path)  # evicted with its prefix, kept on disk
 
 
@@ -123,20 +131,34 @@ def test_anthropic_content_blocks_round_trip_and_base64_stays_out_of_the_prompt(
         id="blocks-ai",
     )
     result = ToolMessage(
-        content=[{"type": "text", "text": "print(1)"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}],
+        content=[
+            {"type": "text", "text": "print(1)"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        ],
         tool_call_id="tu1",
         id="blocks-tool",
     )
-    human = HumanMessage(content=[{"type": "text", "text": "what is in this picture?"}, {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}], id="blocks-human")
+    human = HumanMessage(
+        content=[
+            {"type": "text", "text": "what is in this picture?"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+        ],
+        id="blocks-human",
+    )
     thread, values = converse(tmp_path, [human, assistant, result], summarizer=summarizer)
     records = _transcript_of(tmp_path)
     assert {"blocks-ai", "blocks-tool", "blocks-human"} <= set(records)
     assert summarizer.calls and all(PNG[:200] not in prompt for prompt in summarizer.calls)
 
 
-@pytest.mark.parametrize("content", ["", [], [{"type": "text", "text": ""}]], ids=["empty-str", "empty-list", "empty-block"])
+@pytest.mark.parametrize(
+    "content", ["", [], [{"type": "text", "text": ""}]], ids=["empty-str", "empty-list", "empty-block"]
+)
 def test_empty_content_is_handled(tmp_path, content):
-    converse(tmp_path, [HumanMessage("start " + "w " * 300), AIMessage(content=content), HumanMessage(content=content or "x")])
+    converse(
+        tmp_path,
+        [HumanMessage("start " + "w " * 300), AIMessage(content=content), HumanMessage(content=content or "x")],
+    )
 
 
 def test_content_none_is_refused_by_the_message_itself_naming_content():
@@ -155,7 +177,9 @@ def test_a_message_larger_than_the_keep_budget_is_kept_or_evicted_whole(tmp_path
 def test_a_latest_request_larger_than_the_window_is_kept_verbatim(tmp_path):
     config = CompactionConfig(context_window=6_000, trigger_tokens=3_000, keep_tokens=600, trigger_messages=8)
     graph, thread = _graph(tmp_path, config)
-    graph.invoke({"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hello", id="hello")]}, thread.config)
+    graph.invoke(
+        {"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hello", id="hello")]}, thread.config
+    )
     for t in range(1, 4):
         graph.invoke({"messages": [_padding(t)]}, thread.config)
     giant = HumanMessage("please review: " + "token " * 9_000, id="giant")
@@ -182,20 +206,43 @@ def test_a_hundred_parallel_calls_in_one_turn_stay_together(tmp_path):
 
 
 def test_non_string_tool_arguments_are_handled(tmp_path):
-    args = {"n": 5, "ratio": 0.5, "flag": True, "none": None, "nested": {"a": [1, 2, {"b": "c"}]}, "big": list(range(3000))}
+    args = {
+        "n": 5,
+        "ratio": 0.5,
+        "flag": True,
+        "none": None,
+        "nested": {"a": [1, 2, {"b": "c"}]},
+        "big": list(range(3000)),
+    }
     call = AIMessage("", tool_calls=[{"name": "compute", "args": args, "id": "ns"}], id="ns-call")
-    thread, values = converse(tmp_path, [HumanMessage("compute"), call, ToolMessage("42", tool_call_id="ns", id="ns-result")])
-    assert _transcript_of(tmp_path)["ns-call"]["data"]["tool_calls"][0]["args"] == args  # the original, not a truncation
+    thread, values = converse(
+        tmp_path, [HumanMessage("compute"), call, ToolMessage("42", tool_call_id="ns", id="ns-result")]
+    )
+    assert (
+        _transcript_of(tmp_path)["ns-call"]["data"]["tool_calls"][0]["args"] == args
+    )  # the original, not a truncation
 
 
 def test_invalid_json_tool_arguments_are_kept_and_rendered(tmp_path):
     summarizer = ScriptedModel()
     bad = AIMessage(
         "",
-        invalid_tool_calls=[{"name": "bash", "args": '{"cmd": "ls', "id": "bad1", "error": "Unterminated string", "type": "invalid_tool_call"}],
+        invalid_tool_calls=[
+            {
+                "name": "bash",
+                "args": '{"cmd": "ls',
+                "id": "bad1",
+                "error": "Unterminated string",
+                "type": "invalid_tool_call",
+            }
+        ],
         id="bad-call",
     )
-    converse(tmp_path, [HumanMessage("list files " + "w " * 200), bad, HumanMessage("that call was broken")], summarizer=summarizer)
+    converse(
+        tmp_path,
+        [HumanMessage("list files " + "w " * 200), bad, HumanMessage("that call was broken")],
+        summarizer=summarizer,
+    )
     assert any('{"cmd": "ls' in p for p in summarizer.calls)
 
 
@@ -227,7 +274,9 @@ def test_a_lone_surrogate_round_trips_through_the_transcript(tmp_path):
 )
 def test_a_compaction_key_edited_into_wrong_types_is_repaired(tmp_path, garbage):
     graph, thread = _graph(tmp_path)
-    graph.invoke({"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hi", id="hi")]}, thread.config)
+    graph.invoke(
+        {"messages": [SystemMessage("You are helpful.", id="sys"), HumanMessage("hi", id="hi")]}, thread.config
+    )
     graph.update_state(thread.config, {"compaction": garbage})  # what a Studio state edit can do
     for t in range(1, 6):
         graph.invoke({"messages": [_padding(t)]}, thread.config)

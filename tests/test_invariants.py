@@ -14,6 +14,7 @@ import random
 from pathlib import Path
 
 import pytest
+from checked import CheckedThread, build_checked_graph, request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage, messages_to_dict
@@ -21,9 +22,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 
 from benchmarks.stress import random_config, random_conversation, replay_trajectory, run_example
-from langgraph_compaction.core.conversation import leading_systems
 from langgraph_compaction import FileStorage, build_summary_message, find_cutoff
+from langgraph_compaction.core.conversation import leading_systems
 from langgraph_compaction.core.plan import compacted_view
+from langgraph_compaction.engine.nodes import CompactionNodes
 from langgraph_compaction.invariants import (
     INVARIANTS,
     bounded_problems,
@@ -33,9 +35,7 @@ from langgraph_compaction.invariants import (
     history_problems,
     lost_messages,
 )
-from langgraph_compaction.engine.nodes import CompactionNodes
 from langgraph_compaction.testing import ScriptedModel
-from checked import CheckedThread, build_checked_graph, request
 
 DATA = Path(__file__).parent / "data" / "trajectories"
 # a seed per example: drawing every choice through hypothesis would cost more than the check (the seed is reported)
@@ -44,7 +44,9 @@ SEEDS = st.integers(0, 2**32 - 1)
 
 def quiet(examples: int) -> settings:
     """Return hypothesis settings for ``examples`` slow-ish examples (no deadline, no size health checks)."""
-    return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +70,9 @@ def test_any_cut_of_any_conversation_keeps_a_valid_history(seed, keep_tokens, ke
     cut = find_cutoff(messages, sizes, keep_tokens, keep_messages)
     if cut is None:
         return
-    view = compacted_view(messages, {messages[i].id for i in cut.evict}, build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny"))
+    view = compacted_view(
+        messages, {messages[i].id for i in cut.evict}, build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny")
+    )
     assert history_problems(view, messages) == []
     # the summarize node's update gives exactly this view through the stock reducer
     assert [m.id for m in add_messages(messages, [RemoveMessage(id="__remove_all__"), *view])] == [m.id for m in view]
@@ -110,11 +114,17 @@ def test_real_trajectories_with_compaction_every_few_calls_break_nothing(name):
 
 
 @quiet(12)
-@given(st.integers(2, 7), st.sampled_from([None, RuntimeError("down"), "", "NO_REPLY"]), st.sampled_from([None, ValueError("x"), "junk"]))
+@given(
+    st.integers(2, 7),
+    st.sampled_from([None, RuntimeError("down"), "", "NO_REPLY"]),
+    st.sampled_from([None, ValueError("x"), "junk"]),
+)
 def test_the_compiled_graph_keeps_every_invariant(tmp_path_factory, turns, summary_fault, memory_fault):
     root = tmp_path_factory.mktemp("store")
     summarizer = ScriptedModel(summary=summary_fault)
-    graph, agent = build_checked_graph(summarizer, storage=root, checkpointer=InMemorySaver(), flush_model=ScriptedModel(memory=memory_fault))
+    graph, agent = build_checked_graph(
+        summarizer, storage=root, checkpointer=InMemorySaver(), flush_model=ScriptedModel(memory=memory_fault)
+    )
     thread = CheckedThread(graph, agent, FileStorage(root))
     for t in range(turns):
         graph.invoke(request(t), thread.config)
@@ -127,7 +137,13 @@ def test_the_compiled_graph_keeps_every_invariant(tmp_path_factory, turns, summa
 
 def _conversation():
     call = AIMessage("", tool_calls=[{"name": "bash", "args": {"cmd": "ls"}, "id": "c1"}], id="a1")
-    return [SystemMessage("sys", id="s"), HumanMessage("do it", id="h1"), call, ToolMessage("ok", tool_call_id="c1", id="t1"), HumanMessage("next", id="h2")]
+    return [
+        SystemMessage("sys", id="s"),
+        HumanMessage("do it", id="h1"),
+        call,
+        ToolMessage("ok", tool_call_id="c1", id="t1"),
+        HumanMessage("next", id="h2"),
+    ]
 
 
 def test_checker_flags_an_orphan_result_that_compaction_created():
@@ -176,7 +192,14 @@ def test_checker_flags_duplicates_in_the_transcript_and_the_ledger():
 def test_checker_flags_an_unexplained_overrun_and_a_compaction_without_progress():
     events = [
         {"stage": "summarize", "layer": "summarize", "evicted": 3, "tokens_before": 9_000, "tokens_after": 7_000},
-        {"stage": "summarize", "layer": "extractive", "evicted": 3, "tokens_before": 9_000, "tokens_after": 7_000, "over_budget": "a huge result"},
+        {
+            "stage": "summarize",
+            "layer": "extractive",
+            "evicted": 3,
+            "tokens_before": 9_000,
+            "tokens_after": 7_000,
+            "over_budget": "a huge result",
+        },
         {"stage": "summarize", "layer": "summarize", "evicted": 1, "tokens_before": 3_000, "tokens_after": 3_100},
         {"stage": "summarize", "error": "down"},
     ]

@@ -9,20 +9,20 @@ import shutil
 import threading
 
 import pytest
+from fronts import CONFIG, TOOLS, ToolCallingModel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
+from support import SMALL_WINDOW, build_graph, first_input
 
-from fronts import CONFIG, TOOLS, ToolCallingModel
 from langgraph_compaction import CompactionMiddleware, FileStorage, StoreStorage, is_summary, safe_label
 from langgraph_compaction.engine import effects as effects_module
 from langgraph_compaction.fronts.tools import recall_messages, search_memory, search_session
 from langgraph_compaction.storage import legacy_label
 from langgraph_compaction.testing import ScriptedModel
-from support import SMALL_WINDOW, build_graph, first_input
 
 VICTIM_THREAD, VICTIM_USER = "user:42", "alice@example.com"
 #: What earlier releases named the victim's ids: a new thread and a new user can be given exactly these ids.
@@ -44,7 +44,9 @@ def test_the_victims_old_labels_are_what_the_attacker_picks():
 
 def _victim_compacts(where, store=None):
     """Thread "user:42" of user alice@example.com runs until it compacts; return its IBAN message."""
-    graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=where, store=store, checkpointer=InMemorySaver())
+    graph, _ = build_graph(
+        ScriptedModel(), config=SMALL_WINDOW, storage=where, store=store, checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": VICTIM_THREAD, "user_id": VICTIM_USER}}
     secret = HumanMessage("Task 0 please pay invoice 7 to IBAN DE89370400440532013000", id="iban-request")
     graph.invoke({"messages": [secret]}, config)
@@ -71,9 +73,41 @@ def test_a_thread_named_like_another_ids_label_reads_nothing_of_it(tmp_path, bac
 
 # --- the mapping is injective ------------------------------------------------------------------
 
-NASTY = ["", "default", ":", "@", ".", "..", "/", "a/b", "a-b", "a?b", "~", "+", "+3a", "~+3a", "é", "e\u0301",
-         "\ud800", "A", "a", "Alice", "alice", "user:42", VICTIM_USER, OLD_THREAD_LABEL, OLD_USER_LABEL, "x" * 64,
-         "x" * 65, "é" * 40, "id", "-", "_", "0", "no-thread"]
+NASTY = [
+    "",
+    "default",
+    ":",
+    "@",
+    ".",
+    "..",
+    "/",
+    "a/b",
+    "a-b",
+    "a?b",
+    "~",
+    "+",
+    "+3a",
+    "~+3a",
+    "é",
+    "e\u0301",
+    "\ud800",
+    "A",
+    "a",
+    "Alice",
+    "alice",
+    "user:42",
+    VICTIM_USER,
+    OLD_THREAD_LABEL,
+    OLD_USER_LABEL,
+    "x" * 64,
+    "x" * 65,
+    "é" * 40,
+    "id",
+    "-",
+    "_",
+    "0",
+    "no-thread",
+]
 
 
 @st.composite
@@ -101,7 +135,9 @@ def test_labels_are_injective_valid_names_and_no_legacy_name_is_shared(ids):
                 assert owners.setdefault(old, v) == v  # and only one id may take it over
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(colliding_ids())
 def test_each_id_reads_back_only_its_own_transcript_and_memory(tmp_path_factory, ids):
     root = tmp_path_factory.mktemp("ids")
@@ -197,11 +233,15 @@ def test_runs_without_a_thread_id_never_share_a_transcript(tmp_path, monkeypatch
     alice = HumanMessage("Pay invoice 7 from my IBAN DE89370400440532013000, then check billing", id="alice-iban")
     events = []
     with caplog.at_level(logging.WARNING, logger="langgraph_compaction"):
-        for mode, chunk in agent.stream({"messages": [alice]}, {"configurable": {"user_id": "alice"}}, stream_mode=["custom", "values"]):
+        for mode, chunk in agent.stream(
+            {"messages": [alice]}, {"configurable": {"user_id": "alice"}}, stream_mode=["custom", "values"]
+        ):
             events.append(chunk) if mode == "custom" else None
         assert any(e.get("stage") == "summarize" and e.get("evicted") for e in events)  # Alice's request compacted
         assert any("DE89" in p.read_text() for p in (tmp_path / "sessions").iterdir())  # and was offloaded
-        bob = agent.invoke({"messages": [HumanMessage("Bob here: what did we discuss?")]}, {"configurable": {"user_id": "bob"}})
+        bob = agent.invoke(
+            {"messages": [HumanMessage("Bob here: what did we discuss?")]}, {"configurable": {"user_id": "bob"}}
+        )
     answers = {m.tool_call_id: m.content for m in bob["messages"] if isinstance(m, ToolMessage)}
     assert set(answers) == {"bob-search", "bob-recall"}
     assert not any("DE89" in text for text in answers.values()), answers
@@ -219,9 +259,10 @@ def test_runs_without_a_thread_id_never_share_a_transcript(tmp_path, monkeypatch
 def test_graph_runs_without_a_thread_id_at_once_each_keep_their_own_transcript(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from langgraph_compaction import add_compaction, load_transcript
     from support import agent_builder
     from test_storage_cases import snapshot
+
+    from langgraph_compaction import add_compaction, load_transcript
 
     rounds, lock = {}, threading.Lock()
 

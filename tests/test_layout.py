@@ -37,7 +37,11 @@ def _imports() -> dict[str, list[tuple[str, list[str]]]]:
 
 def test_the_core_imports_no_langgraph():
     core = sorted(_module_name(p) for p in (PACKAGE / "core").glob("*.py"))
-    code = "import sys\n" + "".join(f"import {m}\n" for m in core) + "print(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph'}))"
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in core)
+        + "print(sorted({m.split('.')[0] for m in sys.modules} & {'langgraph'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
     assert out.stdout.strip() == "[]", out.stdout
     assert len(core) >= 10
@@ -56,7 +60,11 @@ def test_each_layer_imports_only_the_layers_below_it():
         layer = module.split(".")[1] if module.count(".") else None
         for target, _ in edges:
             parts = target.split(".")
-            if layer in allowed and len(parts) > 1 and parts[1] in {"core", "storage", "memory", "engine", "fronts", "cli"}:
+            if (
+                layer in allowed
+                and len(parts) > 1
+                and parts[1] in {"core", "storage", "memory", "engine", "fronts", "cli"}
+            ):
                 if parts[1] not in allowed[layer]:
                     wrong.append(f"{module} imports {target}")
     assert wrong == []

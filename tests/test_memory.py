@@ -2,15 +2,17 @@
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.sqlite import SqliteStore
+from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, StoreStorage, add_compaction, safe_label
+from langgraph_compaction.core.redact import REDACTED, redact_record, redact_secrets
 from langgraph_compaction.memory.ledger import (
     flush_marker,
     ledger_entry,
@@ -19,9 +21,7 @@ from langgraph_compaction.memory.ledger import (
     parse_bullets,
     search_terms,
 )
-from langgraph_compaction.core.redact import REDACTED, redact_record, redact_secrets
 from langgraph_compaction.testing import ScriptedModel
-from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}
 FLUSH_HEADER = re.compile(r"^## Flush \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$", re.MULTILINE)
@@ -125,7 +125,9 @@ def test_flush_redacts_secrets_before_the_ledger(tmp_path):
 
 def test_a_custom_redactor_replaces_the_default(tmp_path):
     config = CompactionConfig(context_window=30_000, redactor=lambda text: text.replace("Ada", "[name]"))
-    graph, _ = build_graph(ScriptedModel(memory="- Ada prefers tabs\n"), config=config, storage=tmp_path, checkpointer=InMemorySaver())
+    graph, _ = build_graph(
+        ScriptedModel(memory="- Ada prefers tabs\n"), config=config, storage=tmp_path, checkpointer=InMemorySaver()
+    )
     _run(graph, 4)
     assert "- [name] prefers tabs" in (tmp_path / "memory" / f"{_today()}.md").read_text()
 
@@ -147,7 +149,9 @@ def test_flush_failure_is_an_event_and_never_blocks_summarization(tmp_path, fail
 def test_a_separate_cheaper_flush_model_is_used_and_not_streamed(tmp_path):
     summarizer, flusher = ScriptedModel(), ScriptedModel()
     builder = agent_builder(ScriptedAgent())
-    add_compaction(builder, before="agent", model=summarizer, flush_model=flusher, config=SMALL_WINDOW, storage=tmp_path)
+    add_compaction(
+        builder, before="agent", model=summarizer, flush_model=flusher, config=SMALL_WINDOW, storage=tmp_path
+    )
     graph = builder.compile(checkpointer=InMemorySaver())
     streamed = []
     for turn in range(4):
@@ -174,7 +178,11 @@ def test_store_memory_lives_in_a_per_user_namespace(tmp_path, how):
             if how == "context":
                 graph.invoke(first_input(turn), THREAD, context=UserContext(user_id=user))
             else:
-                graph.invoke(first_input(turn), {"configurable": {"thread_id": "thread-1", "user_id": user}}, context=UserContext(user_id=""))
+                graph.invoke(
+                    first_input(turn),
+                    {"configurable": {"thread_id": "thread-1", "user_id": user}},
+                    context=UserContext(user_id=""),
+                )
         namespace = ("compaction", "memory", safe_label(user))
         items = store.search(namespace)  # the ledger's bullets are items of their own, keyed by the bullet
         assert items and all(it.namespace[:3] == namespace and "." not in "".join(it.namespace) for it in items)
@@ -184,7 +192,7 @@ def test_store_memory_lives_in_a_per_user_namespace(tmp_path, how):
 
 
 def test_ledger_entry_and_marker_are_pure_and_deterministic():
-    now = datetime(2026, 11, 29, 10, 15, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 29, 10, 15, tzinfo=UTC)
     entry = ledger_entry("- Fact one.\n* fact ONE\n- Fact two\nnot a bullet", "", now, marker=flush_marker(["b", "a"]))
     assert entry == f"## Flush 2026-11-29T10:15:00+00:00\n{flush_marker(['a', 'b'])}\n\n- Fact one.\n- Fact two\n\n"
     assert ledger_entry("- fact one", entry, now) is None
@@ -282,11 +290,22 @@ def test_redact_record_keeps_ids_names_and_call_pairing():
 
 def test_redact_record_looks_inside_tuples_and_sets_of_an_artifact_and_keeps_their_types():
     secret = SECRETS["github"]
-    record = {"type": "tool", "data": {"id": "t1", "tool_call_id": "c1", "content": "ok",
-                                       "artifact": {"argv": ("gh", secret), "tokens": {secret}, "frozen": frozenset({secret})}}}
+    record = {
+        "type": "tool",
+        "data": {
+            "id": "t1",
+            "tool_call_id": "c1",
+            "content": "ok",
+            "artifact": {"argv": ("gh", secret), "tokens": {secret}, "frozen": frozenset({secret})},
+        },
+    }
     cleaned = redact_record(record, redact_secrets)["data"]["artifact"]
     assert secret not in str(cleaned)
-    assert cleaned["argv"] == ("gh", REDACTED) and cleaned["tokens"] == {REDACTED} and cleaned["frozen"] == frozenset({REDACTED})
+    assert (
+        cleaned["argv"] == ("gh", REDACTED)
+        and cleaned["tokens"] == {REDACTED}
+        and cleaned["frozen"] == frozenset({REDACTED})
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langchain.agents import create_agent
-from langgraph.checkpoint.memory import InMemorySaver
 from langchain_core.messages import SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionConfig, CompactionMiddleware, is_summary, load_transcript
 from langgraph_compaction.testing import ScriptedModel
 
@@ -20,8 +20,12 @@ SYSTEM_PROMPT = "You are a careful engineer. Check each module with the tools, t
 
 def _agent(model, tmp_path, summarizer=None, **options):
     summarizer = summarizer or ScriptedModel()
-    middleware = CompactionMiddleware(model=summarizer, config=options.pop("config", CONFIG), storage=tmp_path, **options)
-    agent = create_agent(model, TOOLS, system_prompt=SYSTEM_PROMPT, middleware=[middleware], checkpointer=InMemorySaver())
+    middleware = CompactionMiddleware(
+        model=summarizer, config=options.pop("config", CONFIG), storage=tmp_path, **options
+    )
+    agent = create_agent(
+        model, TOOLS, system_prompt=SYSTEM_PROMPT, middleware=[middleware], checkpointer=InMemorySaver()
+    )
     return agent, middleware
 
 
@@ -47,7 +51,13 @@ def test_a_long_create_agent_session_stays_valid_inside_the_window_and_loses_not
     assert summaries_counted(state["compaction"]) == session.summaries_seen()
     assert session.lost(state["messages"], tmp_path, "t1") == []
     # the middleware's tools reach the model next to the agent's own
-    assert {s["function"]["name"] for s in model.tool_schemas} >= {"run_tests", "fetch_docs", "memory_search", "recall", "compact"}
+    assert {s["function"]["name"] for s in model.tool_schemas} >= {
+        "run_tests",
+        "fetch_docs",
+        "memory_search",
+        "recall",
+        "compact",
+    }
     # the system prompt and the tool schemas are counted in every request
     assert middleware.nodes.fixed_tokens > 500
 
@@ -59,7 +69,9 @@ async def test_in_view_mode_the_state_keeps_every_message_and_the_model_gets_the
 
     state = agent.get_state({"configurable": {"thread_id": "view"}}).values
     messages = state["messages"]
-    assert len(messages) == 5 * REQUESTS and not any(is_summary(m) for m in messages)  # request, call, 2 results, answer
+    assert len(messages) == 5 * REQUESTS and not any(
+        is_summary(m) for m in messages
+    )  # request, call, 2 results, answer
     assert session.problems == [] and session.peak <= WINDOW
     assert summaries_counted(state["compaction"]) == session.summaries_seen() >= 2
     current = [m for m in model.inputs[-1] if is_summary(m)]
@@ -136,7 +148,9 @@ def test_the_compact_tool_summarizes_before_the_next_model_call(tmp_path):
     assert answer.content.startswith("Compaction requested")
     after = model.inputs[-2]  # the call right after the compact tool answered
     assert is_summary(after[1])
-    assert [p for p in summarizer.calls if "Context Extraction Assistant" in p and "the checks of module5" in p]  # the focus
+    assert [
+        p for p in summarizer.calls if "Context Extraction Assistant" in p and "the checks of module5" in p
+    ]  # the focus
     assert summaries_counted(state["compaction"]) == 1 and state["compaction"]["manual"] is None
     assert session.problems == []
     assert session.lost(state["messages"], tmp_path, "t4") == []
@@ -149,7 +163,11 @@ def test_without_storage_the_agents_store_is_used_and_events_stream_from_every_s
     config = {"configurable": {"thread_id": "t5"}}
     events = []
     for n in range(10):
-        events += [e for e in agent.stream({"messages": [request(n)]}, config, stream_mode="custom") if e.get("type") == "compaction"]
+        events += [
+            e
+            for e in agent.stream({"messages": [request(n)]}, config, stream_mode="custom")
+            if e.get("type") == "compaction"
+        ]
 
     state = agent.get_state(config).values
     stages = {e["stage"] for e in events}

@@ -34,7 +34,9 @@ _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
 def _shape_and_numbers(lines: list[str]) -> tuple[list[str], list[float]]:
-    return [_NUMBER.sub("#", line) for line in lines], [float(n.replace(",", "")) for line in lines for n in _NUMBER.findall(line)]
+    return [_NUMBER.sub("#", line) for line in lines], [
+        float(n.replace(",", "")) for line in lines for n in _NUMBER.findall(line)
+    ]
 
 
 def run_notebook(name: str, workdir: Path) -> str:
@@ -45,7 +47,10 @@ def run_notebook(name: str, workdir: Path) -> str:
     """
     out = outputs_text(execute_notebook(NOTEBOOKS / name, workdir))
     figures = re.compile(FIGURES[name])
-    (shape, numbers), (stored_shape, stored_numbers) = _shape_and_numbers(figures.findall(out)), _shape_and_numbers(figures.findall(stored_text(name)))
+    (shape, numbers), (stored_shape, stored_numbers) = (
+        _shape_and_numbers(figures.findall(out)),
+        _shape_and_numbers(figures.findall(stored_text(name))),
+    )
     stale = f"{name}: its stored outputs are stale; rerun python -m benchmarks.readme --notebooks"
     assert shape == stored_shape, stale
     assert all(abs(a - b) <= 0.01 * max(abs(a), abs(b)) for a, b in zip(numbers, stored_numbers)), stale
@@ -88,7 +93,9 @@ def test_quickstart_compacts_a_thread_and_keeps_every_message(workdir):
     assert "compaction_gate" in out and "compaction_summarize" in out  # the mermaid picture
     assert re.search(r"turn \d: summarize +extractive +[\d,]+ -> +[\d,]+ tokens", out)
     assert "__compaction_summary__" in out and "## SESSION INTENT" in out
-    on_disk, in_state = map(int, re.search(r"quickstart.jsonl: (\d+) messages on disk, (\d+) in the state", out).groups())
+    on_disk, in_state = map(
+        int, re.search(r"quickstart.jsonl: (\d+) messages on disk, (\d+) in the state", out).groups()
+    )
     assert on_disk > in_state
 
 
@@ -119,7 +126,9 @@ def test_persistence_notebook_without_a_server_runs_its_postgres_part_on_sqlite(
 def test_the_dev_extra_has_the_command_that_executes_a_notebook():
     extras = tomllib.loads((NOTEBOOKS.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(req.startswith("nbconvert") for req in extras["dev"])
-    run = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--version"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--version"], capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
 
 
@@ -129,7 +138,9 @@ def test_cost_curve_notebook_measures_quadratic_against_linear_run_after_run_lea
     from langgraph_compaction.cli.demo import DemoOptions, run_demo
 
     # what an earlier run of the notebook in this folder left: its thread "cost"
-    run_demo(DemoOptions(turns=1, storage=str(workdir / ".compaction-cost"), thread="cost", quiet=True), Console(quiet=True))
+    run_demo(
+        DemoOptions(turns=1, storage=str(workdir / ".compaction-cost"), thread="cost", quiet=True), Console(quiet=True)
+    )
     out = run_notebook("03_cost_curve.ipynb", workdir)
     assert sorted(p.name for p in workdir.iterdir()) == []  # its 9 MB of demo storage are gone
     without, with_ = map(float, re.search(r"without compaction: ([\d.]+), with compaction: ([\d.]+)", out).groups())
@@ -140,6 +151,11 @@ def test_cost_curve_notebook_measures_quadratic_against_linear_run_after_run_lea
 
 def test_controls_notebook_shows_what_superseded_results_save(workdir):
     out = run_notebook("04_controls.ipynb", workdir)
-    shortened, without, with_ = (int(n.replace(",", "")) for n in re.search(r"(\d+) results shortened; tokens sent over \d+ calls: ([\d,]+) without, ([\d,]+) with", out).groups())
+    shortened, without, with_ = (
+        int(n.replace(",", ""))
+        for n in re.search(
+            r"(\d+) results shortened; tokens sent over \d+ calls: ([\d,]+) without, ([\d,]+) with", out
+        ).groups()
+    )
     assert shortened > 0 and with_ < without
     assert re.search(r"read-0 -> \[Superseded: `read_file` .* the newer result is message read-3", out)

@@ -13,14 +13,14 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
+from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, CompactionState, FileStorage, add_compaction
-from langgraph_compaction.memory.ledger import normalize_bullet, parse_bullets
 from langgraph_compaction.engine.nodes import FLUSH, OFFLOAD, SUMMARIZE
+from langgraph_compaction.memory.ledger import normalize_bullet, parse_bullets
 from langgraph_compaction.storage import StoreStorage
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.storage.transcript import load_transcript
-from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
+from langgraph_compaction.testing import ScriptedModel
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}
 
@@ -41,7 +41,9 @@ def storage_kind(request, tmp_path):
 
 def test_three_chained_compactions_write_every_message_once_and_round_trip(storage_kind):
     storage, store, where = storage_kind
-    graph, agent = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=storage, store=store, checkpointer=InMemorySaver())
+    graph, agent = build_graph(
+        ScriptedModel(), config=SMALL_WINDOW, storage=storage, store=store, checkpointer=InMemorySaver()
+    )
     for turn in range(10):
         graph.invoke(first_input(turn), THREAD)
     state = graph.get_state(THREAD).values
@@ -60,7 +62,9 @@ def test_three_chained_compactions_write_every_message_once_and_round_trip(stora
     for message_id, original in originals.items():
         if message_id in by_id and not original.name == SUMMARY_MESSAGE_NAME:
             assert by_id[message_id] == original  # full tool arguments and outputs, ids, names
-    write = next(m for m in transcript if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "write_file")
+    write = next(
+        m for m in transcript if isinstance(m, AIMessage) and m.tool_calls and m.tool_calls[0]["name"] == "write_file"
+    )
     assert len(write.tool_calls[0]["args"]["content"]) > 5_000  # not truncated like agentscope's 500/1000 chars
     summaries = [m for m in transcript if m.name == SUMMARY_MESSAGE_NAME]
     assert len(summaries) >= 2  # earlier summaries were offloaded by the later compactions
@@ -84,7 +88,9 @@ def test_summary_names_the_transcript_in_files_and_in_a_store(tmp_path):
     summary = next(m for m in graph.get_state(THREAD).values["messages"] if m.name == SUMMARY_MESSAGE_NAME)
     assert f"saved to {tmp_path / 'sessions' / 'thread-1.jsonl'} should you need" in summary.content
 
-    graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=None, store=InMemoryStore(), checkpointer=InMemorySaver())
+    graph, _ = build_graph(
+        ScriptedModel(), config=SMALL_WINDOW, storage=None, store=InMemoryStore(), checkpointer=InMemorySaver()
+    )
     for turn in range(5):
         graph.invoke(first_input(turn), THREAD)
     summary = next(m for m in graph.get_state(THREAD).values["messages"] if m.name == SUMMARY_MESSAGE_NAME)
@@ -92,7 +98,9 @@ def test_summary_names_the_transcript_in_files_and_in_a_store(tmp_path):
 
 
 def test_transcript_files_are_private(tmp_path):
-    graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path / "private", checkpointer=InMemorySaver())
+    graph, _ = build_graph(
+        ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path / "private", checkpointer=InMemorySaver()
+    )
     for turn in range(4):
         graph.invoke(first_input(turn), THREAD)
     sessions = tmp_path / "private" / "sessions"
@@ -100,7 +108,18 @@ def test_transcript_files_are_private(tmp_path):
     assert stat.S_IMODE((sessions / "thread-1.jsonl").stat().st_mode) == 0o600
 
 
-HOSTILE_THREADS = ["../../x", "/etc/passwd", "a\x00b", "x" * 5_000, "..", ".", "a/b/../../c", "con.jsonl", "thread.with.dots", "ümlaut/线程"]
+HOSTILE_THREADS = [
+    "../../x",
+    "/etc/passwd",
+    "a\x00b",
+    "x" * 5_000,
+    "..",
+    ".",
+    "a/b/../../c",
+    "con.jsonl",
+    "thread.with.dots",
+    "ümlaut/线程",
+]
 
 
 def _files_under(root):
@@ -171,7 +190,9 @@ def _crashing_graph(summarizer, storage, saver, node, when):
 )
 @pytest.mark.parametrize("backend", ["files", "sqlite-store"])
 def test_crash_between_offload_and_summarize_resumes_without_duplicates(tmp_path, node, when, backend):
-    summarizer = ScriptedModel(memory=lambda prompt: "- The user wants every module fixed and tested\n- Tests run with pytest -q")
+    summarizer = ScriptedModel(
+        memory=lambda prompt: "- The user wants every module fixed and tested\n- Tests run with pytest -q"
+    )
     db = str(tmp_path / "checkpoints.sqlite")
     with SqliteStore.from_conn_string(str(tmp_path / "store.sqlite")) as store:
         store.setup()
@@ -218,14 +239,18 @@ def test_offload_failure_keeps_the_history_and_says_why(tmp_path):
     assert not any(m.name == SUMMARY_MESSAGE_NAME for m in state["messages"])
     assert sum(isinstance(m, HumanMessage) for m in state["messages"]) == 5
     errors = [e["error"] for e in state["compaction"]["events"] if e.get("error")]
-    assert any("offload" in e for e in errors) and any("NotADirectoryError" in e or "FileExistsError" in e for e in errors)
+    assert any("offload" in e for e in errors) and any(
+        "NotADirectoryError" in e or "FileExistsError" in e for e in errors
+    )
 
 
 def test_redacted_transcripts_keep_ids_and_pairing(tmp_path):
     secret = "sk-proj-" + "a1B2c3D4" * 4
     messages = [
         HumanMessage(f"my key is {secret}", id="h1"),
-        AIMessage("", id="a1", tool_calls=[{"name": "bash", "args": {"cmd": f"export OPENAI_API_KEY={secret}"}, "id": "c1"}]),
+        AIMessage(
+            "", id="a1", tool_calls=[{"name": "bash", "args": {"cmd": f"export OPENAI_API_KEY={secret}"}, "id": "c1"}]
+        ),
         ToolMessage("ok", tool_call_id="c1", name="bash", id="t1"),
     ]
     builder = StateGraph(CompactionState)

@@ -41,9 +41,7 @@ def _fresh(server):
 
 
 def make_llm(server: StrictOpenAIServer, **kwargs) -> ChatOpenAI:
-    return ChatOpenAI(
-        base_url=server.base_url, api_key="test", model="gpt-4o-mini", max_retries=0, **kwargs
-    )
+    return ChatOpenAI(base_url=server.base_url, api_key="test", model="gpt-4o-mini", max_retries=0, **kwargs)
 
 
 def _tool_call(name: str, args: dict, call_id: str) -> dict:
@@ -225,10 +223,7 @@ def test_reject_orphan_tool_message(server):
     with pytest.raises(openai.BadRequestError) as info:
         make_llm(server).invoke([HumanMessage("hi"), ToolMessage("result", tool_call_id="call_x")])
     assert isinstance(info.value, ModelInvalidRequestError)
-    assert (
-        "messages with role 'tool' must be a response to a preceeding message with 'tool_calls'"
-        in str(info.value)
-    )
+    assert "messages with role 'tool' must be a response to a preceeding message with 'tool_calls'" in str(info.value)
     assert _error(server)["param"] == "messages.[1].role"
     assert info.value.body["param"] == "messages.[1].role"
 
@@ -252,7 +247,10 @@ def test_reject_unanswered_tool_calls(server):
         HumanMessage("weather?"),
         AIMessage(
             "",
-            tool_calls=[_tool_call("weather", {"city": "Paris"}, "call_a"), _tool_call("weather", {"city": "Rome"}, "call_b")],
+            tool_calls=[
+                _tool_call("weather", {"city": "Paris"}, "call_a"),
+                _tool_call("weather", {"city": "Rome"}, "call_b"),
+            ],
         ),
         ToolMessage("sunny", tool_call_id="call_a"),
         HumanMessage("and?"),
@@ -262,8 +260,7 @@ def test_reject_unanswered_tool_calls(server):
     assert isinstance(info.value, ModelInvalidRequestError)
     assert (
         "An assistant message with 'tool_calls' must be followed by tool messages responding "
-        "to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_b"
-        in str(info.value)
+        "to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_b" in str(info.value)
     )
     assert _error(server)["param"] == "messages.[1].role"
 
@@ -386,10 +383,7 @@ def test_langgraph_stream_mode_messages_streams_over_sse(server):
     graph.add_node("agent", agent)
     graph.add_edge(START, "agent")
     app = graph.compile()
-    pieces = [
-        chunk.content
-        for chunk, _meta in app.stream({"messages": [HumanMessage("hi")]}, stream_mode="messages")
-    ]
+    pieces = [chunk.content for chunk, _meta in app.stream({"messages": [HumanMessage("hi")]}, stream_mode="messages")]
     assert len(pieces) > 2
     assert "".join(pieces) == "streamed through langgraph"
     assert server.requests[-1]["stream"] is True

@@ -14,6 +14,8 @@ from langchain_openai import ChatOpenAI
 from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from openai_server import count_prompt_tokens
+from replay import Replayer, replay
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.engine.overflow import (
@@ -24,8 +26,6 @@ from langgraph_compaction.engine.overflow import (
 )
 from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.trajectories import load_trajectory
-from openai_server import count_prompt_tokens
-from replay import Replayer, replay
 
 THREAD = {"configurable": {"thread_id": "t"}}
 SUMMARY_MARK = "Context Extraction Assistant"
@@ -52,7 +52,9 @@ def _compiled(agent, summarizer, config, **options):
     builder.add_node("agent", agent)
     builder.add_edge(START, "agent")
     builder.add_edge("agent", END)
-    nodes = add_compaction(builder, before="agent", model=summarizer, flush_model=ScriptedModel(), config=config, **options)
+    nodes = add_compaction(
+        builder, before="agent", model=summarizer, flush_model=ScriptedModel(), config=config, **options
+    )
     return builder.compile(checkpointer=InMemorySaver()), nodes
 
 
@@ -259,7 +261,9 @@ def test_provider_figures_are_read_from_the_message():
 
 def test_a_prefix_larger_than_the_summarizers_window_is_summarized_in_parts(openai_server):
     openai_server.context_limit = 2_000
-    config = CompactionConfig(context_window=40_000, trigger_tokens=8_000, keep_tokens=500, summarizer_context_window=2_000)
+    config = CompactionConfig(
+        context_window=40_000, trigger_tokens=8_000, keep_tokens=500, summarizer_context_window=2_000
+    )
     graph, _ = _compiled(lambda state: {"messages": [AIMessage("ok")]}, _llm(openai_server), config)
     state = graph.invoke({"messages": _history(50)}, THREAD)  # ~12k tokens of prefix, 6x the summarizer's window
 
@@ -291,7 +295,9 @@ class WindowedReplayer(Replayer):
         self.sizes.append(size)
         if size > WINDOW:
             self.refused += 1
-            raise ContextOverflowError(f"maximum context length is {WINDOW} tokens. However, your messages resulted in {size} tokens")
+            raise ContextOverflowError(
+                f"maximum context length is {WINDOW} tokens. However, your messages resulted in {size} tokens"
+            )
         return super().__call__(state)
 
 

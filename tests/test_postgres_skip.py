@@ -20,7 +20,12 @@ def _pytest_without_server(ci: bool) -> subprocess.CompletedProcess:
         env["CI"] = "true"
     test = "tests/test_checkpointers.py::test_the_same_graph_compacts_a_thread_across_restarts_sync"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph_compaction import CompactionConfig, is_summary, make_pre_model_hook
 from langgraph_compaction.testing import ScriptedModel
 
@@ -18,7 +18,9 @@ with warnings.catch_warnings():  # create_react_agent is deprecated in favour of
 
 
 def _agent(model, tmp_path, config=CONFIG):
-    hook = make_pre_model_hook(model=ScriptedModel(), config=config, storage=tmp_path, agent_model=model.bind_tools(TOOLS))
+    hook = make_pre_model_hook(
+        model=ScriptedModel(), config=config, storage=tmp_path, agent_model=model.bind_tools(TOOLS)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         agent = create_react_agent(
@@ -61,7 +63,9 @@ def test_in_view_mode_the_state_keeps_every_message_and_the_model_gets_the_view(
 
     state = agent.get_state(config).values
     messages = state["messages"]
-    assert len(messages) == 5 * REQUESTS and not any(is_summary(m) for m in messages)  # request, call, 2 results, answer
+    assert len(messages) == 5 * REQUESTS and not any(
+        is_summary(m) for m in messages
+    )  # request, call, 2 results, answer
     assert session.problems == [] and session.peak <= WINDOW
     assert summaries_counted(state["compaction"]) == session.summaries_seen() >= 2
     current = [m for m in model.inputs[-1] if is_summary(m)]
@@ -77,6 +81,8 @@ def test_a_stale_pending_compaction_is_cleared_by_the_update_the_hook_returns():
     # a compaction planned for messages that are gone (a run stopped between gate and summary, then the history was edited)
     stale = {"pending": {"reason": "tokens", "evict_ids": ["gone-1", "gone-2"], "cutoff_id": "gone-3"}, "wired": True}
     hook = make_pre_model_hook(model=ScriptedModel(), config=CONFIG)
-    update = hook.invoke({"messages": [HumanMessage("hello", id="h")], "compaction": stale}, {"configurable": {"thread_id": "t"}})
+    update = hook.invoke(
+        {"messages": [HumanMessage("hello", id="h")], "compaction": stale}, {"configurable": {"thread_id": "t"}}
+    )
     assert "messages" not in update
     assert update["compaction"]["pending"] is None  # else every later call would run the summary step again

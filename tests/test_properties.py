@@ -4,13 +4,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.graph.message import add_messages
+from test_isolation import NASTY, released_label
 
-from langgraph_compaction import CompactionConfig, build_summary_message, find_cutoff, view_violations
-from langgraph_compaction.engine.nodes import CompactionNodes
+from langgraph_compaction import CompactionConfig, build_summary_message, find_cutoff, safe_label, view_violations
 from langgraph_compaction.core.plan import compacted_view
 from langgraph_compaction.core.tokens import TokenCounter
-from langgraph_compaction import safe_label
-from test_isolation import NASTY, released_label
+from langgraph_compaction.engine.nodes import CompactionNodes
 
 
 @st.composite
@@ -23,10 +22,16 @@ def conversations(draw):
         messages.append(HumanMessage(content=f"request {t} " + "w" * draw(st.integers(0, 400)), id=f"h{t}"))
         for _ in range(draw(st.integers(0, 4))):
             n_calls = draw(st.integers(1, 5))
-            calls = [{"name": "bash", "args": {"cmd": "x" * draw(st.integers(0, 300))}, "id": f"c{k + j}"} for j in range(n_calls)]
+            calls = [
+                {"name": "bash", "args": {"cmd": "x" * draw(st.integers(0, 300))}, "id": f"c{k + j}"}
+                for j in range(n_calls)
+            ]
             k += n_calls
             messages.append(AIMessage(content="", tool_calls=calls, id=f"a{k}"))
-            results = [ToolMessage(content="r" * draw(st.integers(0, 3000)), tool_call_id=c["id"], id=f"t{c['id']}") for c in calls]
+            results = [
+                ToolMessage(content="r" * draw(st.integers(0, 3000)), tool_call_id=c["id"], id=f"t{c['id']}")
+                for c in calls
+            ]
             if len(results) > 1 and draw(st.booleans()):
                 # a queued user note logged between the results (real in Claude Code logs) -- then moved after them
                 messages.extend(results)
@@ -47,7 +52,9 @@ def test_compacted_view_obeys_provider_rules(messages, keep_tokens, keep_message
     latest = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     if cut is None:
         return
-    view = compacted_view(messages, {messages[i].id for i in cut.evict}, build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny"))
+    view = compacted_view(
+        messages, {messages[i].id for i in cut.evict}, build_summary_message("## SESSION INTENT\nx\n## SUMMARY\ny")
+    )
     assert view_violations(view, latest) == []
     assert sum(isinstance(m, SystemMessage) for m in view) == sum(isinstance(m, SystemMessage) for m in messages)
     # the update the summarize node writes produces exactly this view through the stock reducer
@@ -58,7 +65,9 @@ def test_compacted_view_obeys_provider_rules(messages, keep_tokens, keep_message
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_gate_plan_never_evicts_the_latest_request(messages):
-    nodes = CompactionNodes(before="agent", model=None, config=CompactionConfig(context_window=4_000, trigger_tokens=2_000, keep_tokens=500))
+    nodes = CompactionNodes(
+        before="agent", model=None, config=CompactionConfig(context_window=4_000, trigger_tokens=2_000, keep_tokens=500)
+    )
     plan = nodes.plan(messages, manual=True)
     latest = next(i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage))
     if plan.cut is not None:
@@ -110,9 +119,17 @@ def huge_parallel_rounds(draw):
     name = draw(st.sampled_from(["bash", "write_file", "read_file", "read_log"]))
     calls = [{"name": name, "args": {"cmd": f"cat log{i}"}, "id": f"c{i}"} for i in range(width)]
     line = "2026-01-01 12:00:00 worker step ok value=1234567\n"
-    results = [ToolMessage(content=(line * (chars // len(line) + 1))[:chars], tool_call_id=c["id"], name=name, id=f"t{i}") for i, c in enumerate(calls)]
+    results = [
+        ToolMessage(content=(line * (chars // len(line) + 1))[:chars], tool_call_id=c["id"], name=name, id=f"t{i}")
+        for i, c in enumerate(calls)
+    ]
     system = [SystemMessage(content="You are an operations agent.", id="sys")] if draw(st.booleans()) else []
-    return window, [*system, HumanMessage(content="Read the logs and say what failed.", id="h"), AIMessage(content="", tool_calls=calls, id="a"), *results]
+    return window, [
+        *system,
+        HumanMessage(content="Read the logs and say what failed.", id="h"),
+        AIMessage(content="", tool_calls=calls, id="a"),
+        *results,
+    ]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

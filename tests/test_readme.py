@@ -26,7 +26,9 @@ def test_the_generated_blocks_of_the_readme_and_the_docs_agree_with_the_committe
     for page in readme.pages():
         text = page.read_text(encoding="utf-8")
         used |= set(re.findall(r"<!-- generated:(\w+) -->", text))
-        assert readme.render(text, page.name) == text, f"{page.relative_to(ROOT)} is stale: run python -m benchmarks.readme"
+        assert readme.render(text, page.name) == text, (
+            f"{page.relative_to(ROOT)} is stale: run python -m benchmarks.readme"
+        )
     assert used == set(readme.BLOCKS)
     assert "generated:headline" in TEXT  # the headline figures against the anchors
 

@@ -29,10 +29,14 @@ def test_binary_search_example_cuts_at_74():
 
 def test_tool_pair_example_moves_cut_from_75_to_73():
     messages = _chat(73) + [
-        AIMessage(content="", id="a73", tool_calls=[
-            {"name": "bash", "args": {"cmd": "ls"}, "id": "t1"},
-            {"name": "bash", "args": {"cmd": "pwd"}, "id": "t2"},
-        ]),
+        AIMessage(
+            content="",
+            id="a73",
+            tool_calls=[
+                {"name": "bash", "args": {"cmd": "ls"}, "id": "t1"},
+                {"name": "bash", "args": {"cmd": "pwd"}, "id": "t2"},
+            ],
+        ),
         HumanMessage(content="(a user note logged between call and results)", id="u74"),
         ToolMessage(content="a b c", tool_call_id="t1", id="r75"),
         ToolMessage(content="/work", tool_call_id="t2", id="r76"),
@@ -56,8 +60,12 @@ def _bash_history(tool_name):
     messages = [SystemMessage(content="You are a coding agent.", id="sys")]
     for i in range(10):
         messages.append(HumanMessage(content=f"step {i}", id=f"u{i}"))
-        messages.append(AIMessage(content="", id=f"a{i}", tool_calls=[{"name": tool_name, "args": {"cmd": "make"}, "id": f"c{i}"}]))
-        messages.append(ToolMessage(content=("x" * 2500) + ("y" * 2500), tool_call_id=f"c{i}", name=tool_name, id=f"r{i}"))
+        messages.append(
+            AIMessage(content="", id=f"a{i}", tool_calls=[{"name": tool_name, "args": {"cmd": "make"}, "id": f"c{i}"}])
+        )
+        messages.append(
+            ToolMessage(content=("x" * 2500) + ("y" * 2500), tool_call_id=f"c{i}", name=tool_name, id=f"r{i}")
+        )
     recent = [HumanMessage(content="recent " + "z" * 100_000, id="recent")]  # fills the 40k protected window
     return messages + recent
 
@@ -89,7 +97,11 @@ def test_write_file_argument_of_5000_chars_keeps_20_chars_and_marker():
     content = "def main():\n" + "    pass\n" * 600
     messages = [
         HumanMessage(content="write the file", id="u0"),
-        AIMessage(content="", id="a0", tool_calls=[{"name": "write_file", "args": {"path": "src/app.py", "content": content}, "id": "w0"}]),
+        AIMessage(
+            content="",
+            id="a0",
+            tool_calls=[{"name": "write_file", "args": {"path": "src/app.py", "content": content}, "id": "w0"}],
+        ),
         ToolMessage(content="ok", tool_call_id="w0", id="r0"),
     ] + _chat(30)
     edits = truncate_arguments(messages, total_tokens=10_000, cfg=CompactionConfig().truncate_args)
@@ -101,8 +113,14 @@ def test_write_file_argument_of_5000_chars_keeps_20_chars_and_marker():
 
 def test_truncation_leaves_the_last_20_messages_alone():
     content = "x" * 5000
-    messages = _chat(10) + [
-        AIMessage(content="", id="a0", tool_calls=[{"name": "write_file", "args": {"content": content}, "id": "w0"}]),
-        ToolMessage(content="ok", tool_call_id="w0", id="r0"),
-    ] + _chat(15, "late")
+    messages = (
+        _chat(10)
+        + [
+            AIMessage(
+                content="", id="a0", tool_calls=[{"name": "write_file", "args": {"content": content}, "id": "w0"}]
+            ),
+            ToolMessage(content="ok", tool_call_id="w0", id="r0"),
+        ]
+        + _chat(15, "late")
+    )
     assert truncate_arguments(messages, total_tokens=0, cfg=CompactionConfig().truncate_args) == {}

@@ -13,13 +13,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import PostgresStore
 from pydantic import BaseModel
+from support import SMALL_WINDOW, agent_builder, build_graph, first_input, run_in_two_processes
 
-from langgraph_compaction import FileStorage, StoreStorage, aload_transcript, load_transcript
+from langgraph_compaction import FileStorage, StoreStorage, add_compaction, aload_transcript, load_transcript
 from langgraph_compaction.invariants import duplicate_problems, lost_messages
 from langgraph_compaction.storage import message_records
 from langgraph_compaction.testing import ScriptedModel
-from support import SMALL_WINDOW, agent_builder, build_graph, first_input, run_in_two_processes
-from langgraph_compaction import add_compaction
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}
 
@@ -35,7 +34,7 @@ def odd_values():
     """Return an artifact with every kind of value plain JSON refuses or changes."""
     return {
         "raw": b"\x00\xffPNG",
-        "at": dt.datetime(2026, 11, 30, 9, 15, tzinfo=dt.timezone.utc),
+        "at": dt.datetime(2026, 11, 30, 9, 15, tzinfo=dt.UTC),
         "day": dt.date(2026, 11, 30),
         "took": dt.timedelta(seconds=1.5),
         1: (3, 4),
@@ -76,7 +75,9 @@ def test_non_json_artifacts_round_trip_equal_in_both_storage_forms(backend):
 def test_an_unencodable_value_is_kept_as_a_marked_repr(backend):
     where, storage = backend
     lock = __import__("threading").Lock()  # nothing can serialize a lock
-    storage.append_transcript("t", messages_to_dict([ToolMessage("ok", tool_call_id="c1", id="t1", artifact={"lock": lock})]))
+    storage.append_transcript(
+        "t", messages_to_dict([ToolMessage("ok", tool_call_id="c1", id="t1", artifact={"lock": lock})])
+    )
     (back,) = load_transcript(where, "t")
     assert back.artifact["lock"]["unencodable"] == "_thread.lock" and "lock object" in back.artifact["lock"]["repr"]
 
@@ -150,14 +151,20 @@ def test_a_message_replaced_after_offload_keeps_every_version(backend):
     where, _ = backend
     store = where if not isinstance(where, os.PathLike) else None
     graph, _ = build_graph(
-        ScriptedModel(), config=SMALL_WINDOW, storage=None if store else where, store=store, checkpointer=InMemorySaver()
+        ScriptedModel(),
+        config=SMALL_WINDOW,
+        storage=None if store else where,
+        store=store,
+        checkpointer=InMemorySaver(),
     )
     turn = 0
     while not graph.get_state(THREAD).values.get("compaction", {}).get("counts", {}).get("summarize"):
         graph.invoke(first_input(turn), THREAD)
         turn += 1
     offloaded = {m.id for m in load_transcript(where, "thread-1")}
-    target = next(m for m in graph.get_state(THREAD).values["messages"] if isinstance(m, HumanMessage) and m.id in offloaded)
+    target = next(
+        m for m in graph.get_state(THREAD).values["messages"] if isinstance(m, HumanMessage) and m.id in offloaded
+    )
     edited = HumanMessage("Task 99: the edited request the model saw afterwards", id=target.id)
     graph.update_state(THREAD, {"messages": [edited]})
     for later in range(turn, turn + 6):
@@ -198,7 +205,11 @@ def test_time_travel_writes_no_message_twice_and_keeps_the_order(backend):
     where, storage = backend
     store = where if isinstance(where, InMemoryStore) else None
     graph, _ = build_graph(
-        ScriptedModel(), config=SMALL_WINDOW, storage=None if store else where, store=store, checkpointer=InMemorySaver()
+        ScriptedModel(),
+        config=SMALL_WINDOW,
+        storage=None if store else where,
+        store=store,
+        checkpointer=InMemorySaver(),
     )
     for turn in range(6):
         graph.invoke(first_input(turn), THREAD)
@@ -259,7 +270,11 @@ def test_empty_default_and_zero_thread_ids_get_their_own_transcripts(tmp_path, f
     store = InMemoryStore() if form == "store" else None
     where = store if store is not None else tmp_path
     graph, _ = build_graph(
-        ScriptedModel(), config=SMALL_WINDOW, storage=None if store else tmp_path, store=store, checkpointer=InMemorySaver()
+        ScriptedModel(),
+        config=SMALL_WINDOW,
+        storage=None if store else tmp_path,
+        store=store,
+        checkpointer=InMemorySaver(),
     )
     threads = ["", "default", 0]
     for k, thread in enumerate(threads):
@@ -309,9 +324,17 @@ def test_a_failed_offload_never_lets_an_older_offload_vouch_for_a_replaced_messa
     FileStorage(tmp_path).append_transcript("t", message_records([original]))
     edited = HumanMessage("deploy to production " * 40, id="h1")  # update_state by id since that offload
     messages = [edited, AIMessage("ok " * 200, id="a1"), HumanMessage("next", id="h2"), AIMessage("done", id="a2")]
-    pending = {"reason": "manual", "evict_ids": ["h1", "a1"], "cutoff_id": "h2", "tokens_before": 900, "tokens_after_layers": 900}
+    pending = {
+        "reason": "manual",
+        "evict_ids": ["h1", "a1"],
+        "cutoff_id": "h2",
+        "tokens_before": 900,
+        "tokens_after_layers": 900,
+    }
     compaction = {"offloaded_ids": ["h1", "a1", "h2", "a2"], "pending": pending}  # what the earlier offload wrote
-    nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=CompactionConfig(), storage=WriteFails(tmp_path))
+    nodes = CompactionNodes(
+        before="agent", model=ScriptedModel(), config=CompactionConfig(), storage=WriteFails(tmp_path)
+    )
     config = {"configurable": {"thread_id": "t"}}
     update = nodes.offload({"messages": messages, "compaction": compaction}, config)
     compaction = merge_compaction(compaction, update["compaction"])
@@ -358,4 +381,6 @@ def test_tuples_the_checkpointer_turns_into_lists_are_neither_lost_nor_a_new_ver
     assert lost_messages(made, state["messages"], transcript) == []
     ids = [m.id for m in load_transcript(tmp_path, "thread-1", versions="all")]
     assert len(ids) == len(set(ids))  # the list copy is not written as a second version
-    assert all(m.artifact[1] in ((3, 4), [3, 4]) for m in load_transcript(tmp_path, "thread-1") if isinstance(m, ToolMessage))
+    assert all(
+        m.artifact[1] in ((3, 4), [3, 4]) for m in load_transcript(tmp_path, "thread-1") if isinstance(m, ToolMessage)
+    )

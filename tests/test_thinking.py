@@ -10,21 +10,32 @@ from __future__ import annotations
 
 import copy
 
+from fronts import TOOLS
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from fronts import TOOLS
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, anthropic_violations, find_cutoff, is_summary
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction import (
+    CompactionConfig,
+    CompactionState,
+    add_compaction,
+    anthropic_violations,
+    find_cutoff,
+    is_summary,
+)
 from langgraph_compaction.core.tokens import estimate_tokens
+from langgraph_compaction.testing import ScriptedModel
 
 ROUNDS = 4
 
 
 def thinking(n: int) -> dict:
-    return {"type": "thinking", "thinking": f"Request {n}: check the module, then the docs.", "signature": f"sig-{n}-" + "A" * 40}
+    return {
+        "type": "thinking",
+        "thinking": f"Request {n}: check the module, then the docs.",
+        "signature": f"sig-{n}-" + "A" * 40,
+    }
 
 
 class ThinkingAgent:
@@ -48,9 +59,11 @@ class ThinkingAgent:
                 {"name": "run_tests", "args": {"module": f"m{n}-{step}"}, "id": f"t{n}-{step}"},
                 {"name": "fetch_docs", "args": {"topic": f"m{n}-{step}"}, "id": f"d{n}-{step}"},
             ]
-            blocks = head + [{"type": "text", "text": "Checking."}] + [
-                {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]} for c in calls
-            ]
+            blocks = (
+                head
+                + [{"type": "text", "text": "Checking."}]
+                + [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]} for c in calls]
+            )
             reply = AIMessage(blocks, tool_calls=calls, id=f"ai-{n}-{step}")
         else:
             reply = AIMessage(head + [{"type": "text", "text": f"Request {n} done."}], id=f"ai-{n}-{step}")
@@ -79,7 +92,9 @@ def test_every_request_stays_valid_by_anthropics_thinking_rules(tmp_path):
         graph.invoke({"messages": [HumanMessage(f"Request {n}: check module{n}", id=f"r{n}")]}, thread)
 
     # thinking is on for every request, whether or not a thinking block is still in the view
-    problems = [f"call {i}: {p}" for i, view in enumerate(agent.views) for p in anthropic_violations(view, thinking=True)]
+    problems = [
+        f"call {i}: {p}" for i, view in enumerate(agent.views) for p in anthropic_violations(view, thinking=True)
+    ]
     assert problems == []
     assert any(is_summary(m) for view in agent.views for m in view)
     assert max(estimate_tokens(view) for view in agent.views) <= window
@@ -97,7 +112,10 @@ def test_the_checker_names_a_turn_in_progress_without_its_thinking():
         AIMessage([{"type": "text", "text": "Checking."}], tool_calls=call, id="a2"),  # the turn's second message
         ToolMessage("ok", tool_call_id="c2", id="t2"),
     ]
-    assert any("thinking" in p for p in anthropic_violations([HumanMessage("go", id="h"), AIMessage([thinking(0)], id="a0"), *view]))
+    assert any(
+        "thinking" in p
+        for p in anthropic_violations([HumanMessage("go", id="h"), AIMessage([thinking(0)], id="a0"), *view])
+    )
     # a finished turn's messages need no thinking; nor does a request without any thinking
     assert anthropic_violations(view) == []
 
@@ -105,10 +123,13 @@ def test_the_checker_names_a_turn_in_progress_without_its_thinking():
 def test_the_cut_moves_to_the_start_of_the_turn():
     call = lambda i: [{"name": "run_tests", "args": {"module": "m"}, "id": f"c{i}"}]  # noqa: E731
     messages = [
-        HumanMessage("first", id="h0"), AIMessage([thinking(0), {"type": "text", "text": "a"}], tool_calls=call(0), id="a0"),
+        HumanMessage("first", id="h0"),
+        AIMessage([thinking(0), {"type": "text", "text": "a"}], tool_calls=call(0), id="a0"),
         ToolMessage("x" * 4000, tool_call_id="c0", id="t0"),
-        AIMessage([{"type": "text", "text": "b"}], tool_calls=call(1), id="a1"), ToolMessage("y" * 4000, tool_call_id="c1", id="t1"),
-        AIMessage([{"type": "text", "text": "c"}], tool_calls=call(2), id="a2"), ToolMessage("z" * 40, tool_call_id="c2", id="t2"),
+        AIMessage([{"type": "text", "text": "b"}], tool_calls=call(1), id="a1"),
+        ToolMessage("y" * 4000, tool_call_id="c1", id="t1"),
+        AIMessage([{"type": "text", "text": "c"}], tool_calls=call(2), id="a2"),
+        ToolMessage("z" * 40, tool_call_id="c2", id="t2"),
     ]
     counts = [estimate_tokens([m]) for m in messages]
     cut = find_cutoff(messages, counts, keep_tokens=50, keep_messages=2)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from support import SMALL_WINDOW, build_graph, first_input
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, build_summary_message
 from langgraph_compaction.core.plan import plan_compaction
 from langgraph_compaction.core.summary import EXTRACTIVE_MARK
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.core.tokens import TokenCounter
-from support import SMALL_WINDOW, build_graph, first_input
+from langgraph_compaction.testing import ScriptedModel
 
 THREAD = {"configurable": {"thread_id": "t"}}
 SUMMARY_MARK = "Context Extraction Assistant"
@@ -30,7 +30,9 @@ def _chat(graph, turns):
     # the thread's state is carried by hand: a checkpointer would only add (quadratic) serialization time here
     state: dict = {"messages": []}
     for t in range(turns):
-        state = graph.invoke({**state, "messages": [*state["messages"], HumanMessage(f"Turn {t}: remind me to buy milk.")]})
+        state = graph.invoke(
+            {**state, "messages": [*state["messages"], HumanMessage(f"Turn {t}: remind me to buy milk.")]}
+        )
     return state
 
 
@@ -55,7 +57,9 @@ def _tool_history(rounds: int, result_chars: int) -> list:
     for r in range(rounds):
         call = {"name": "bash", "args": {"cmd": f"make step{r}"}, "id": f"c{r}"}
         out.append(AIMessage(f"Step {r}.", tool_calls=[call], id=f"a{r}"))
-        out.append(ToolMessage("build output line\n" * (result_chars // 18), tool_call_id=f"c{r}", name="bash", id=f"r{r}"))
+        out.append(
+            ToolMessage("build output line\n" * (result_chars // 18), tool_call_id=f"c{r}", name="bash", id=f"r{r}")
+        )
     return out
 
 
@@ -155,7 +159,11 @@ def test_a_success_closes_the_breaker_again():
 
 def _endless_summary(prompt):
     # all four sections, then ~40k words: well formed, and far larger than what it replaces
-    return "## SESSION INTENT\nChat.\n\n## SUMMARY\n" + "and then we talked some more " * 8_000 + "\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
+    return (
+        "## SESSION INTENT\nChat.\n\n## SUMMARY\n"
+        + "and then we talked some more " * 8_000
+        + "\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
+    )
 
 
 def _windowed_chat_graph(summarizer, config, window):
@@ -212,7 +220,10 @@ def test_layer_3_waits_when_pruning_alone_brings_the_context_under_the_trigger()
     from langgraph_compaction.core.config import PruneConfig
 
     config = CompactionConfig(
-        context_window=60_000, trigger_tokens=10_000, keep_tokens=2_000, prune=PruneConfig(protect_tokens=2_000, minimum_tokens=1_000)
+        context_window=60_000,
+        trigger_tokens=10_000,
+        keep_tokens=2_000,
+        prune=PruneConfig(protect_tokens=2_000, minimum_tokens=1_000),
     )
     finished = [AIMessage("All steps done.", id="done"), HumanMessage("Now update the docs.", id="h1")]
     plan = _plan(_tool_history(6, 8_000) + finished, config)

@@ -193,8 +193,10 @@ def test_reasoning_and_tool_result_blocks_are_counted():
         content=[{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": log}]}]
     )
     flat = HumanMessage(content=[{"type": "tool_result", "tool_use_id": "toolu_1", "content": log}])
-    assert message_tokens(nested) == message_tokens(flat) == (
-        MESSAGE_OVERHEAD + TOOL_RESULT_OVERHEAD + estimate_text_tokens(log)
+    assert (
+        message_tokens(nested)
+        == message_tokens(flat)
+        == (MESSAGE_OVERHEAD + TOOL_RESULT_OVERHEAD + estimate_text_tokens(log))
     )
 
 
@@ -214,7 +216,9 @@ _circular.append(_circular)
         HumanMessage("nul\x00bytes\x00inside"),
         HumanMessage("emoji 👨‍👩‍👧‍👦 🏳️‍🌈 and a lone surrogate \ud800"),
         HumanMessage("טקסט מימין לשמאל עם English ו-العربية"),
-        HumanMessage.model_construct(content=["plain string block", {"no_type": 1}, {"type": "text", "text": None}, 42]),
+        HumanMessage.model_construct(
+            content=["plain string block", {"no_type": 1}, {"type": "text", "text": None}, 42]
+        ),
         HumanMessage.model_construct(content=[[[["deep"]]] * 3, _Opaque(), {"type": "weird", "x": _Opaque()}]),
         HumanMessage.model_construct(content=[_circular, {"type": "text", "text": "ok", "extra": {"a": _circular}}]),
         AIMessage.model_construct(
@@ -238,12 +242,14 @@ def test_odd_messages_never_raise(message):
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(
-        st.sampled_from(["type", "text", "content", "input", "args", "name", "id", "source", "thinking"])
-        | st.text(max_size=8),
-        inner,
-        max_size=4,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["type", "text", "content", "input", "args", "name", "id", "source", "thinking"])
+            | st.text(max_size=8),
+            inner,
+            max_size=4,
+        )
     ),
     max_leaves=8,
 )
@@ -366,7 +372,10 @@ _SAME_LENGTH_EDITS = {
         AIMessage("", tool_calls=[_call(args={"edits": [{"old": "x = 1", "new": "x = 3"}]})], id="m"),
     ),
     "tool-call name": (AIMessage("", tool_calls=[_call()], id="m"), AIMessage("", tool_calls=[_call("load")], id="m")),
-    "tool-call id": (AIMessage("", tool_calls=[_call()], id="m"), AIMessage("", tool_calls=[_call(call_id="c2")], id="m")),
+    "tool-call id": (
+        AIMessage("", tool_calls=[_call()], id="m"),
+        AIMessage("", tool_calls=[_call(call_id="c2")], id="m"),
+    ),
     "second tool call": (
         AIMessage("", tool_calls=[_call(), _call(call_id="c2")], id="m"),
         AIMessage("", tool_calls=[_call(), _call(args={"path": "b.py"}, call_id="c2")], id="m"),

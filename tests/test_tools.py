@@ -8,25 +8,27 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.store.memory import InMemoryStore
+from support import SMALL_WINDOW, TOOLS, ScriptedAgent, agent_builder, build_graph, first_input
 
 from langgraph_compaction import (
     SUMMARY_MESSAGE_NAME,
-    is_summary,
     CompactionConfig,
     CompactionState,
     FileStorage,
     PruneConfig,
     add_compaction,
+    is_summary,
     read_compaction,
 )
-from langgraph_compaction.storage import StoreStorage
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.fronts.tools import NO_STORAGE, make_compaction_tools, rank
+from langgraph_compaction.storage import StoreStorage
 from langgraph_compaction.storage.transcript import load_transcript
-from support import SMALL_WINDOW, TOOLS, ScriptedAgent, agent_builder, build_graph, first_input
+from langgraph_compaction.testing import ScriptedModel
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}
-MEMORY_MD = "# Memory\n\n- The user's name is Ada\n- The project database is Postgres 16 on db-main\n- The user prefers tabs\n"
+MEMORY_MD = (
+    "# Memory\n\n- The user's name is Ada\n- The project database is Postgres 16 on db-main\n- The user prefers tabs\n"
+)
 LEDGER = (
     "## Flush 2026-11-28T09:30:00+00:00\n<!-- flush:00aa -->\n\n"
     "- The staging deploy of module7 failed on a missing Postgres migration\n"
@@ -102,7 +104,9 @@ def test_memory_get_returns_numbered_line_ranges(memory_dir):
     )
     whole = _call(graph, "memory_get", {"path": "memory/2026-11-28.md"})
     assert whole.startswith("memory/2026-11-28.md lines 1-10 of 10:\n1: ## Flush 2026-11-28T09:30:00+00:00")
-    assert _call(graph, "memory_get", {"path": "memory/2026-01-01.md"}).startswith("Error: memory/2026-01-01.md does not exist")
+    assert _call(graph, "memory_get", {"path": "memory/2026-01-01.md"}).startswith(
+        "Error: memory/2026-01-01.md does not exist"
+    )
 
 
 ESCAPES = [
@@ -176,7 +180,11 @@ def test_compact_tool_compacts_on_the_next_gate_with_the_focus(tmp_path):
             last = state["messages"][-1]
             if isinstance(last, HumanMessage) and last.content.startswith("compact"):
                 self.views.append(list(state["messages"]))
-                call = {"name": "compact", "args": {"focus": "the module1 fix"}, "id": f"call-compact-{len(self.views)}"}
+                call = {
+                    "name": "compact",
+                    "args": {"focus": "the module1 fix"},
+                    "id": f"call-compact-{len(self.views)}",
+                }
                 return {"messages": [AIMessage("", tool_calls=[call])]}
             if isinstance(last, ToolMessage) and last.name == "compact":
                 self.views.append(list(state["messages"]))
@@ -198,7 +206,9 @@ def test_compact_tool_compacts_on_the_next_gate_with_the_focus(tmp_path):
 
     for turn in range(3):
         graph.invoke(first_input(turn), THREAD)
-    assert "summarize" not in read_compaction(graph.get_state(THREAD).values["compaction"])["counts"]  # below every threshold
+    assert (
+        "summarize" not in read_compaction(graph.get_state(THREAD).values["compaction"])["counts"]
+    )  # below every threshold
     graph.invoke({"messages": [HumanMessage("compact now please")]}, THREAD)
     state = graph.get_state(THREAD).values
     answer = next(m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == "compact")
@@ -216,7 +226,11 @@ def test_compact_tool_compacts_on_the_next_gate_with_the_focus(tmp_path):
 def test_compact_tool_with_the_agent_config_says_how_much_goes(tmp_path):
     config = CompactionConfig(context_window=1_000_000, keep_tokens=50)
     tools = _tools_graph(make_compaction_tools(tmp_path, config=config))
-    history = [HumanMessage("first request " * 50, id="h1"), AIMessage("done " * 50, id="a1"), HumanMessage("second", id="h2")]
+    history = [
+        HumanMessage("first request " * 50, id="h1"),
+        AIMessage("done " * 50, id="a1"),
+        HumanMessage("second", id="h2"),
+    ]
     answer = _call(tools, "compact", {}, history, compaction={"wired": True})  # as a gate marks it
     assert "(about 2 messages, ~" in answer and "focusing" not in answer
 
@@ -224,8 +238,14 @@ def test_compact_tool_with_the_agent_config_says_how_much_goes(tmp_path):
 def test_compact_fails_loudly_when_no_compaction_runs_in_front_of_the_model(tmp_path, caplog):
     """The tools in a graph without add_compaction: the model is told, a warning is logged, nothing is requested."""
     graph = _tools_graph(make_compaction_tools(tmp_path))
-    history = [HumanMessage("first request " * 50, id="h1"), AIMessage("done " * 50, id="a1"), HumanMessage("second", id="h2")]
-    call = AIMessage("", tool_calls=[{"name": "compact", "args": {"focus": "x"}, "id": "call-compact"}], id="ai-compact")
+    history = [
+        HumanMessage("first request " * 50, id="h1"),
+        AIMessage("done " * 50, id="a1"),
+        HumanMessage("second", id="h2"),
+    ]
+    call = AIMessage(
+        "", tool_calls=[{"name": "compact", "args": {"focus": "x"}, "id": "call-compact"}], id="ai-compact"
+    )
     with caplog.at_level("WARNING", logger="langgraph_compaction"):
         state = graph.invoke({"messages": [*history, call]}, THREAD)
     answer = state["messages"][-1]
@@ -245,7 +265,10 @@ async def test_tools_run_async_with_the_graph_store_and_the_user_namespace():
     assert answer.splitlines()[1] == "MEMORY.md#4 [curated] The project database is Postgres 16 on db-main"
     assert "Bob" not in answer
     got = await _acall(graph, "memory_get", {"path": "MEMORY.md", "start_line": 3, "end_line": 3}, config)
-    assert got == "MEMORY.md lines 3-3 of 5:\n3: - The user's name is Ada\n(lines 4-5 not shown; ask for them with start_line=4)"
+    assert (
+        got
+        == "MEMORY.md lines 3-3 of 5:\n3: - The user's name is Ada\n(lines 4-5 not shown; ask for them with start_line=4)"
+    )
     assert (await _acall(graph, "session_search", {"query": "x"}, config)).startswith("Nothing of this conversation")
 
 
@@ -262,7 +285,9 @@ def test_retrieval_tools_are_never_pruned_by_default():
 
 def test_session_search_reads_a_store_transcript(tmp_path):
     store = InMemoryStore()
-    graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=None, store=store, checkpointer=InMemorySaver())
+    graph, _ = build_graph(
+        ScriptedModel(), config=SMALL_WINDOW, storage=None, store=store, checkpointer=InMemorySaver()
+    )
     for turn in range(5):
         graph.invoke(first_input(turn), THREAD)
     assert load_transcript(store, "thread-1")
@@ -271,7 +296,9 @@ def test_session_search_reads_a_store_transcript(tmp_path):
     assert "pytest -q module1" in found and "evicted" in found
 
 
-@pytest.mark.parametrize("user_id", ["../../x", "/etc", "a\x00b", "u" * 5_000, "ada.lovelace@example.com"], ids=lambda u: repr(u)[:16])
+@pytest.mark.parametrize(
+    "user_id", ["../../x", "/etc", "a\x00b", "u" * 5_000, "ada.lovelace@example.com"], ids=lambda u: repr(u)[:16]
+)
 def test_hostile_user_ids_keep_memory_inside_storage(tmp_path, user_id):
     root = tmp_path / "storage"
     graph = _tools_graph(make_compaction_tools(root))
@@ -280,13 +307,19 @@ def test_hostile_user_ids_keep_memory_inside_storage(tmp_path, user_id):
     assert _call(graph, "memory_search", {"query": "deploys"}, config=config).splitlines()[1] == (
         "memory/2026-11-28.md#1 [2026-11-28] The user deploys on Fridays"
     )
-    assert _call(graph, "memory_search", {"query": "deploys"}) == "No memory matches 'deploys'."  # not the default user's
-    assert all(os.path.realpath(p).startswith(str(root) + os.sep) for p in (str(f) for f in tmp_path.rglob("*") if f.is_file()))
+    assert (
+        _call(graph, "memory_search", {"query": "deploys"}) == "No memory matches 'deploys'."
+    )  # not the default user's
+    assert all(
+        os.path.realpath(p).startswith(str(root) + os.sep) for p in (str(f) for f in tmp_path.rglob("*") if f.is_file())
+    )
 
 
 def test_a_corrupted_transcript_is_an_error_message_not_a_crash(tmp_path):
     (tmp_path / "sessions").mkdir()
-    (tmp_path / "sessions" / "thread-1.jsonl").write_text('{"type": "human", "data": {"content": "hi", "id": "h1"}}\n{not json\n')
+    (tmp_path / "sessions" / "thread-1.jsonl").write_text(
+        '{"type": "human", "data": {"content": "hi", "id": "h1"}}\n{not json\n'
+    )
     graph = _tools_graph(make_compaction_tools(tmp_path))
     answer = _call(graph, "session_search", {"query": "hi"})
     assert answer.startswith("Error: session_search could not read the compaction storage: JSONDecodeError")

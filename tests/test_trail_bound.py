@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langchain_core.tools import tool
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, build_summary_message, is_summary
 from langgraph_compaction.core.config import FidelityConfig
@@ -32,9 +32,18 @@ def _paths(request: int, per_request: int = 100, folders: int = 12) -> list[str]
 
 
 def _codemod_round(request: int, paths: list[str]) -> list:
-    calls = [{"name": "edit_file", "args": {"path": p, "old": "log", "new": "logger"}, "id": f"e{request}-{k}"} for k, p in enumerate(paths)]
-    results = [ToolMessage("ok", tool_call_id=c["id"], name="edit_file", id=f"r{request}-{k}") for k, c in enumerate(calls)]
-    return [HumanMessage(f"Request {request}: rename the logger in the next batch.", id=f"u{request}"), AIMessage("", tool_calls=calls, id=f"a{request}"), *results]
+    calls = [
+        {"name": "edit_file", "args": {"path": p, "old": "log", "new": "logger"}, "id": f"e{request}-{k}"}
+        for k, p in enumerate(paths)
+    ]
+    results = [
+        ToolMessage("ok", tool_call_id=c["id"], name="edit_file", id=f"r{request}-{k}") for k, c in enumerate(calls)
+    ]
+    return [
+        HumanMessage(f"Request {request}: rename the logger in the next batch.", id=f"u{request}"),
+        AIMessage("", tool_calls=calls, id=f"a{request}"),
+        *results,
+    ]
 
 
 def _trail_lines(artifacts: str) -> list[str]:
@@ -69,7 +78,10 @@ def test_git_rm_of_a_thousand_paths_at_a_time_keeps_the_summary_small():
     for batch in range(10):
         paths = [f"fixtures/gen{batch % 3}/case_{batch}_{k}.json" for k in range(1_000)]
         call = {"name": "bash", "args": {"command": "git rm -q " + " ".join(paths)}, "id": f"rm{batch}"}
-        messages += [AIMessage("", tool_calls=[call], id=f"a{batch}"), ToolMessage("", tool_call_id=f"rm{batch}", name="bash", id=f"t{batch}")]
+        messages += [
+            AIMessage("", tool_calls=[call], id=f"a{batch}"),
+            ToolMessage("", tool_call_id=f"rm{batch}", name="bash", id=f"t{batch}"),
+        ]
     summary = extractive_summary(messages)
     artifacts = section(summary, "ARTIFACTS")
     assert estimate_text_tokens(artifacts) <= BUDGET + 200  # the trail and its header
@@ -101,7 +113,10 @@ def test_a_codemod_agent_on_a_32k_window_ends_every_compaction_under_the_trigger
             return {"messages": [AIMessage(f"Batch done for: {latest.content[:20]}")]}
         n = state["n"]
         state["n"] += 1
-        calls = [{"name": "edit_file", "args": {"path": p, "old": "log", "new": "logger"}, "id": f"e{n}-{k}"} for k, p in enumerate(_paths(n))]
+        calls = [
+            {"name": "edit_file", "args": {"path": p, "old": "log", "new": "logger"}, "id": f"e{n}-{k}"}
+            for k, p in enumerate(_paths(n))
+        ]
         return {"messages": [AIMessage("", tool_calls=calls)]}
 
     builder = StateGraph(CompactionState)

@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from replay import replay
 
 from langgraph_compaction import CompactionConfig
 from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.trajectories import load_trajectory
-from replay import replay
 
 DATA = Path(__file__).parent / "data" / "trajectories"
 TRAJECTORIES = sorted(p.stem for p in DATA.glob("*.jsonl"))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import HumanMessage, ToolMessage
-
 from fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingModel, request
-from langgraph_compaction import CompactionConfig, MicroCompactConfig, PruneConfig, is_summary, load_transcript
-from langgraph_compaction.core.view import model_view
+from langchain_core.messages import HumanMessage, ToolMessage
 from test_events import edge_graph
 from test_graph_routing import command_graph
+
+from langgraph_compaction import CompactionConfig, MicroCompactConfig, PruneConfig, is_summary, load_transcript
+from langgraph_compaction.core.view import model_view
 
 VIEW = CompactionConfig(context_window=WINDOW, mode="view")
 
@@ -69,7 +69,12 @@ def test_overflow_recovery_in_view_mode_retries_with_the_view_and_keeps_the_hist
 
 def test_a_view_record_whose_anchor_is_gone_sends_the_whole_history():
     history = [HumanMessage("a", id="a"), HumanMessage("b", id="b")]
-    record = {"summary": {"type": "human", "data": {"content": "s", "id": "s"}}, "cutoff_id": "gone", "last_id": "b", "kept_ids": []}
+    record = {
+        "summary": {"type": "human", "data": {"content": "s", "id": "s"}},
+        "cutoff_id": "gone",
+        "last_id": "b",
+        "kept_ids": [],
+    }
     assert model_view(history, record) == history
     assert model_view(history, None) == history
 
@@ -80,7 +85,10 @@ def test_mode_is_validated_with_a_clear_error():
 
 
 def test_layer_edits_shorten_the_models_copy_only_and_it_gets_what_rewrite_mode_sends(tmp_path):
-    layers = {"prune": PruneConfig(protect_tokens=3_000, minimum_tokens=1_000), "micro": MicroCompactConfig(enabled=True)}
+    layers = {
+        "prune": PruneConfig(protect_tokens=3_000, minimum_tokens=1_000),
+        "micro": MicroCompactConfig(enabled=True),
+    }
     sent, states = {}, {}
     for mode in ("rewrite", "view"):
         model = ToolCallingModel()
@@ -94,6 +102,7 @@ def test_layer_edits_shorten_the_models_copy_only_and_it_gets_what_rewrite_mode_
     # the model was sent the same requests, shortened results included
     assert sent["view"] == sent["rewrite"]
     assert any("chars pruned" in content for view in sent["view"] for _, content in view)
+
     # rewrite mode shortened the state's results; view mode kept every one as the tool returned it
     def shortened(state):
         return sum(len(m.content) < RESULT_CHARS for m in state["messages"] if isinstance(m, ToolMessage))
@@ -112,8 +121,14 @@ def test_a_later_system_reminder_is_summarized_in_the_view_as_in_rewrite_mode():
     from langgraph_compaction import build_summary_message
     from langgraph_compaction.core.view import view_record
 
-    history = [SystemMessage("rules", id="sys"), HumanMessage("first", id="h1"), SystemMessage("reminder", id="r1"),
-               AIMessage("done", id="a1"), HumanMessage("second", id="h2"), AIMessage("ok", id="a2")]
+    history = [
+        SystemMessage("rules", id="sys"),
+        HumanMessage("first", id="h1"),
+        SystemMessage("reminder", id="r1"),
+        AIMessage("done", id="a1"),
+        HumanMessage("second", id="h2"),
+        AIMessage("ok", id="a2"),
+    ]
     summary = build_summary_message("## SUMMARY\nfirst turn done")
     record = view_record(history, {"h1", "r1", "a1"}, "h2", summary)
     assert [m.id for m in model_view(history, record)] == ["sys", summary.id, "h2", "a2"]

@@ -77,11 +77,15 @@ class WideReader(BaseChatModel):
         self.tool_schemas = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in tools]
         return self.bind(tools=self.tool_schemas)
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         size = estimate_tokens(messages) + estimate_text_tokens(json.dumps(self.tool_schemas))
         self.sent.append(size)
         if size > WINDOW:
-            raise ContextOverflowError(f"maximum context length is {WINDOW} tokens. However, your messages resulted in {size} tokens")
+            raise ContextOverflowError(
+                f"maximum context length is {WINDOW} tokens. However, your messages resulted in {size} tokens"
+            )
         if any(isinstance(m, ToolMessage) for m in messages):
             reply = AIMessage("Every step passed; no worker failed.")
         else:
@@ -93,7 +97,9 @@ class WideReader(BaseChatModel):
 def _round() -> list[BaseMessage]:
     """Return the conversation right after the parallel round: the request, the calls, the five logs."""
     calls = [{"name": "read_log", "args": {"name": f"worker{i}"}, "id": f"read-{i}"} for i in range(LOGS)]
-    results = [ToolMessage(_log(f"worker{i}"), tool_call_id=f"read-{i}", name="read_log", id=f"log-{i}") for i in range(LOGS)]
+    results = [
+        ToolMessage(_log(f"worker{i}"), tool_call_id=f"read-{i}", name="read_log", id=f"log-{i}") for i in range(LOGS)
+    ]
     return [REQUEST, AIMessage("Reading the logs.", tool_calls=calls, id="calls"), *results]
 
 
@@ -118,10 +124,14 @@ def test_the_round_is_over_the_window_and_layer_2_alone_brings_it_under_the_trig
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_the_prebuilt_hook_prunes_the_round_before_the_model_sees_it(tmp_path, mode):
     model = WideReader()
-    hook = make_pre_model_hook(model=ScriptedModel(), config=CONFIG, storage=tmp_path, agent_model=model.bind_tools([read_log]))
+    hook = make_pre_model_hook(
+        model=ScriptedModel(), config=CONFIG, storage=tmp_path, agent_model=model.bind_tools([read_log])
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        agent = create_react_agent(model, [read_log], pre_model_hook=hook, state_schema=hook.state_schema, checkpointer=InMemorySaver())
+        agent = create_react_agent(
+            model, [read_log], pre_model_hook=hook, state_schema=hook.state_schema, checkpointer=InMemorySaver()
+        )
     config = {"configurable": {"thread_id": mode}}
     if mode == "sync":
         agent.invoke({"messages": [REQUEST]}, config)

@@ -61,7 +61,12 @@ def _session(reads: int, filler_calls: int) -> list:
 def _plan(messages, **settings):
     counter = TokenCounter()
     config = CompactionConfig(
-        context_window=60_000, trigger_tokens=8_000, keep_tokens=1_000, trigger_messages=0, fidelity={"request_tokens": 500}, **settings
+        context_window=60_000,
+        trigger_tokens=8_000,
+        keep_tokens=1_000,
+        trigger_messages=0,
+        fidelity={"request_tokens": 500},
+        **settings,
     )
     return plan_compaction(messages, counter.counts(messages), config.resolve(), config, counter.message), counter
 
@@ -95,7 +100,9 @@ def test_over_the_budget_the_most_recently_touched_files_win_and_the_summary_nam
 
 
 def test_a_read_kept_alone_must_not_break_pairing_or_open_a_non_thinking_turn():
-    thinking = AIMessage([{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "go"}], id="a0")
+    thinking = AIMessage(
+        [{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "go"}], id="a0"
+    )
     messages = [
         HumanMessage("fix it", id="h"),
         thinking,
@@ -125,7 +132,10 @@ def test_after_a_compaction_the_read_of_the_file_being_edited_follows_the_summar
     views: list[list] = []
     script = iter(
         [AIMessage("", tool_calls=[{"name": "Read", "args": {"file_path": "src/app.py"}, "id": "r0"}], id="a-r0")]
-        + [AIMessage("", tool_calls=[{"name": "Bash", "args": {"command": "pytest -q"}, "id": f"p{i}"}], id=f"a-p{i}") for i in range(61)]
+        + [
+            AIMessage("", tool_calls=[{"name": "Bash", "args": {"command": "pytest -q"}, "id": f"p{i}"}], id=f"a-p{i}")
+            for i in range(61)
+        ]
     )
 
     def agent(state):
@@ -137,7 +147,12 @@ def test_after_a_compaction_the_read_of_the_file_being_edited_follows_the_summar
     builder.add_edge(START, "agent")
     builder.add_edge("agent", END)
     config = CompactionConfig(
-        context_window=60_000, trigger_tokens=8_000, keep_tokens=800, trigger_messages=0, working_set_tokens=2_000, mode=mode
+        context_window=60_000,
+        trigger_tokens=8_000,
+        keep_tokens=800,
+        trigger_messages=0,
+        working_set_tokens=2_000,
+        mode=mode,
     )
     add_compaction(builder, before="agent", model=ScriptedModel(), config=config)
     graph = builder.compile(checkpointer=InMemorySaver())
@@ -145,12 +160,16 @@ def test_after_a_compaction_the_read_of_the_file_being_edited_follows_the_summar
     graph.invoke({"messages": [HumanMessage("fix src/app.py", id="h")]}, run)
     graph.invoke({"messages": [ToolMessage(BODY, tool_call_id="r0", name="Read", id="t-r0")]}, run)
     for i in range(60):
-        graph.invoke({"messages": [ToolMessage("log line\n" * 60, tool_call_id=f"p{i}", name="Bash", id=f"t-p{i}")]}, run)
+        graph.invoke(
+            {"messages": [ToolMessage("log line\n" * 60, tool_call_id=f"p{i}", name="Bash", id=f"t-p{i}")]}, run
+        )
     compacted = [v for v in views if any(is_summary(m) for m in v)]
     assert compacted, "the session compacts"
     for view in compacted:
         ids = [m.id for m in view]
-        assert ids[ids.index("a-r0") + 1] == "t-r0" and ids.index("a-r0") > next(i for i, m in enumerate(view) if is_summary(m))
+        assert ids[ids.index("a-r0") + 1] == "t-r0" and ids.index("a-r0") > next(
+            i for i, m in enumerate(view) if is_summary(m)
+        )
         assert next(m for m in view if m.id == "t-r0").content == BODY  # whole
         assert openai_violations(view) == [] and anthropic_violations(view) == []
     summary = next(m for m in compacted[-1] if is_summary(m))
@@ -174,7 +193,11 @@ def test_the_measure_counts_each_edit_after_a_read_against_the_view_the_model_wa
         ([result("r3", "A2")], call("e3", "Write", {"file_path": "a.py", "content": "x"})),
     ]
     edits = working_set_edits(turns)
-    assert [(e.call, e.path, e.read.id) for e in edits] == [(2, "a.py", "t-r1"), (3, "b.py", "t-r2"), (5, "a.py", "t-r3")]
+    assert [(e.call, e.path, e.read.id) for e in edits] == [
+        (2, "a.py", "t-r1"),
+        (3, "b.py", "t-r2"),
+        (5, "a.py", "t-r3"),
+    ]
     history = [m for pending, reply in turns for m in (*pending, reply)]
     # the view of the last call lost the second read of a.py to a summary; the first one is there but is not the latest
     view = [m for m in history if m.id not in ("a-r3", "t-r3")]
@@ -186,9 +209,13 @@ def test_the_measure_counts_each_edit_after_a_read_against_the_view_the_model_wa
 
 def test_the_derived_budget_follows_the_window_and_zero_turns_it_off():
     assert CompactionConfig(context_window=60_000).resolve().working_set_tokens == 6_000
-    assert CompactionConfig(context_window=128_000).resolve().working_set_tokens == 6_000  # files do not grow with the window
+    assert (
+        CompactionConfig(context_window=128_000).resolve().working_set_tokens == 6_000
+    )  # files do not grow with the window
     assert CompactionConfig(context_window=24_000).resolve().working_set_tokens == 1_800
-    assert CompactionConfig(context_window=40_000, keep_tokens=8_000).resolve().working_set_tokens == 1_000  # what the target leaves
+    assert (
+        CompactionConfig(context_window=40_000, keep_tokens=8_000).resolve().working_set_tokens == 1_000
+    )  # what the target leaves
     assert CompactionConfig(context_window=60_000, working_set_tokens=0).resolve().working_set_tokens == 0
     assert CompactionConfig(context_window=60_000, working_set_tokens=5_000).resolve().working_set_tokens == 5_000
 

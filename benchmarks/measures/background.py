@@ -26,7 +26,7 @@ import statistics
 from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.messages import ToolMessage
 
@@ -48,7 +48,7 @@ SYSTEMS = ("ours, blocking", "ours, background", "langchain", "langmem", "none")
 SWEEP = tuple(f"ours, background at {start}" for start in (0.8, 0.9, 0.95))
 
 #: The job whose model calls are being timed (None: the call is on the agent's critical path).
-_charging: contextvars.ContextVar[Optional["Prepared"]] = contextvars.ContextVar("charging", default=None)
+_charging: contextvars.ContextVar[Prepared | None] = contextvars.ContextVar("charging", default=None)
 
 
 def call_seconds(output_tokens: int) -> float:
@@ -89,14 +89,18 @@ class TimedModel(RecordingModel):
         full, cached = PRICING["openai"]
         answer = content_text(result.generations[0].message.content)
         branch = "memory" if "memory extraction assistant" in content_text(messages[-1].content) else "summary"
-        self.timing.side_call(call_seconds(o200k_tokens(answer)), (request.tokens - request.cached) * full + request.cached * cached, branch)
+        self.timing.side_call(
+            call_seconds(o200k_tokens(answer)),
+            (request.tokens - request.cached) * full + request.cached * cached,
+            branch,
+        )
         return result
 
 
 class SimulatedRunner(Runner):
     """Runs a prepared compaction at once, ready once its simulated model time has passed; waiting advances the clock."""
 
-    def __init__(self, timing: "Timing") -> None:
+    def __init__(self, timing: Timing) -> None:
         self.timing = timing
         self.jobs: dict[int, Prepared] = {}
 
@@ -114,7 +118,7 @@ class SimulatedRunner(Runner):
         finally:
             _charging.reset(token)
 
-    def wait_sync(self, job: Job, timeout: Optional[float]) -> bool:
+    def wait_sync(self, job: Job, timeout: float | None) -> bool:
         ready = self.jobs[id(job)].ready
         if timeout is None or ready - self.timing.now <= timeout:
             self.timing.stalled(ready - self.timing.now)
@@ -124,7 +128,7 @@ class SimulatedRunner(Runner):
 class _Events(logging.Handler):
     """Collects the engine's events (from its log), each stamped with the simulated time and the turn."""
 
-    def __init__(self, timing: "Timing") -> None:
+    def __init__(self, timing: Timing) -> None:
         super().__init__(logging.INFO)
         self.timing = timing
 
@@ -224,7 +228,11 @@ def _figures(timing: Timing, billed: dict) -> dict:
     discarded_ids = {e.get("prepared_id") for e in named("compaction_discarded")}
     paid = [p for p in timing.prepared if p.id in discarded_ids and p.seconds > 0]
     # ours names each compaction in its events; the anchors' are the turns they stalled
-    turns = sorted({e["turn"] for e in applied} | {e["turn"] for e in blocked}) if applied else [i for i, s in enumerate(stalls) if s > 0]
+    turns = (
+        sorted({e["turn"] for e in applied} | {e["turn"] for e in blocked})
+        if applied
+        else [i for i, s in enumerate(stalls) if s > 0]
+    )
     return {
         "turns": len(stalls),
         "base_seconds": round(sum(timing.base_seconds), 2),
@@ -236,7 +244,9 @@ def _figures(timing: Timing, billed: dict) -> dict:
         "blocked_why": [e.get("why") or "blocking mode" for e in blocked],
         "prepared": len(timing.prepared),
         "discarded": len(paid),
-        "discarded_why": [e.get("why") for e in named("compaction_discarded") if e.get("prepared_id") in {p.id for p in paid}],
+        "discarded_why": [
+            e.get("why") for e in named("compaction_discarded") if e.get("prepared_id") in {p.id for p in paid}
+        ],
         "discarded_billed": round(sum(p.billed for p in paid)),
         "summary_call_seconds": timing.summary_calls,
         "billed_openai": billed["billed_openai"],
@@ -316,17 +326,51 @@ def run(ctx) -> dict:
         bg, blocking = t["ours, background"], t["ours, blocking"]
         targets += [
             check(f"{window}: wall time added over no compaction, background", bg["added"], 0.05, unit=""),
-            check(f"{window}: longest stall of a compacting turn at p95 / L, background", bg["stall_p95"] / (bg["L"] or L), 0.1),
-            check(f"{window}: compactions that block, background", bg["blocked"] / max(1, bg["compactions"]), 0.10, unit=""),
-            check(f"{window}: prepared summaries discarded, background", bg["discarded"] / max(1, bg["prepared"]), 0.10, unit=""),
-            check(f"{window}: billed cost (OpenAI), background / blocking", bg["billed_openai"] / max(1, blocking["billed_openai"]), 1.05),
+            check(
+                f"{window}: longest stall of a compacting turn at p95 / L, background",
+                bg["stall_p95"] / (bg["L"] or L),
+                0.1,
+            ),
+            check(
+                f"{window}: compactions that block, background",
+                bg["blocked"] / max(1, bg["compactions"]),
+                0.10,
+                unit="",
+            ),
+            check(
+                f"{window}: prepared summaries discarded, background",
+                bg["discarded"] / max(1, bg["prepared"]),
+                0.10,
+                unit="",
+            ),
+            check(
+                f"{window}: billed cost (OpenAI), background / blocking",
+                bg["billed_openai"] / max(1, blocking["billed_openai"]),
+                1.05,
+            ),
         ]
         for kind in KINDS:
             if blocking[f"{kind}_recall"] is not None:
-                targets.append(check(f"{window}: {kind} recall lost, background vs blocking", (blocking[f"{kind}_recall"] or 0) - (bg[f"{kind}_recall"] or 0), 0.0, unit=""))
+                targets.append(
+                    check(
+                        f"{window}: {kind} recall lost, background vs blocking",
+                        (blocking[f"{kind}_recall"] or 0) - (bg[f"{kind}_recall"] or 0),
+                        0.0,
+                        unit="",
+                    )
+                )
     largest = max(per["60k"], key=lambda n: per["60k"][n]["none"]["turns"])
     _plot(per["60k"][largest], largest, ctx.results_dir / PLOT)
-    slim = {w: {n: {s: {k: v for k, v in r.items() if k not in ("timeline", "summary_call_seconds")} for s, r in runs.items()} for n, runs in sessions.items()} for w, sessions in per.items()}
+    slim = {
+        w: {
+            n: {
+                s: {k: v for k, v in r.items() if k not in ("timeline", "summary_call_seconds")}
+                for s, r in runs.items()
+            }
+            for n, runs in sessions.items()
+        }
+        for w, sessions in per.items()
+    }
     return {
         "law": {"base_seconds": AGENT_BASE, "tokens_per_second": TOKENS_PER_SECOND, "tool_seconds": TOOL_SECONDS},
         "background_start": CompactionConfig().background_start,
@@ -381,15 +425,21 @@ def report(figures: dict) -> str:
                 r["compactions"],
                 f"{r['stall_p95']:.2f} s ({r['stall_p95'] / (r['L'] or 1):.2f} L)" if r["compactions"] else "–",
                 f"{r['stall_max']:.2f} s" if r["compactions"] else "–",
-                f"{r['blocked']} ({100 * r['blocked'] / max(1, r['compactions']):.0f} %)" if system.startswith("ours") else "all",
-                f"{r['discarded']} of {r['prepared']} ({r['discarded_billed'] / 1e3:,.0f}k billed)" if r["prepared"] else "–",
+                f"{r['blocked']} ({100 * r['blocked'] / max(1, r['compactions']):.0f} %)"
+                if system.startswith("ours")
+                else "all",
+                f"{r['discarded']} of {r['prepared']} ({r['discarded_billed'] / 1e3:,.0f}k billed)"
+                if r["prepared"]
+                else "–",
                 f"{r['billed_openai'] / 1e6:.2f}M",
                 *("–" if r[f"{k}_recall"] is None else f"{100 * r[f'{k}_recall']:.1f} %" for k in KINDS),
             )
             for system, r in t.items()
             if system in SYSTEMS
         ]
-        starts = sorted([(figures["background_start"], "ours, background"), *((float(s.rsplit(" ", 1)[-1]), s) for s in SWEEP)])
+        starts = sorted(
+            [(figures["background_start"], "ours, background"), *((float(s.rsplit(" ", 1)[-1]), s) for s in SWEEP)]
+        )
         sweep = [
             (
                 f"{start}" + (" (default)" if system == "ours, background" else ""),
@@ -404,11 +454,11 @@ def report(figures: dict) -> str:
         bg = t["ours, background"]
         th = figures["thresholds"][window]
         sections.append(
-            f"""### {window} window ({t['none']['sessions']} session{'s' if t['none']['sessions'] > 1 else ''}, trigger {th['trigger_tokens']:,} tokens or {th['trigger_messages']} messages for the anchors; ours at its defaults for the window)
+            f"""### {window} window ({t["none"]["sessions"]} session{"s" if t["none"]["sessions"] > 1 else ""}, trigger {th["trigger_tokens"]:,} tokens or {th["trigger_messages"]} messages for the anchors; ours at its defaults for the window)
 
 {table(["system", "sessions", "turns", "wall time", "added over none", "compactions", "stall at p95", "longest stall", "blocking", "prepared, discarded", "billed (OpenAI)", *(f"{k} recall" for k in KINDS)], rows)}
 
-Why background compactions blocked: {_why(bg['blocked_why'])}. Why prepared summaries were discarded: {_why(bg['discarded_why'])}.
+Why background compactions blocked: {_why(bg["blocked_why"])}. Why prepared summaries were discarded: {_why(bg["discarded_why"])}.
 
 Where the background compaction starts (`background_start`), ours in the background:
 
@@ -418,16 +468,16 @@ Where the background compaction starts (`background_start`), ours in the backgro
     law = figures["law"]
     return f"""## Background compaction: a timed session
 
-Every model call takes {law['base_seconds']} s + output tokens / {law['tokens_per_second']:.0f} per second (the agent's and the
-compaction model's), every round of tool calls {law['tool_seconds']} s, on a simulated clock. "Stall" is what compaction
+Every model call takes {law["base_seconds"]} s + output tokens / {law["tokens_per_second"]:.0f} per second (the agent's and the
+compaction model's), every round of tool calls {law["tool_seconds"]} s, on a simulated clock. "Stall" is what compaction
 added to a turn that compacted (a turn that does not compact adds nothing); L is the mean compaction model call. Blocking:
 our default, the summary made in front of the model call. Background (`CompactionConfig(background=True)`,
-`background_start={figures['background_start']}`): prepared next to the agent from that share of the trigger and swapped in at
+`background_start={figures["background_start"]}`): prepared next to the agent from that share of the trigger and swapped in at
 the trigger; "blocking" counts the compactions that still held the agent. Discarded summaries were paid for and never
 applied; their cost is in the billed figure. Billed cost and recall as in the billed-cost measure (the same replays).
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
-{''.join(sections)}
-![timeline]({figures['plot']})
+{"".join(sections)}
+![timeline]({figures["plot"]})
 """

@@ -38,7 +38,11 @@ TOOLS = [
         "function": {
             "name": name,
             "description": description,
-            "parameters": {"type": "object", "properties": {arg: {"type": "string", "description": f"The {arg}."}}, "required": [arg]},
+            "parameters": {
+                "type": "object",
+                "properties": {arg: {"type": "string", "description": f"The {arg}."}},
+                "required": [arg],
+            },
         },
     }
     for name, description, arg in (
@@ -66,7 +70,14 @@ class UsageAgent:
         real = self.fixed_real + self.counter.total(messages)
         estimate = nodes.counter.total(messages)
         calibration = (state.get("compaction") or {}).get("calibration") or {}
-        self.rows.append((real, estimate, estimate + nodes.fixed_tokens, calibrated_tokens(estimate, calibration, nodes.fixed_tokens)))
+        self.rows.append(
+            (
+                real,
+                estimate,
+                estimate + nodes.fixed_tokens,
+                calibrated_tokens(estimate, calibration, nodes.fixed_tokens),
+            )
+        )
         usage = {"input_tokens": real, "output_tokens": 1, "total_tokens": real + 1}
         return {"messages": [self.next_reply.model_copy(update={"usage_metadata": usage})]}
 
@@ -121,7 +132,12 @@ def run(ctx) -> dict:
     worst = max(f["calibrated"]["mean_abs_error"] for f in per.values())
     targets = [
         check("calibrated count: mean error per trajectory, worst trajectory", worst * 100, 5, unit=" %"),
-        check("calls over the 32k window with calibration", sum(f["over_window_calibrated"] for f in per.values()), 0, unit=""),
+        check(
+            "calls over the 32k window with calibration",
+            sum(f["over_window_calibrated"] for f in per.values()),
+            0,
+            unit="",
+        ),
     ]
     return {"window": WINDOW, "trigger": trigger, "trajectories": per, "targets": targets}
 
@@ -133,21 +149,23 @@ def report(figures: dict) -> str:
             (
                 name,
                 f["calls"],
-                *(f"{f[label]['mean_abs_error'] * 100:.1f} % ({f[label]['min_error'] * 100:+.0f} … {f[label]['max_error'] * 100:+.0f} %)"
-                  for label in ("messages only", "+ system and tools", "calibrated")),
+                *(
+                    f"{f[label]['mean_abs_error'] * 100:.1f} % ({f[label]['min_error'] * 100:+.0f} … {f[label]['max_error'] * 100:+.0f} %)"
+                    for label in ("messages only", "+ system and tools", "calibrated")
+                ),
                 f["peak_real_uncalibrated"],
                 f["peak_real_calibrated"],
             )
         )
     return f"""## Calibrated counting against the billed input size
 
-Real trajectories replayed with a {figures['window']:,}-token window (trigger {figures['trigger']:,}); the model node
+Real trajectories replayed with a {figures["window"]:,}-token window (trigger {figures["trigger"]:,}); the model node
 is bound with four tool schemas, sends a ~600-token system prompt, and reports the exact o200k size of each
 request as `usage_metadata.input_tokens`. Each cell: mean absolute error of the gate's count of a request
 against the reported size (the range of signed errors in brackets), over every call after the first.
 "Peak real input" is the largest request the model received, without and with calibration.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["trajectory", "calls", "messages only", "+ system prompt and tools", "calibrated", "peak real input, uncalibrated", "peak real input, calibrated"], rows)}
 """

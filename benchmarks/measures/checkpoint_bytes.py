@@ -25,7 +25,15 @@ import uuid
 
 from langchain_core.messages import messages_to_dict
 
-from benchmarks.anchors import SYSTEMS, ScriptedAgent, Thresholds, drive, scripted_summarizer, synthetic_session, system_graph
+from benchmarks.anchors import (
+    SYSTEMS,
+    ScriptedAgent,
+    Thresholds,
+    drive,
+    scripted_summarizer,
+    synthetic_session,
+    system_graph,
+)
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction import CompactionConfig
 from langgraph_compaction.engine.state import COMPACTION_SNAPSHOT_EVERY, MESSAGES_SNAPSHOT_EVERY
@@ -91,7 +99,9 @@ def _postgres_sizes(system: str, session: list, marks: set[int], saver, connecti
 
 
 def _conversation_once(session: list) -> int:
-    return len(json.dumps(messages_to_dict([m for pending, reply in session for m in (*pending, reply)])).encode("utf-8"))
+    return len(
+        json.dumps(messages_to_dict([m for pending, reply in session for m in (*pending, reply)])).encode("utf-8")
+    )
 
 
 def _growth(sizes: dict, third: str, two_thirds: str, last: str) -> float:
@@ -132,16 +142,30 @@ def run(ctx) -> dict:
 
     targets = [check(f"SQLite after {turns} turns: ours / the conversation once", sqlite["ours"][last] / once, 4)]
     if postgres:
-        targets.append(check(f"Postgres after {turns} turns: ours / the conversation once", postgres["ours"][last] / once, 4))
+        targets.append(
+            check(f"Postgres after {turns} turns: ours / the conversation once", postgres["ours"][last] / once, 4)
+        )
     for backend, sizes in (("SQLite", sqlite), ("Postgres", postgres)):
         if sizes:
             # linear: the last third of the turns adds no more than 1.25x what the middle third added
-            targets.append(check(f"{backend}: ours, bytes added in the last third / in the middle third", _growth(sizes["ours"], third, two_thirds, last), 1.25))
+            targets.append(
+                check(
+                    f"{backend}: ours, bytes added in the last third / in the middle third",
+                    _growth(sizes["ours"], third, two_thirds, last),
+                    1.25,
+                )
+            )
     for backend, key in (("SQLite", "sqlite"), ("Postgres", "postgres")):
         for label, sizes in windows[key].items():
             name = f"{backend}, {label} window, {RESULT_CHARS:,}-character results"
             targets.append(check(f"{name}: ours / the conversation once", sizes[last] / small_once, 4))
-            targets.append(check(f"{name}: bytes added in the last third / in the middle third", _growth(sizes, third, two_thirds, last), 1.25))
+            targets.append(
+                check(
+                    f"{name}: bytes added in the last third / in the middle third",
+                    _growth(sizes, third, two_thirds, last),
+                    1.25,
+                )
+            )
     return {
         "turns": turns,
         "conversation_once": once,
@@ -171,7 +195,12 @@ def report(figures: dict) -> str:
         ]
 
     marks = list(figures["sqlite"]["none"])
-    headers = ["system", *(f"after {m} turns" for m in marks), "vs the conversation once", "per turn after the first third"]
+    headers = [
+        "system",
+        *(f"after {m} turns" for m in marks),
+        "vs the conversation once",
+        "per turn after the first third",
+    ]
     postgres = (
         table(headers, rows(figures["postgres"]))
         if figures["postgres"]
@@ -184,17 +213,17 @@ at a 128k window (its state keeps `messages` and `compaction` in `DeltaChannel`s
 the whole list every {MESSAGES_SNAPSHOT_EVERY} updates and the whole compaction value every {COMPACTION_SNAPSHOT_EVERY}), the same trigger and keep for the
 others (their own `add_messages` state: every checkpoint holds the whole list). The agent's replies report usage.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 The conversation serialized once (every message, `messages_to_dict` JSON): {once / 1e6:.2f} MB.
 
 SQLite, bytes of its rows (checkpoints, metadata, writes):
 
-{table(headers, rows(figures['sqlite']))}
+{table(headers, rows(figures["sqlite"]))}
 
 SQLite file size (database + WAL; the WAL keeps frames until SQLite checkpoints it):
 
-{table(headers, rows(figures['sqlite_files']))}
+{table(headers, rows(figures["sqlite_files"]))}
 
 PostgreSQL bytes of the thread's checkpoints, blobs and writes:
 
@@ -210,11 +239,14 @@ def _windows_report(figures: dict, headers: list, rows) -> str:
     once = windows["conversation_once"]
     saved = [
         f"{saver}, bytes of {what}:\n\n{table(['window', *headers[1:]], rows(windows[key], once))}\n"
-        for saver, key, what in (("SQLite", "sqlite", "its rows"), ("PostgreSQL", "postgres", "the thread's checkpoints, blobs and writes"))
+        for saver, key, what in (
+            ("SQLite", "sqlite", "its rows"),
+            ("PostgreSQL", "postgres", "the thread's checkpoints, blobs and writes"),
+        )
         if windows[key]
     ]
     return f"""
 This package's defaults (`CompactionConfig(context_window=...)`) at each window, on the same session with every
-tool result {windows['result_chars']:,} characters (the conversation once: {once / 1e6:.2f} MB):
+tool result {windows["result_chars"]:,} characters (the conversation once: {once / 1e6:.2f} MB):
 
 """ + "\n".join(saved)

@@ -42,7 +42,14 @@ def run(ctx) -> dict:
     return {
         "runs": runs,
         "seconds": seconds,
-        "targets": [check("`langgraph-compaction --help`, warm (seconds)", seconds["langgraph-compaction --help"], LIMIT_SECONDS, unit=" s")],
+        "targets": [
+            check(
+                "`langgraph-compaction --help`, warm (seconds)",
+                seconds["langgraph-compaction --help"],
+                LIMIT_SECONDS,
+                unit=" s",
+            )
+        ],
     }
 
 

@@ -12,7 +12,7 @@ import asyncio
 import statistics
 import time
 
-from benchmarks.anchors import ScriptedAgent, Thresholds, scripted_summarizer, synthetic_session, ours_graph
+from benchmarks.anchors import ScriptedAgent, Thresholds, ours_graph, scripted_summarizer, synthetic_session
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction.storage import FileStorage
 
@@ -49,8 +49,15 @@ def run(ctx) -> dict:
         base = statistics.median(s for s, c in zip(seconds, compacted) if not c)
         paths = [s - base for s, c in zip(seconds, compacted) if c]
         if not paths:
-            raise RuntimeError(f"no compaction happened in {len(session)} turns ({mode}); lower THRESHOLDS.trigger_tokens")
-        results[mode] = {"compactions": len(paths), "critical_path": max(paths), "mean_path": statistics.mean(paths), "base_turn": base}
+            raise RuntimeError(
+                f"no compaction happened in {len(session)} turns ({mode}); lower THRESHOLDS.trigger_tokens"
+            )
+        results[mode] = {
+            "compactions": len(paths),
+            "critical_path": max(paths),
+            "mean_path": statistics.mean(paths),
+            "base_turn": base,
+        }
     targets = [
         check(f"{mode}: slowest compaction's critical path / L", r["critical_path"] / latency, 2.1)
         for mode, r in results.items()
@@ -61,7 +68,14 @@ def run(ctx) -> dict:
 def report(figures: dict) -> str:
     latency = figures["latency"]
     rows = [
-        (mode, r["compactions"], f"{r['critical_path'] * 1e3:.0f} ms", f"{r['mean_path'] * 1e3:.0f} ms", r["critical_path"] / latency, f"{r['base_turn'] * 1e3:.1f} ms")
+        (
+            mode,
+            r["compactions"],
+            f"{r['critical_path'] * 1e3:.0f} ms",
+            f"{r['mean_path'] * 1e3:.0f} ms",
+            r["critical_path"] / latency,
+            f"{r['base_turn'] * 1e3:.1f} ms",
+        )
         for mode, r in figures["results"].items()
     ]
     return f"""## 7. Compaction latency
@@ -70,7 +84,7 @@ Summarizer and memory-flush calls each take L = {latency * 1e3:.0f} ms (scripted
 then summarize, so the critical path is about 2·L (target ≤ 2·L + 5 %); the seed's design runs its three steps
 one after another (flush L + offload + summarize L, and any slow disk adds to it).
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["driver", "compactions", "slowest critical path", "mean", "slowest / L", "turn without compaction"], rows)}
 """

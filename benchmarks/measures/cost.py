@@ -35,13 +35,22 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from benchmarks.anchors import ScriptedAgent, Thresholds, drive, o200k_tokens, scripted_summarizer, system_graph, trajectory_turns
+from benchmarks.anchors import (
+    ScriptedAgent,
+    Thresholds,
+    drive,
+    o200k_tokens,
+    scripted_summarizer,
+    system_graph,
+    trajectory_turns,
+)
 from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
@@ -65,7 +74,7 @@ WINDOWS = {"60k": THRESHOLDS, "128k": Thresholds()}
 SIXTY_ONLY = ("langchain, 2k tail", "langmem, 2k tail")
 
 
-def runs(thresholds: Thresholds) -> dict[str, tuple[str, Thresholds, Optional[CompactionConfig]]]:
+def runs(thresholds: Thresholds) -> dict[str, tuple[str, Thresholds, CompactionConfig | None]]:
     """Return the table's rows at one window: (system, thresholds, our settings). Ours at its defaults first."""
     small = replace(thresholds, keep_tokens=2_000)
     return {
@@ -125,7 +134,7 @@ class CacheLedger:
     requests: list[Request] = field(default_factory=list)
     _recent: list[list[str]] = field(default_factory=list)
     _tokens: dict[str, int] = field(default_factory=dict)
-    _last_agent: Optional[list[str]] = None
+    _last_agent: list[str] | None = None
 
     def count(self, key: str) -> int:
         """Return the tokens of one message key (memoised)."""
@@ -138,7 +147,11 @@ class CacheLedger:
         keys = [message_key(m) for m in messages]
         sizes = [self.count(k) for k in keys]
         shared = cached_prefix(keys, self._recent)
-        extends = kind != "agent" or self._last_agent is None or common_prefix(keys, self._last_agent) == len(self._last_agent)
+        extends = (
+            kind != "agent"
+            or self._last_agent is None
+            or common_prefix(keys, self._last_agent) == len(self._last_agent)
+        )
         after_side = kind == "agent" and bool(self.requests) and self.requests[-1].kind == "side"
         before = set(self._last_agent or ())
         new = sum(size for key, size in zip(keys, sizes) if key not in before) if kind == "agent" else 0
@@ -160,14 +173,17 @@ class CacheLedger:
         out["breaks"] = sum(1 for r in self.requests if r.kind == "agent" and not r.extends_previous)
         # a break right after a summarizer call is the summary's own; the others are layer 1-2 edits
         # (which the engine makes only when they repay) or summaries made without a model call
-        out["summary_breaks"] = sum(1 for r in self.requests if r.kind == "agent" and not r.extends_previous and r.after_side)
+        out["summary_breaks"] = sum(
+            1 for r in self.requests if r.kind == "agent" and not r.extends_previous and r.after_side
+        )
         out["edit_breaks_repaid"] = self._repaid_edit_breaks()
         for name, (full, cached) in PRICING.items():
             out[f"billed_{name}"] = round(sum((r.tokens - r.cached) * full + r.cached * cached for r in self.requests))
         full, cached = PRICING["openai"]
-        out["billed_per_call"] = [round((r.tokens - r.cached) * full + r.cached * cached) for r in self.requests if r.kind == "agent"]
+        out["billed_per_call"] = [
+            round((r.tokens - r.cached) * full + r.cached * cached) for r in self.requests if r.kind == "agent"
+        ]
         return out
-
 
     def _repaid_edit_breaks(self) -> int:
         """Return how many breaks not at a summary (layer 1-2 edits) repaid themselves before the next break.
@@ -243,12 +259,12 @@ class RecordingModel(ScriptedModel):
 
 def replay(
     system: str,
-    path: Optional[Path],
+    path: Path | None,
     storage,
     thresholds: Thresholds = THRESHOLDS,
-    config: Optional[CompactionConfig] = None,
+    config: CompactionConfig | None = None,
     *,
-    turns: Optional[Sequence] = None,
+    turns: Sequence | None = None,
     timing: Any = None,
 ) -> dict:
     """Return one system's billed-cost and fidelity figures for one trajectory (ours with ``config`` when given).
@@ -261,7 +277,9 @@ def replay(
     turns = turns if turns is not None else trajectory_turns(path)
     flat = [m for pending, reply in turns for m in (*pending, reply)]
     key = path.with_suffix(".touched.json") if path is not None else None  # the answer key of what each call touched
-    touched = call_paths(flat, json.loads(key.read_text(encoding="utf-8")) if key is not None and key.exists() else None)
+    touched = call_paths(
+        flat, json.loads(key.read_text(encoding="utf-8")) if key is not None and key.exists() else None
+    )
     sent_by_call, sent = [], 0
     for pending, _ in turns:
         sent_by_call.append(sent + len(pending))
@@ -274,14 +292,24 @@ def replay(
     edits: dict[int, list[WorkingSetEdit]] = {}
     for edit in working_set_edits(turns):
         edits.setdefault(edit.call, []).append(edit)
-    ws = {"edits": 0, "hits": 0, "rereads": 0, "reread_context": 0, "reread_tokens": 0, "violations": 0, "over_window": 0}
+    ws = {
+        "edits": 0,
+        "hits": 0,
+        "rereads": 0,
+        "reread_context": 0,
+        "reread_tokens": 0,
+        "violations": 0,
+        "over_window": 0,
+    }
     charged: set = set()  # the reads already charged since the last compaction: a real agent re-reads once
 
     def observe(view: list[BaseMessage]) -> None:
         request = ledger.add("agent", view)
         if timing is not None:
             timing.agent_call(state["calls"])
-        superseded.update(m.id for m in view if isinstance(m, ToolMessage) and str(m.content).startswith(SHORTENED_OPENINGS[1]))
+        superseded.update(
+            m.id for m in view if isinstance(m, ToolMessage) and str(m.content).startswith(SHORTENED_OPENINGS[1])
+        )
         present = {m.id for m in view}
         compacted = [m for m in flat[: sent_by_call[state["calls"]]] if m.id not in present]
         if len(compacted) > state["compacted"]:
@@ -333,7 +361,9 @@ def _sum(per: dict, system: str) -> dict:
     rows = [per[t][system] for t in per]
     totals = {k: sum(r[k] for r in rows) for k in rows[0] if k != "billed_per_call"}
     totals["hit_ratio"] = round(totals["agent_cached"] / max(1, totals["agent_input"]), 4)
-    totals["side_cached_ratio"] = round(totals["side_cached"] / totals["side_input"], 4) if totals["side_input"] else None
+    totals["side_cached_ratio"] = (
+        round(totals["side_cached"] / totals["side_input"], 4) if totals["side_input"] else None
+    )
     for kind in KINDS:
         totals[f"{kind}_recall"] = round(totals[f"{kind}_found"] / totals[kind], 4) if totals[kind] else None
     totals["ws_recall"] = round(totals["ws_hits"] / totals["ws_edits"], 4) if totals["ws_edits"] else None
@@ -362,7 +392,12 @@ def _window_targets(label: str, totals: dict) -> list[dict]:
     ours = totals["ours"]
     best = min(("langchain", "langmem"), key=lambda s: totals[s]["billed_openai_reread"])
     targets = [
-        check(f"{label}: edits without the file's latest read in context (ours)", 1 - (ours["ws_recall"] or 1), 1 - WORKING_SET_TARGET, unit=""),
+        check(
+            f"{label}: edits without the file's latest read in context (ours)",
+            1 - (ours["ws_recall"] or 1),
+            1 - WORKING_SET_TARGET,
+            unit="",
+        ),
         check(
             f"{label}: billed (OpenAI) with the re-read charge: ours / {best} (the best anchor)",
             ours["billed_openai_reread"] / totals[best]["billed_openai_reread"],
@@ -375,7 +410,12 @@ def _window_targets(label: str, totals: dict) -> list[dict]:
         if ours[f"{kind}_recall"] is not None
     ]
     targets.append(
-        check(f"{label}: requests over the window, ordering violations, lost messages (ours)", ours["over_window"] + ours["violations"] + ours["lost"], 0, unit="")
+        check(
+            f"{label}: requests over the window, ordering violations, lost messages (ours)",
+            ours["over_window"] + ours["violations"] + ours["lost"],
+            0,
+            unit="",
+        )
     )
     return targets
 
@@ -401,7 +441,12 @@ def run(ctx) -> dict:
             1.0,
             unit="",
         ),
-        check("ours: summarizer + flush input not served from the cache", 1 - (ours["side_cached_ratio"] or 0), 0.2, unit=""),
+        check(
+            "ours: summarizer + flush input not served from the cache",
+            1 - (ours["side_cached_ratio"] or 0),
+            0.2,
+            unit="",
+        ),
     ]
     for label, (_, window_totals) in windows.items():
         targets += _window_targets(label, window_totals)
@@ -438,7 +483,10 @@ def run(ctx) -> dict:
 
 def _without_series(per: dict) -> dict:
     """Return the per-trajectory figures without the per-call series (kept for the plot only)."""
-    return {t: {s: {k: v for k, v in f.items() if k != "billed_per_call"} for s, f in rows.items()} for t, rows in per.items()}
+    return {
+        t: {s: {k: v for k, v in f.items() if k != "billed_per_call"} for s, f in rows.items()}
+        for t, rows in per.items()
+    }
 
 
 def _plot(per: dict, path) -> None:
@@ -453,7 +501,11 @@ def _plot(per: dict, path) -> None:
     for system in MAIN:
         series = per[largest][system]["billed_per_call"]
         left.plot(range(1, len(series) + 1), [c / 1e3 for c in series], label=system, linewidth=0.8)
-    left.set(xlabel="model call", ylabel="billed tokens of the call (thousands, OpenAI)", title=f"Billed cost per call: {largest}")
+    left.set(
+        xlabel="model call",
+        ylabel="billed tokens of the call (thousands, OpenAI)",
+        title=f"Billed cost per call: {largest}",
+    )
     left.legend()
     totals = [sum(per[t][s]["billed_openai"] for t in per) / 1e6 for s in MAIN]
     right.bar(MAIN, totals)
@@ -479,7 +531,11 @@ def _plot_working_set(windows: dict, path) -> None:
             ax.bar([i + k * width for i in range(len(names))], recall, width, label=system)
         shown = [t if len(t) <= 30 else f"{t[:14]}…{t[-15:]}" for t in names]
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], shown, rotation=70, fontsize=7)
-        ax.set(ylabel="edits with the file's latest read in context (%)", title=f"Working-set recall, {label} window", ylim=(0, 105))
+        ax.set(
+            ylabel="edits with the file's latest read in context (%)",
+            title=f"Working-set recall, {label} window",
+            ylim=(0, 105),
+        )
         ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -513,27 +569,27 @@ def report(figures: dict) -> str:
     th, ours = figures["thresholds"], figures["ours_budget"]
     return f"""## Billed cost under prompt caching, at equal fidelity
 
-{len(per)} real trajectories replayed model call by model call at a {th['context_window']:,}-token window, the summarizer
-being the agent's model (scripted). Ours runs at its defaults for the window (trigger {ours['trigger_tokens']:,} tokens or
-{ours['trigger_messages']} messages, kept tail {ours['keep_tokens']:,}: under `prompt_cache` the tail is billed in full after
+{len(per)} real trajectories replayed model call by model call at a {th["context_window"]:,}-token window, the summarizer
+being the agent's model (scripted). Ours runs at its defaults for the window (trigger {ours["trigger_tokens"]:,} tokens or
+{ours["trigger_messages"]} messages, kept tail {ours["keep_tokens"]:,}: under `prompt_cache` the tail is billed in full after
 every summary, so the derived one is `keep_tokens_min`); LangChain's middleware and langmem at trigger
-{th['trigger_tokens']:,} tokens or {th['trigger_messages']} messages, keep {th['keep_tokens']:,}. The last three rows show what the
+{th["trigger_tokens"]:,} tokens or {th["trigger_messages"]} messages, keep {th["keep_tokens"]:,}. The last three rows show what the
 tail alone does (references, not targets). Every request (agent, summarizer, flush) is billed with its cached prefix: the longest run of
-leading messages identical to the start of one of the last {figures['cache_depth']} requests. Tokens: o200k over each message's
+leading messages identical to the start of one of the last {figures["cache_depth"]} requests. Tokens: o200k over each message's
 JSON + 4. OpenAI (gpt-5): uncached × 1 + cached × 0.1; Anthropic: uncached × 1.25 + cached × 0.1. Hit ratio and breaks
 (an agent request that does not extend the previous one) are over the agent's calls; "no compaction" runs past the
 window (reference only). Recall is checked after every compaction, as in the fidelity measure.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 The billed-cost and hit-ratio targets cannot both be met on these trajectories: every message is sent uncached at least
-once ({figures['uncached_floor'] / 1e6:.2f}M tokens, no compaction's uncached input), and a hit ratio of 0.95 needs 20 times
-that as agent input, which bills at least 0.9 × {figures['uncached_floor'] / 1e6:.2f}M + 0.1 × 20 × {figures['uncached_floor'] / 1e6:.2f}M =
-{figures['billed_floor_at_hit_095'] / 1e6:.2f}M, over 0.75 × langmem ({0.75 * totals['langmem']['billed_openai'] / 1e6:.2f}M): ours is tuned for the bill.
+once ({figures["uncached_floor"] / 1e6:.2f}M tokens, no compaction's uncached input), and a hit ratio of 0.95 needs 20 times
+that as agent input, which bills at least 0.9 × {figures["uncached_floor"] / 1e6:.2f}M + 0.1 × 20 × {figures["uncached_floor"] / 1e6:.2f}M =
+{figures["billed_floor_at_hit_095"] / 1e6:.2f}M, over 0.75 × langmem ({0.75 * totals["langmem"]["billed_openai"] / 1e6:.2f}M): ours is tuned for the bill.
 
 {table(["system", "agent input", "cached", "hit ratio", "breaks", "summarizer + flush input", "billed (OpenAI)", "vs none", "billed (Anthropic)", "vs none", *(f"{kind} recall" for kind in KINDS)], rows)}
 
-![billed cost per call]({figures['plot']})
+![billed cost per call]({figures["plot"]})
 
 Billed (OpenAI) per trajectory:
 
@@ -541,7 +597,7 @@ Billed (OpenAI) per trajectory:
 {_working_set_report(figures)}"""
 
 
-def _pct(value: Optional[float]) -> str:
+def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f} %"
 
 
@@ -585,7 +641,7 @@ that charge to the bill; the ratio is to the cheaper anchor (LangChain's middlew
         th = w["thresholds"]
         parts.append(
             f"""
-#### {label} window (trigger {th['trigger_tokens']:,} tokens or {th['trigger_messages']} messages; ours keeps a working set of up to {w['working_set_tokens']:,} tokens)
+#### {label} window (trigger {th["trigger_tokens"]:,} tokens or {th["trigger_messages"]} messages; ours keeps a working set of up to {w["working_set_tokens"]:,} tokens)
 
 {table(["system", "working-set recall (edits)", "re-reads", "billed (OpenAI)", "re-read charge", "with re-read", f"vs {best}, with re-read", "with re-read (Anthropic)", "compactions", "requests over the window", "ordering violations", "lost messages", "paths / changed / requests / constraints recall"], rows)}
 """
@@ -593,7 +649,11 @@ that charge to the bill; the ratio is to the cheaper anchor (LangChain's middlew
     per = windows["60k"]["per_trajectory"]
     systems = list(windows["60k"]["totals"])
     rows = [
-        (name, per[name]["none"]["ws_edits"], *(_pct(per[name][s]["ws_hits"] / per[name][s]["ws_edits"]) for s in systems))
+        (
+            name,
+            per[name]["none"]["ws_edits"],
+            *(_pct(per[name][s]["ws_hits"] / per[name][s]["ws_edits"]) for s in systems),
+        )
         for name in per
         if per[name]["none"]["ws_edits"]
     ]
@@ -604,7 +664,7 @@ edits after a read that `artifacts.touches` finds in the recorded calls):
 
 {table(["trajectory", "edits after a read", *systems], rows)}
 
-![working-set recall per system and trajectory]({figures['working_set_plot']})
+![working-set recall per system and trajectory]({figures["working_set_plot"]})
 """
     )
     return "".join(parts)

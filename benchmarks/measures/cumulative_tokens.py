@@ -113,9 +113,21 @@ def _plot(runs: dict, path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for label, r in runs.items():
         left.plot(range(1, len(r["cumulative"]) + 1), [c / 1e6 for c in r["cumulative"]], label=label)
-        right.plot(range(1, len(r["model_inputs"]) + 1), [c / 1e3 for c in r["model_inputs"]], label=label, linewidth=0.8)
-    left.set(xlabel="turn (model call)", ylabel="cumulative input tokens (millions)", title="Cumulative input tokens", yscale="log")
-    right.set(xlabel="turn (model call)", ylabel="input tokens of the call (thousands)", title="Context per call", ylim=(0, 140))
+        right.plot(
+            range(1, len(r["model_inputs"]) + 1), [c / 1e3 for c in r["model_inputs"]], label=label, linewidth=0.8
+        )
+    left.set(
+        xlabel="turn (model call)",
+        ylabel="cumulative input tokens (millions)",
+        title="Cumulative input tokens",
+        yscale="log",
+    )
+    right.set(
+        xlabel="turn (model call)",
+        ylabel="input tokens of the call (thousands)",
+        title="Context per call",
+        ylim=(0, 140),
+    )
     left.legend()
     right.legend()
     fig.tight_layout()
@@ -132,23 +144,35 @@ def report(figures: dict) -> str:
     )
     analytic = table(
         ["turns", "seed: no compaction", "seed: compacted (K·N)", "seed: + compaction cost"],
-        [(n, f"{s['none'] / 1e6:.2f}M", f"{s['compacted'] / 1e6:.2f}M", f"{s['compacted_with_cost'] / 1e6:.2f}M") for n, s in seed.items()],
+        [
+            (n, f"{s['none'] / 1e6:.2f}M", f"{s['compacted'] / 1e6:.2f}M", f"{s['compacted_with_cost'] / 1e6:.2f}M")
+            for n, s in seed.items()
+        ],
     )
     details = table(
-        ["system", "summarizer + flush calls", "their input tokens", "peak call input", "mean call input, last 100 turns"],
-        [(label, r["summarizer_calls"], r["summarizer_tokens"], r["peak_input"], round(r["mean_input_last_100"])) for label, r in figures["runs"].items()],
+        [
+            "system",
+            "summarizer + flush calls",
+            "their input tokens",
+            "peak call input",
+            "mean call input, last 100 turns",
+        ],
+        [
+            (label, r["summarizer_calls"], r["summarizer_tokens"], r["peak_input"], round(r["mean_input_last_100"]))
+            for label, r in figures["runs"].items()
+        ],
     )
     th = figures["thresholds"]
     return f"""## 2. Cumulative input tokens (synthetic coding session)
 
-A seeded session of one model call per turn, {figures['tokens_per_turn']:,.0f} o200k tokens added per turn
-(the seed assumes c = 2,000); {th['context_window']:,}-token window, trigger {th['trigger_tokens']:,} tokens or
-{th['trigger_messages']} messages, keep {th['keep_tokens']:,} tokens for every system. Every model call's input plus every
+A seeded session of one model call per turn, {figures["tokens_per_turn"]:,.0f} o200k tokens added per turn
+(the seed assumes c = 2,000); {th["context_window"]:,}-token window, trigger {th["trigger_tokens"]:,} tokens or
+{th["trigger_messages"]} messages, keep {th["keep_tokens"]:,} tokens for every system. Every model call's input plus every
 summarizer and flush prompt, in exact o200k tokens.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
-Ours / LangChain at 100 turns: {figures['at']['ours']['100'] / figures['at']['langchain']['100']:.3f}× in raw tokens (a figure, no longer a
+Ours / LangChain at 100 turns: {figures["at"]["ours"]["100"] / figures["at"]["langchain"]["100"]:.3f}× in raw tokens (a figure, no longer a
 target: see the billed-cost measure for cost under prompt caching at equal fidelity).
 
 Measured:
@@ -161,7 +185,7 @@ The seed's analytic table (its section 8):
 
 {details}
 
-![cumulative tokens]({figures['plot']})
+![cumulative tokens]({figures["plot"]})
 
 Why the measured figures differ from the seed's: the seed assumes every call after a compaction costs a constant
 K = sys + summary + keep. In a real graph the context starts near K right after a compaction and then climbs by

@@ -33,7 +33,16 @@ RUNS = {
 }
 #: (saving, run without, run with) compared.
 PAIRS = (("cached", "without", "with"), ("uncached", "without, prompt_cache=False", "with, prompt_cache=False"))
-FIGURES = ("agent_input", "billed_openai", "billed_anthropic", "breaks", "compactions", "superseded", *KINDS, *(f"{k}_found" for k in KINDS))
+FIGURES = (
+    "agent_input",
+    "billed_openai",
+    "billed_anthropic",
+    "breaks",
+    "compactions",
+    "superseded",
+    *KINDS,
+    *(f"{k}_found" for k in KINDS),
+)
 
 
 def savings(without: dict, with_: dict) -> dict:
@@ -49,7 +58,10 @@ def run(ctx) -> dict:
     per: dict[str, dict] = {}
     for path in ctx.trajectories:
         # the same folder name in both runs: a summary names the transcript's path, and its length is counted
-        runs = {row: replay("ours", path, ctx.scratch_dir / f"dedupe-{i}" / path.stem, THRESHOLDS, config) for i, (row, config) in enumerate(RUNS.items())}
+        runs = {
+            row: replay("ours", path, ctx.scratch_dir / f"dedupe-{i}" / path.stem, THRESHOLDS, config)
+            for i, (row, config) in enumerate(RUNS.items())
+        }
         per[path.stem] = {row: {k: f[k] for k in FIGURES} for row, f in runs.items()}
         per[path.stem]["saved"] = savings(per[path.stem]["without"], per[path.stem]["with"])
         per[path.stem]["saved_uncached"] = savings(per[path.stem][PAIRS[1][1]], per[path.stem][PAIRS[1][2]])
@@ -94,8 +106,18 @@ def _plot(per: dict, path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     width = 0.4
     rows = range(len(names))
-    left.barh([r - width / 2 for r in rows], [per[t]["saved"]["agent_input_saved"] / 1e3 for t in names], width, label="prompt_cache=True")
-    left.barh([r + width / 2 for r in rows], [per[t]["saved_uncached"]["agent_input_saved"] / 1e3 for t in names], width, label="prompt_cache=False")
+    left.barh(
+        [r - width / 2 for r in rows],
+        [per[t]["saved"]["agent_input_saved"] / 1e3 for t in names],
+        width,
+        label="prompt_cache=True",
+    )
+    left.barh(
+        [r + width / 2 for r in rows],
+        [per[t]["saved_uncached"]["agent_input_saved"] / 1e3 for t in names],
+        width,
+        label="prompt_cache=False",
+    )
     left.set_yticks(list(rows), names)
     left.set(xlabel="agent input tokens saved (thousands)", title="Superseded results: tokens saved per trajectory")
     left.legend()
@@ -137,19 +159,19 @@ def report(figures: dict) -> str:
     return f"""## Superseded results (layer 2 dedupe)
 
 {len(per)} real trajectories replayed as in the billed-cost measure (ours at its defaults for a
-60k window), without and with `dedupe_results`. Saved: {saved['results_shortened']} results shortened,
-{saved['agent_input_saved']:,} agent input tokens, billed {saved['billed_openai_saved']:,} (OpenAI,
-{saved['billed_openai_ratio']:.4f}× of the bill without) and {saved['billed_anthropic_saved']:,} (Anthropic,
-{saved['billed_anthropic_ratio']:.4f}×) token-equivalents. With `prompt_cache=False` (edits whenever they fire):
-{raw['results_shortened']} results shortened and {raw['agent_input_saved']:,} agent input tokens saved, while the bill
-(OpenAI) is {raw['billed_openai_ratio']:.4f}× the bill without: each edit breaks the cached prefix, which is why layer-2
+60k window), without and with `dedupe_results`. Saved: {saved["results_shortened"]} results shortened,
+{saved["agent_input_saved"]:,} agent input tokens, billed {saved["billed_openai_saved"]:,} (OpenAI,
+{saved["billed_openai_ratio"]:.4f}× of the bill without) and {saved["billed_anthropic_saved"]:,} (Anthropic,
+{saved["billed_anthropic_ratio"]:.4f}×) token-equivalents. With `prompt_cache=False` (edits whenever they fire):
+{raw["results_shortened"]} results shortened and {raw["agent_input_saved"]:,} agent input tokens saved, while the bill
+(OpenAI) is {raw["billed_openai_ratio"]:.4f}× the bill without: each edit breaks the cached prefix, which is why layer-2
 edits wait for the cache rule by default.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["run", "agent input", "billed (OpenAI)", "billed (Anthropic)", "breaks", "summaries", "results shortened", *(f"{k} recall" for k in KINDS)], rows)}
 
-![dedupe savings]({figures['plot']})
+![dedupe savings]({figures["plot"]})
 
 Per trajectory:
 

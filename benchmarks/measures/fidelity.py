@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -132,10 +133,10 @@ def expected_requests(compacted: Sequence[BaseMessage], budget_tokens: int) -> l
 
 
 #: What each tool call touched, by (message id, call id): (paths, changed paths). Real logs reuse call ids.
-CallPaths = dict[tuple[Optional[str], str], tuple[list[str], list[str]]]
+CallPaths = dict[tuple[str | None, str], tuple[list[str], list[str]]]
 
 
-def call_paths(messages: Sequence[BaseMessage], answer_key: Optional[dict] = None) -> CallPaths:
+def call_paths(messages: Sequence[BaseMessage], answer_key: dict | None = None) -> CallPaths:
     """Return what each tool call touched: from the session's answer key when it has one, else from the calls."""
     found: CallPaths = {}
     for m in messages:
@@ -145,7 +146,10 @@ def call_paths(messages: Sequence[BaseMessage], answer_key: Optional[dict] = Non
                 found[(m.id, call["id"])] = (touched["changed"] + touched["read"], touched["changed"])
             else:
                 got = touches(call.get("name") or "tool", call.get("args"))
-                found[(m.id, call.get("id") or "")] = ([t.target for t in got], [t.target for t in got if t.verb in CHANGE_VERBS])
+                found[(m.id, call.get("id") or "")] = (
+                    [t.target for t in got],
+                    [t.target for t in got if t.verb in CHANGE_VERBS],
+                )
     return found
 
 
@@ -278,7 +282,9 @@ def probe_scores(llm: Any, compacted: Sequence[BaseMessage], views: dict[str, Se
     for probe in probes:
         for system, view in views.items():
             answer = _ask(llm, ANSWER_PROMPT.format(context=render_messages(view), question=probe["question"]))
-            grade = _json_of(_ask(llm, GRADE_PROMPT.format(question=probe["question"], reference=probe["answer"], answer=answer)))
+            grade = _json_of(
+                _ask(llm, GRADE_PROMPT.format(question=probe["question"], reference=probe["answer"], answer=answer))
+            )
             score = grade.get("score") if isinstance(grade, dict) else None
             if isinstance(score, (int, float)) and 0 <= score <= 5:
                 grades[system][probe["type"]].append(score / 5)
@@ -287,7 +293,7 @@ def probe_scores(llm: Any, compacted: Sequence[BaseMessage], views: dict[str, Se
     return {"probes": len(probes), "unusable": unusable, "grades": grades}
 
 
-def _judge() -> Optional[Any]:
+def _judge() -> Any | None:
     """Return the judge model when an OpenAI-compatible endpoint is configured, else None."""
     if not (os.environ.get("OPENAI_BASE_URL") and os.environ.get("OPENAI_API_KEY")):
         return None
@@ -323,7 +329,8 @@ def probe_evaluation(replays: dict[str, dict[str, Replay]], quick: bool, llm: An
             for kind in PROBE_TYPES:
                 grades[system][kind] += result["grades"][system][kind]
     means = {
-        system: {kind: round(sum(g) / len(g), 3) if g else None for kind, g in per.items()} for system, per in grades.items()
+        system: {kind: round(sum(g) / len(g), 3) if g else None for kind, g in per.items()}
+        for system, per in grades.items()
     }
     return {
         "status": "ran",
@@ -358,14 +365,19 @@ def _window_targets(label: str, v: dict) -> list[dict]:
     largest = max((t["summary_tokens_max"] or 0 for t in runs), default=0)
     return [
         check(f"{label}: changed files missing after a compaction", missed["changed"], 0, unit=""),
-        check(f"{label}: lowest path recall of a run, % short of 100", 100 * (1 - lowest), 100 * (1 - PATH_RECALL_TARGET), unit=" %"),
+        check(
+            f"{label}: lowest path recall of a run, % short of 100",
+            100 * (1 - lowest),
+            100 * (1 - PATH_RECALL_TARGET),
+            unit=" %",
+        ),
         check(f"{label}: requests missing after a compaction", missed["requests"], 0, unit=""),
         check(f"{label}: constraints missing after a compaction", missed["constraints"], 0, unit=""),
         check(f"{label}: largest summary, tokens (room: target - kept tail)", largest, v["summary_room"], unit=""),
     ]
 
 
-def run(ctx, shapes: Optional[Sequence[Path]] = None) -> dict:
+def run(ctx, shapes: Sequence[Path] | None = None) -> dict:
     """Replay the trajectories (both systems) and the agent shapes (this package) at each window; ``shapes`` overrides the shape files."""
     shapes = shape_files(ctx.quick) if shapes is None else list(shapes)
     settings: dict[str, dict] = {}
@@ -376,7 +388,9 @@ def run(ctx, shapes: Optional[Sequence[Path]] = None) -> dict:
             storage = ctx.scratch_dir / f"fidelity-{thresholds.context_window}-{path.stem}"
             replays[path.stem] = {system: replay(system, path, thresholds, storage) for system in SYSTEMS}
         shaped = {
-            path.stem: replay("ours", path, thresholds, ctx.scratch_dir / f"fidelity-{thresholds.context_window}-{path.stem}")
+            path.stem: replay(
+                "ours", path, thresholds, ctx.scratch_dir / f"fidelity-{thresholds.context_window}-{path.stem}"
+            )
             for path in shapes
         }
         first = first or replays
@@ -411,7 +425,9 @@ def _plot(settings: dict, path: Path) -> None:
     for ax, (label, v) in zip(axes[0], settings.items()):
         for k, system in enumerate(SYSTEMS):
             # nothing expected (no rule stated in the compacted span): no bar rather than a zero
-            recalls = [100 * r if (r := v["totals"][system][f"{kind}_recall"]) is not None else float("nan") for kind in KINDS]
+            recalls = [
+                100 * r if (r := v["totals"][system][f"{kind}_recall"]) is not None else float("nan") for kind in KINDS
+            ]
             ax.bar([x + 0.38 * k for x in range(len(KINDS))], recalls, width=0.38, label=system)
         ax.set_xticks([x + 0.19 for x in range(len(KINDS))], [f"{kind} recall" for kind in KINDS])
         ax.set(ylim=(0, 120), ylabel="% present after compaction", title=label)
@@ -432,7 +448,13 @@ def _recall(totals: dict, kind: str) -> str:
 def _probe_section(probes: dict) -> str:
     if probes["status"] != "ran":
         return f"LLM-judged probe evaluation: skipped ({probes['reason']}); set both to run it."
-    rows = [(system, *(probes["scores"][system][t] if probes["scores"][system][t] is not None else "–" for t in PROBE_TYPES)) for system in SYSTEMS]
+    rows = [
+        (
+            system,
+            *(probes["scores"][system][t] if probes["scores"][system][t] is not None else "–" for t in PROBE_TYPES),
+        )
+        for system in SYSTEMS
+    ]
     return (
         f"LLM-judged probe evaluation ({probes['model']}, {probes['trajectories']} trajectories, {probes['probes']} probes, "
         f"{probes['unusable']} unusable answers); mean grade, 0-1:\n\n" + table(["system", *PROBE_TYPES], rows)
@@ -456,7 +478,16 @@ def _row(name: str, system: str, totals: dict, room: int) -> tuple:
     return (name, system, totals["compactions"], *(_recall(totals, k) for k in KINDS), _size(totals, room))
 
 
-HEADERS = ["", "system", "compactions", "path recall", "changed-file recall", "request recall", "constraint recall", "summary tokens, mean / max of room"]
+HEADERS = [
+    "",
+    "system",
+    "compactions",
+    "path recall",
+    "changed-file recall",
+    "request recall",
+    "constraint recall",
+    "summary tokens, mean / max of room",
+]
 
 
 def report(figures: dict) -> str:
@@ -486,26 +517,26 @@ def report(figures: dict) -> str:
     return f"""## Summary fidelity: paths, changed files, requests and constraints after every compaction
 
 {len(per)} real trajectories replayed model call by model call through this package and LangChain's
-SummarizationMiddleware, and {len(main['per_shape'])} synthetic sessions in other agents' tool shapes (Codex, OpenCode,
+SummarizationMiddleware, and {len(main["per_shape"])} synthetic sessions in other agents' tool shapes (Codex, OpenCode,
 Gemini CLI, MCP; tests/data/agent_shapes) through this package, with the same scripted summarizer ({budgets}).
 After each compaction the model's input (summary and tail) is checked against everything compacted so far:
 the paths and URLs the compacted tool calls touched (word for word, or on a folder's line of the trail), the
 files they changed (word for word; over the trail's token bound, counted on their folder's line, shown apart
 as "counted by folder"), the last {LAST_REQUESTS} user requests (verbatim, within the
-{figures['request_tokens']:,}-token request budget) and the rules the user stated (verbatim). For the agent
+{figures["request_tokens"]:,}-token request budget) and the rules the user stated (verbatim). For the agent
 shapes the paths come from the answer key written with each session. Recalls are summed over all compactions.
-This package's trail holds {figures['max_artifacts']} lines in about {figures.get('trail_tokens') or 0:,} tokens; past
+This package's trail holds {figures["max_artifacts"]} lines in about {figures.get("trail_tokens") or 0:,} tokens; past
 that, read paths share a line per folder, and when that is not enough the files of the largest folders, changed
 ones too, are counted on the folder's line (with the `session_search` query that finds them again). The summary's size is set against its room: the target after a compaction (60 % of
 the trigger) less the kept tail.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(HEADERS, total_rows)}
 
-![recall after compaction]({figures['plot']})
+![recall after compaction]({figures["plot"]})
 
-{_probe_section(figures['probes'])}
+{_probe_section(figures["probes"])}
 
 Per trajectory ({label}):
 

@@ -15,9 +15,17 @@ import gc
 import statistics
 import time
 import tracemalloc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, messages_from_dict, messages_to_dict
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
 from benchmarks.anchors import (
@@ -48,7 +56,13 @@ def history(n: int) -> list[BaseMessage]:
         if i % 10 == 0:
             out.append(HumanMessage(f"Step {i}: please check the parser and run the tests again.", id=f"h{i}"))
         call = f"c{i}"
-        out.append(AIMessage(f"Reading module {i} next.", tool_calls=[{"name": "Read", "args": {"file_path": f"src/m{i}.py"}, "id": call}], id=f"a{i}"))
+        out.append(
+            AIMessage(
+                f"Reading module {i} next.",
+                tool_calls=[{"name": "Read", "args": {"file_path": f"src/m{i}.py"}, "id": call}],
+                id=f"a{i}",
+            )
+        )
         out.append(ToolMessage(f"def f{i}(x):\n    return x + {i}\n" * 8, tool_call_id=call, name="Read", id=f"t{i}"))
         i += 1
     return out[:n]
@@ -123,10 +137,18 @@ def run(ctx) -> dict:
     ours = seconds["ours"]
     targets = []
     for n in SIZES:
-        targets.append(check(f"{n:,} messages: ours / LangChain before_model", ours[str(n)] / seconds["langchain"][str(n)], 0.5))
+        targets.append(
+            check(f"{n:,} messages: ours / LangChain before_model", ours[str(n)] / seconds["langchain"][str(n)], 0.5)
+        )
         targets.append(check(f"{n:,} messages: ours / langmem", ours[str(n)] / seconds["langmem"][str(n)], 0.3))
     targets.append(check("growth: ours at 20,000 / at 1,000 messages", ours["20000"] / ours["1000"], 25))
-    targets.append(check("whole graph per turn (InMemorySaver): ours / LangChain graph", per_turn["ours"] / per_turn["langchain"], 1.0))
+    targets.append(
+        check(
+            "whole graph per turn (InMemorySaver): ours / LangChain graph",
+            per_turn["ours"] / per_turn["langchain"],
+            1.0,
+        )
+    )
     targets.append(check("peak memory at 20,000 messages: ours / LangChain", peak["ours"] / peak["langchain"], 1.5))
     return {
         "seconds": seconds,
@@ -157,13 +179,13 @@ def report(figures: dict) -> str:
 The node in front of the model on a call where nothing needs compaction, on a history restored fresh from a
 checkpoint before each call (median of several calls; times are context, the ratios are the figures).
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["messages", "ours (gate)", "LangChain before_model", "langmem node", "ours / LangChain", "ours / langmem"], rows)}
 
-Whole graph with `InMemorySaver`, synthetic session of {figures['graph_turns']} turns (compactions included):
-ours {per_turn['ours'] * 1e3:.1f} ms per turn, LangChain-middleware graph {per_turn['langchain'] * 1e3:.1f} ms per turn.
+Whole graph with `InMemorySaver`, synthetic session of {figures["graph_turns"]} turns (compactions included):
+ours {per_turn["ours"] * 1e3:.1f} ms per turn, LangChain-middleware graph {per_turn["langchain"] * 1e3:.1f} ms per turn.
 
-Peak memory of one call at 20,000 messages (tracemalloc): ours {peak['ours'] / 1e6:.2f} MB, LangChain
-{peak['langchain'] / 1e6:.2f} MB, langmem {peak['langmem'] / 1e6:.2f} MB.
+Peak memory of one call at 20,000 messages (tracemalloc): ours {peak["ours"] / 1e6:.2f} MB, LangChain
+{peak["langchain"] / 1e6:.2f} MB, langmem {peak["langmem"] / 1e6:.2f} MB.
 """

@@ -62,7 +62,17 @@ def run(ctx) -> dict:
         storage = ctx.scratch_dir / f"replay-{path.stem}"
         per[path.stem] = {label: _replay(system, keep, turns, storage) for label, (system, keep) in RUNS.items()}
     totals = {
-        label: {key: sum(per[t][label][key] for t in per) for key in ("summarizer_calls", "flush_calls", "compactions", "calls_over_allowance", "over_window", "calls")}
+        label: {
+            key: sum(per[t][label][key] for t in per)
+            for key in (
+                "summarizer_calls",
+                "flush_calls",
+                "compactions",
+                "calls_over_allowance",
+                "over_window",
+                "calls",
+            )
+        }
         | {"peak_input": max(per[t][label]["peak_input"] for t in per)}
         for label in RUNS
     }
@@ -78,7 +88,16 @@ def report(figures: dict) -> str:
     totals, per = figures["totals"], figures["per_trajectory"]
     th = figures["thresholds"]
     summary_rows = [
-        (label, t["calls"], t["summarizer_calls"], t["flush_calls"], t["compactions"], t["peak_input"], t["calls_over_allowance"], t["over_window"])
+        (
+            label,
+            t["calls"],
+            t["summarizer_calls"],
+            t["flush_calls"],
+            t["compactions"],
+            t["peak_input"],
+            t["calls_over_allowance"],
+            t["over_window"],
+        )
         for label, t in totals.items()
     ]
     labels = list(totals)
@@ -86,13 +105,13 @@ def report(figures: dict) -> str:
     calls_rows = [(name, *(per[name][label]["summarizer_calls"] for label in labels[:-1])) for name in per]
     return f"""## 3 and 4. Summarizer calls and peak context on {len(per)} real trajectories
 
-Replayed model call by model call; window {th['context_window']:,} tokens, trigger {th['trigger_tokens']:,} tokens
-or {th['trigger_messages']} messages, keep {th['keep_tokens']:,} tokens for every system. Context sizes are exact o200k
+Replayed model call by model call; window {th["context_window"]:,} tokens, trigger {th["trigger_tokens"]:,} tokens
+or {th["trigger_messages"]} messages, keep {th["keep_tokens"]:,} tokens for every system. Context sizes are exact o200k
 tokens of each model call's input. "Compactions" counts the times a system replaced history, whether or not it
 called a model (LangChain writes "Previous conversation was too long to summarize." without a call when its
 4,000-token trim of the evicted span keeps no human message).
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["system", "model calls", "summarizer calls", "flush calls", "compactions", "peak context", "calls over trigger + newest turn", "calls over the window"], summary_rows)}
 

@@ -112,15 +112,15 @@ def report(figures: dict) -> str:
         )
         for name, r in figures["runs"].items()
     ]
-    return f"""## Thrash: {figures['turns']} tiny chat turns
+    return f"""## Thrash: {figures["turns"]} tiny chat turns
 
-{figures['turns']} one-line user turns with one-line replies ({2 * figures['turns']} messages) on a
-{figures['window']:,}-token window. The design's message trigger (50 messages) alone summarizes this chat every
-few turns for a few hundred tokens each time; this package requires {figures['messages_min_tokens']:,} tokens as well
-(`trigger_messages_min_tokens`, 25 % of the trigger) and {figures['min_new_tokens']:,} new tokens after a summary
+{figures["turns"]} one-line user turns with one-line replies ({2 * figures["turns"]} messages) on a
+{figures["window"]:,}-token window. The design's message trigger (50 messages) alone summarizes this chat every
+few turns for a few hundred tokens each time; this package requires {figures["messages_min_tokens"]:,} tokens as well
+(`trigger_messages_min_tokens`, 25 % of the trigger) and {figures["min_new_tokens"]:,} new tokens after a summary
 (`min_new_tokens`, 10 % of the trigger). Input sizes are o200k tokens.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["system", "summarizer calls", "summarizer prompt chars", "estimated tokens when it last summarized", "peak input", "final input"], rows)}
 """

@@ -74,7 +74,7 @@ Error of each estimator against OpenAI's o200k_base tokenizer (`bpe-openai`, off
 Trajectories are counted as whole messages with this package's per-message overheads on both sides
 (LangChain's with its own).
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["text", "o200k tokens", *ESTIMATORS], rows)}
 """

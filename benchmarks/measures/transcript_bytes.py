@@ -54,7 +54,9 @@ def run(ctx) -> dict:
     once += sum(_line_bytes(r) for r in records if r.get("data", {}).get("id") not in originals)
     missing = [k for k in originals if k not in set(ids)]
     targets = [
-        check("transcript bytes / conversation serialized once, deviation", abs(file_bytes / once - 1) * 100, 1, unit=" %"),
+        check(
+            "transcript bytes / conversation serialized once, deviation", abs(file_bytes / once - 1) * 100, 1, unit=" %"
+        ),
         check("messages stored more than once", len(ids) - len(set(ids)), 0, unit=""),
     ]
     return {
@@ -71,17 +73,25 @@ def run(ctx) -> dict:
 
 def report(figures: dict) -> str:
     rows = [
-        ("this package (append by id)", f"{figures['file_bytes'] / 1e6:.2f} MB", figures["file_bytes"] / figures["once_bytes"]),
+        (
+            "this package (append by id)",
+            f"{figures['file_bytes'] / 1e6:.2f} MB",
+            figures["file_bytes"] / figures["once_bytes"],
+        ),
         ("the conversation serialized once", f"{figures['once_bytes'] / 1e6:.2f} MB", 1.0),
-        ("whole-history rewrite at each compaction", f"{figures['rewrite_bytes'] / 1e6:.2f} MB", figures["rewrite_bytes"] / figures["once_bytes"]),
+        (
+            "whole-history rewrite at each compaction",
+            f"{figures['rewrite_bytes'] / 1e6:.2f} MB",
+            figures["rewrite_bytes"] / figures["once_bytes"],
+        ),
     ]
     return f"""## 8. Transcript bytes
 
-{figures['turns']} synthetic turns, {figures['compactions']} compactions (trigger {THRESHOLDS.trigger_tokens:,} tokens, keep
-{THRESHOLDS.keep_tokens:,}); {figures['records']:,} transcript records; messages of the session never offloaded
-(still in the live tail at the end): {figures['not_offloaded']}.
+{figures["turns"]} synthetic turns, {figures["compactions"]} compactions (trigger {THRESHOLDS.trigger_tokens:,} tokens, keep
+{THRESHOLDS.keep_tokens:,}); {figures["records"]:,} transcript records; messages of the session never offloaded
+(still in the live tail at the end): {figures["not_offloaded"]}.
 
-{targets_table(figures['targets'])}
+{targets_table(figures["targets"])}
 
 {table(["", "bytes written", "ratio to once"], rows)}
 """

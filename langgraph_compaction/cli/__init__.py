@@ -15,8 +15,9 @@ import os
 import shlex
 import sqlite3
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 # the commands import what they need when they run: --help stays fast
 from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
@@ -43,11 +44,13 @@ def _console() -> Any:
         import langgraph.checkpoint.sqlite  # noqa: F401 - demo writes and inspect reads the SQLite checkpoints
         from rich.console import Console
     except ImportError as exc:
-        raise UsageError(f"the command needs rich, matplotlib and langgraph-checkpoint-sqlite ({exc}): {_EXTRA}") from exc
+        raise UsageError(
+            f"the command needs rich, matplotlib and langgraph-checkpoint-sqlite ({exc}): {_EXTRA}"
+        ) from exc
     return Console(highlight=False, soft_wrap=True)
 
 
-def _openai_error(exc: BaseException) -> Optional[BaseException]:
+def _openai_error(exc: BaseException) -> BaseException | None:
     """Return the OpenAI client's error behind ``exc`` (langchain-openai and LangGraph wrap it), or None."""
     while exc is not None:
         if type(exc).__module__.split(".")[0] == "openai":
@@ -75,20 +78,39 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", metavar="{demo,inspect,consolidate}")
 
     demo = commands.add_parser("demo", help="run a long tool-using agent session through the compacting graph")
-    demo.add_argument("--turns", type=_positive, default=DEFAULT_TURNS, help=f"user requests in the session (default {DEFAULT_TURNS})")
-    demo.add_argument("--storage", default=DEFAULT_STORAGE, help=f"directory for checkpoints, transcripts and memory (default ./{DEFAULT_STORAGE})")
-    demo.add_argument("--window", type=_positive, default=DEFAULT_WINDOW, help=f"the agent's context window in tokens (default {DEFAULT_WINDOW})")
+    demo.add_argument(
+        "--turns", type=_positive, default=DEFAULT_TURNS, help=f"user requests in the session (default {DEFAULT_TURNS})"
+    )
+    demo.add_argument(
+        "--storage",
+        default=DEFAULT_STORAGE,
+        help=f"directory for checkpoints, transcripts and memory (default ./{DEFAULT_STORAGE})",
+    )
+    demo.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_WINDOW,
+        help=f"the agent's context window in tokens (default {DEFAULT_WINDOW})",
+    )
     demo.add_argument("--thread", help="thread id (default: demo-<UTC time>)")
-    demo.add_argument("--resume", action="store_true", help="continue the --thread an interrupted run left, up to --turns requests")
+    demo.add_argument(
+        "--resume", action="store_true", help="continue the --thread an interrupted run left, up to --turns requests"
+    )
     demo.add_argument("--seed", type=int, default=7, help="seed of the scripted session (default 7)")
-    demo.add_argument("--model", default=DEFAULT_OPENAI_MODEL, help=f"OpenAI model when OPENAI_API_KEY is set (default {DEFAULT_OPENAI_MODEL})")
+    demo.add_argument(
+        "--model",
+        default=DEFAULT_OPENAI_MODEL,
+        help=f"OpenAI model when OPENAI_API_KEY is set (default {DEFAULT_OPENAI_MODEL})",
+    )
     demo.add_argument("--plot", help="where to write the PNG plot (default <storage>/demo.png)")
     demo.add_argument("--no-plot", action="store_true", help="do not draw the plot")
     demo.add_argument("--quiet", action="store_true", help="no progress bar and no per-compaction lines")
 
     inspect = commands.add_parser("inspect", help="show a thread's compactions, summary, transcript and memory files")
     inspect.add_argument("--thread", required=True, help="the thread id to show")
-    inspect.add_argument("--storage", default=DEFAULT_STORAGE, help=f"the demo's storage directory (default ./{DEFAULT_STORAGE})")
+    inspect.add_argument(
+        "--storage", default=DEFAULT_STORAGE, help=f"the demo's storage directory (default ./{DEFAULT_STORAGE})"
+    )
     inspect.add_argument("--user", default="default", help="whose memory files to list (default: the default user)")
     inspect.add_argument("--summary", help="open a summary by its id: print the messages it replaced, in order")
 
@@ -102,10 +124,12 @@ def parser() -> argparse.ArgumentParser:
 class _Version(argparse.Action):
     """``--version``: looked up only when asked (reading the package metadata would slow every ``--help``)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, help: Optional[str] = None) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Optional[str] = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None
+    ) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
@@ -127,15 +151,23 @@ def run_demo_command(args: argparse.Namespace) -> int:
     # chosen here, not by run_demo, so that an interrupted run can say how to continue it
     thread = default_thread() if args.thread is None else args.thread
     options = DemoOptions(
-        turns=args.turns, storage=args.storage, window=args.window, thread=thread, seed=args.seed,
-        plot=plot, quiet=args.quiet, model=args.model, resume=args.resume,
+        turns=args.turns,
+        storage=args.storage,
+        window=args.window,
+        thread=thread,
+        seed=args.seed,
+        plot=plot,
+        quiet=args.quiet,
+        model=args.model,
+        resume=args.resume,
     )
     try:
         report = run_demo(options, console)
     except KeyboardInterrupt:
         print(
             "interrupted; the thread's checkpoints keep everything up to the last completed step; "
-            f"continue it with: {_resume_command(args, thread)}", file=sys.stderr,
+            f"continue it with: {_resume_command(args, thread)}",
+            file=sys.stderr,
         )
         return 130
     except ValueError as exc:
@@ -154,7 +186,12 @@ def run_demo_command(args: argparse.Namespace) -> int:
     console.print(totals_table(report))
     console.print(f"compactions by layer: {layer_totals(report) or 'none'}")
     console.print(f"{len(report.calls)} model calls in {report.seconds:.1f} s")
-    for label, key in (("checkpoints", "checkpoints"), ("transcript", "transcript"), ("ledger", "ledger"), ("MEMORY.md", "memory")):
+    for label, key in (
+        ("checkpoints", "checkpoints"),
+        ("transcript", "transcript"),
+        ("ledger", "ledger"),
+        ("MEMORY.md", "memory"),
+    ):
         path = Path(report.paths[key])
         note = f"  (consolidation: {report.consolidation})" if key == "memory" else ""
         # a short session may compact nothing: the files of compaction are then not written
@@ -219,14 +256,16 @@ def thread_values(storage: Path, thread: str) -> tuple[dict, int]:
         reader = StateGraph(CompactionState)
         reader.add_node("read", lambda state: {})
         reader.add_edge(START, "read")
-        values = reader.compile(checkpointer=SqliteSaver(conn)).get_state({"configurable": {"thread_id": thread}}).values
+        values = (
+            reader.compile(checkpointer=SqliteSaver(conn)).get_state({"configurable": {"thread_id": thread}}).values
+        )
         count = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (thread,)).fetchone()[0]
     finally:
         conn.close()
     return dict(values), count
 
 
-def _print_summaries(console: Any, transcript: list, opened: Optional[str]) -> None:
+def _print_summaries(console: Any, transcript: list, opened: str | None) -> None:
     """Print the summaries of a transcript and what each replaced; with ``opened``, that summary's messages in full."""
     from rich.markup import escape
 
@@ -245,7 +284,11 @@ def _print_summaries(console: Any, transcript: list, opened: Optional[str]) -> N
         by_id = {m.id: m for m in transcript}
         console.print(f"[bold]summary {escape(opened)}[/bold] replaced {len(covers[opened]):,} messages:")
         for message_id in covers[opened]:
-            shown = render_recalled(by_id[message_id]) if message_id in by_id else f"--- message {message_id} (not in the transcript) ---"
+            shown = (
+                render_recalled(by_id[message_id])
+                if message_id in by_id
+                else f"--- message {message_id} (not in the transcript) ---"
+            )
             console.print(shown, markup=False, soft_wrap=True)
 
 
@@ -273,7 +316,9 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 
     transcript = Path(files.transcript_location(args.thread))
     if transcript.is_file():
-        console.print(f"transcript: {transcript} · {len(files.read_transcript(args.thread)):,} messages · {transcript.stat().st_size:,} bytes")
+        console.print(
+            f"transcript: {transcript} · {len(files.read_transcript(args.thread)):,} messages · {transcript.stat().st_size:,} bytes"
+        )
     else:
         console.print(f"transcript: none yet ({transcript} is written at the first compaction)")
     _print_summaries(console, load_transcript(files, args.thread), args.summary)
@@ -312,8 +357,12 @@ def _print_state(console: Any, thread: str, values: dict, checkpoints: int, db: 
     for e in compaction["events"]:
         events.add_row(
             # a background compaction's events name themselves (compaction_ready, compaction_discarded, ...)
-            str(e.get("stage", "")), str(e.get("layer") or e.get("event") or ("error" if e.get("error") else "")),
-            *(f"{e[k]:,}" if isinstance(e.get(k), int) else "" for k in ("tokens_before", "tokens_after", "evicted", "offloaded", "memories")),
+            str(e.get("stage", "")),
+            str(e.get("layer") or e.get("event") or ("error" if e.get("error") else "")),
+            *(
+                f"{e[k]:,}" if isinstance(e.get(k), int) else ""
+                for k in ("tokens_before", "tokens_after", "evicted", "offloaded", "memories")
+            ),
         )
     console.print(events)
 
@@ -323,7 +372,7 @@ def _print_state(console: Any, thread: str, values: dict, checkpoints: int, db: 
         console.print(compaction["summary_text"] or summary.content, markup=False)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["consolidate"]:

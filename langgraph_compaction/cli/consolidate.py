@@ -7,9 +7,10 @@ import json
 import os
 import re
 import sys
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from ..memory.consolidation import DEFAULT_MAX_TOKENS, DEFAULT_MIN_GAP, DEFAULT_RETENTION_DAYS, consolidate_memory
 from ..storage import DEFAULT_USER
@@ -22,9 +23,13 @@ def existing_storage(spec: str) -> Path:
     """Return the storage folder ``spec`` names; raise ValueError naming it when it is not one (so a typo creates nothing)."""
     folder = Path(spec)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"{spec}: it is a file, not a directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)")
+        raise ValueError(
+            f"{spec}: it is a file, not a directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)"
+        )
     if not folder.is_dir():
-        raise ValueError(f"{spec}: no such directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)")
+        raise ValueError(
+            f"{spec}: no such directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)"
+        )
     if not any((folder / name).exists() for name in _STORAGE_MARKERS):
         raise ValueError(
             f"{spec}: not a storage folder (it has no MEMORY.md, memory/, sessions/ or users/); "
@@ -33,7 +38,7 @@ def existing_storage(spec: str) -> Path:
     return folder
 
 
-def _cli_model(name: str, base_url: Optional[str]) -> tuple[Any, Optional[str]]:
+def _cli_model(name: str, base_url: str | None) -> tuple[Any, str | None]:
     """Return (the consolidation model, a note for the user or None): ChatOpenAI with a key, else the offline model."""
     if os.environ.get("OPENAI_API_KEY"):
         from langchain_openai import ChatOpenAI
@@ -42,7 +47,10 @@ def _cli_model(name: str, base_url: Optional[str]) -> tuple[Any, Optional[str]]:
     from ..testing import ScriptedModel
 
     # the same offline model as the demo: a deterministic merge (dedupe, nothing dropped)
-    return ScriptedModel(), "offline: no OPENAI_API_KEY, so the new entries are merged deterministically (duplicates dropped)"
+    return (
+        ScriptedModel(),
+        "offline: no OPENAI_API_KEY, so the new entries are merged deterministically (duplicates dropped)",
+    )
 
 
 def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
@@ -63,7 +71,7 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
     return str(existing_storage(spec))
 
 
-def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
+def consolidate_main(argv: Sequence[str] | None = None) -> int:
     """Run ``langgraph-compaction consolidate`` with these arguments; return the exit status.
 
     0: consolidated, unchanged, rate limited or busy; 1: refused or failed;
@@ -73,16 +81,30 @@ def consolidate_main(argv: Optional[Sequence[str]] = None) -> int:
         prog="langgraph-compaction consolidate",
         description="Merge new daily memory ledger entries into MEMORY.md (with a backup and a loss guard).",
     )
-    parser.add_argument("storage", help="a directory, sqlite:///path/to/store.db, or a postgresql:// DSN of a LangGraph store")
+    parser.add_argument(
+        "storage", help="a directory, sqlite:///path/to/store.db, or a postgresql:// DSN of a LangGraph store"
+    )
     parser.add_argument("--user", default=DEFAULT_USER, help="whose memory (default: %(default)s)")
     parser.add_argument(
-        "--model", default="gpt-4o-mini",
+        "--model",
+        default="gpt-4o-mini",
         help="chat model name for the OpenAI-compatible API when OPENAI_API_KEY is set; without a key an offline merge runs (default: %(default)s)",
     )
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)")
-    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="size limit of MEMORY.md (default: %(default)s)")
-    parser.add_argument("--min-gap", type=float, default=DEFAULT_MIN_GAP, help="seconds between runs per user (default: %(default)s)")
-    parser.add_argument("--retention-days", type=int, default=DEFAULT_RETENTION_DAYS, help="archive daily files older than this (default: %(default)s)")
+    parser.add_argument(
+        "--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="size limit of MEMORY.md (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--min-gap", type=float, default=DEFAULT_MIN_GAP, help="seconds between runs per user (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--retention-days",
+        type=int,
+        default=DEFAULT_RETENTION_DAYS,
+        help="archive daily files older than this (default: %(default)s)",
+    )
     parser.add_argument("--timezone", default="UTC", help="time zone of the ledger's days (default: %(default)s)")
     parser.add_argument("--force", action="store_true", help="ignore the rate limit")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -31,10 +31,11 @@ import sqlite3
 import threading
 import time
 import zlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, messages_from_dict
@@ -45,11 +46,11 @@ from ..core.caching import CACHE_DEPTH, cache_key, cached_prefix
 from ..core.calibration import add_usage, billed_input, cache_details
 from ..core.config import CompactionConfig, PruneConfig
 from ..core.conversation import is_summary, latest_user_index
+from ..core.tokens import TokenCounter
 from ..memory.consolidation import consolidate_memory
-from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
 from ..memory.ledger import MEMORY_FILE, ledger_relpath, local_now
 from ..storage import DEFAULT_USER, FileStorage
-from ..core.tokens import TokenCounter
+from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
 
 #: Tool rounds an online agent may take per request before it must answer.
 MAX_TOOL_ROUNDS = 6
@@ -107,7 +108,7 @@ def request_text(turn: int, seed: int) -> str:
     return f"Task {turn + 1}: " + rng.choice(_ASKS).format(area=area, bug=bug, path=path)
 
 
-def source_text(path: str, seed: int, lines: Optional[int] = None, version: str = "") -> str:
+def source_text(path: str, seed: int, lines: int | None = None, version: str = "") -> str:
     """Return a synthetic Python module for a path (80-200 lines unless ``lines`` is given; ``version`` varies it)."""
     rng = _rng(seed, "source", path, version)
     target = lines or rng.randint(80, 200)
@@ -151,7 +152,8 @@ def make_tools(seed: int) -> list:
         """List a directory of the repository with file sizes."""
         rng = _rng(seed, "ls", path)
         return "\n".join(
-            f"{rng.randint(200, 40_000):>8}  {path.rstrip('/')}/{a}_{b}.py" for a, b in (rng.sample(_WORDS, 2) for _ in range(30))
+            f"{rng.randint(200, 40_000):>8}  {path.rstrip('/')}/{a}_{b}.py"
+            for a, b in (rng.sample(_WORDS, 2) for _ in range(30))
         )
 
     @tool
@@ -162,7 +164,9 @@ def make_tools(seed: int) -> list:
         cases = rng.randint(60, 140)
         failed = rng.randint(0, 3)
         lines = [f"$ python -m pytest -q {target}", "============ test session starts ============"]
-        lines += [f"{target}::test_{rng.choice(_WORDS)}_{i} PASSED [{100 * (i + 1) // cases:3d}%]" for i in range(cases)]
+        lines += [
+            f"{target}::test_{rng.choice(_WORDS)}_{i} PASSED [{100 * (i + 1) // cases:3d}%]" for i in range(cases)
+        ]
         for i in range(failed):
             lines += [
                 f"____________ test_regression_{i} ____________",
@@ -198,24 +202,36 @@ def scripted_round(turn: int, step: int, seed: int) -> AIMessage:
     neighbour = _MODULES[(turn + 1 + rng.randint(0, 4)) % len(_MODULES)][0]
     tests = _test_path(path)
     plan: list[tuple[str, list[tuple[str, dict]]]] = [
-        (f"Looking for `{symbol}` and the layout of {path.rsplit('/', 1)[0]}.",
-         [("grep", {"pattern": symbol}), ("list_dir", {"path": path.rsplit("/", 1)[0]})]),
-        ("Reading the module, its tests and a caller.",
-         [("read_file", {"path": path}), ("read_file", {"path": tests})]
-         + ([("read_file", {"path": neighbour})] if rng.random() < 0.5 else [])),
+        (
+            f"Looking for `{symbol}` and the layout of {path.rsplit('/', 1)[0]}.",
+            [("grep", {"pattern": symbol}), ("list_dir", {"path": path.rsplit("/", 1)[0]})],
+        ),
+        (
+            "Reading the module, its tests and a caller.",
+            [("read_file", {"path": path}), ("read_file", {"path": tests})]
+            + ([("read_file", {"path": neighbour})] if rng.random() < 0.5 else []),
+        ),
         ("Reproducing the failure.", [("run_tests", {"target": tests})]),
-        (f"The bug: it {bug}. Writing the fix.",
-         [("write_file", {"path": path, "content": source_text(path, seed, rng.randint(70, 140), "fixed")})]),
+        (
+            f"The bug: it {bug}. Writing the fix.",
+            [("write_file", {"path": path, "content": source_text(path, seed, rng.randint(70, 140), "fixed")})],
+        ),
         ("Running the tests again.", [("run_tests", {"target": tests})]),
     ]
     if rng.random() < 0.5:
-        plan.append(("Checking the neighbouring module for the same pattern.",
-                     [("read_file", {"path": neighbour}), ("run_tests", {"target": _test_path(neighbour)})]))
+        plan.append(
+            (
+                "Checking the neighbouring module for the same pattern.",
+                [("read_file", {"path": neighbour}), ("run_tests", {"target": _test_path(neighbour)})],
+            )
+        )
     ident = f"t{turn}s{step}"
     if step < len(plan):
         text, calls = plan[step]
         return AIMessage(
-            content=text, id=f"ai-{ident}", tool_calls=[_call(n, a, f"call_{ident}_{k}") for k, (n, a) in enumerate(calls)]
+            content=text,
+            id=f"ai-{ident}",
+            tool_calls=[_call(n, a, f"call_{ident}_{k}") for k, (n, a) in enumerate(calls)],
         )
     return AIMessage(
         content=f"Fixed the bug in {path} (it {bug}): the change is in `{symbol}` and {tests} passes. "
@@ -267,7 +283,7 @@ class CallRecord:
     """
 
     tokens: int
-    last_id: Optional[str]
+    last_id: str | None
     compaction_tokens: int = 0
 
 
@@ -280,7 +296,9 @@ class CompactionModelUsage(BaseCallbackHandler):
         self.pending = 0
         self._lock = threading.Lock()
 
-    def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, tags=None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self, serialized: Any, messages: list[list[BaseMessage]], *, tags=None, **kwargs: Any
+    ) -> None:
         if TAG_NOSTREAM in (tags or []):
             with self._lock:
                 self.calls += 1
@@ -300,9 +318,9 @@ class DemoOptions:
     turns: int = DEFAULT_TURNS
     storage: str = DEFAULT_STORAGE
     window: int = DEFAULT_WINDOW
-    thread: Optional[str] = None
+    thread: str | None = None
     seed: int = 7
-    plot: Optional[str] = None
+    plot: str | None = None
     quiet: bool = False
     model: str = DEFAULT_OPENAI_MODEL
     resume: bool = False
@@ -340,7 +358,9 @@ class DemoReport:
     checkpoints: int = 0
     checkpoint_bytes: int = 0
     transcript_bytes: int = 0
-    usage: dict = field(default_factory=dict)  # the usage the agent's replies reported, added up by calibration.add_usage
+    usage: dict = field(
+        default_factory=dict
+    )  # the usage the agent's replies reported, added up by calibration.add_usage
 
     @property
     def with_tokens(self) -> list[int]:
@@ -398,7 +418,9 @@ def uncompacted_history(transcript: Sequence[dict], live: Sequence[BaseMessage])
     return [m for m in messages if not is_summary(m)]
 
 
-def uncompacted_contexts(history: Sequence[BaseMessage], last_ids: Iterable[Optional[str]], counter: TokenCounter) -> list[int]:
+def uncompacted_contexts(
+    history: Sequence[BaseMessage], last_ids: Iterable[str | None], counter: TokenCounter
+) -> list[int]:
     """Return, per model call, the tokens of the whole history up to the newest message that call saw."""
     position = {m.id: i for i, m in enumerate(history)}
     prefix = [0]
@@ -413,7 +435,7 @@ class EventLine:
     def __init__(self) -> None:
         self._memories = 0
 
-    def __call__(self, turn: int, call: int, event: dict) -> Optional[str]:
+    def __call__(self, turn: int, call: int, event: dict) -> str | None:
         """Return the line to print for an event, or None while a compaction is still in progress."""
         stage = event.get("stage")
         if event.get("phase"):  # a step's start and end marks: its outcome has an event of its own
@@ -502,14 +524,22 @@ def _tool_result_ids() -> Callable[[Any, Callable[[Any], Any]], Any]:
     return wrap
 
 
-def build_demo_graph(decide, tools: list, summarizer: Any, flush_model: Any, config: CompactionConfig, storage: FileStorage,
-                     checkpointer: Any, on_call: Callable[[list[BaseMessage], AIMessage], None]):
+def build_demo_graph(
+    decide,
+    tools: list,
+    summarizer: Any,
+    flush_model: Any,
+    config: CompactionConfig,
+    storage: FileStorage,
+    checkpointer: Any,
+    on_call: Callable[[list[BaseMessage], AIMessage], None],
+):
     """Return the compiled agent graph: agent -> tools loop with compaction in front of the agent."""
     from langgraph.graph import START, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
-    from ..fronts.graph import add_compaction
     from ..engine.state import CompactionState
+    from ..fronts.graph import add_compaction
 
     def agent(state: dict) -> dict:
         messages = list(state["messages"])
@@ -531,20 +561,26 @@ def storage_folder(spec: str) -> Path:
     """Return the storage folder ``spec`` names, made (``0700``) when missing; raise ValueError naming --storage when it cannot be one."""
     root = Path(spec)
     if root.exists() and not root.is_dir():
-        raise ValueError(f"--storage {spec}: it is a file, not a folder; pass a folder for the demo's checkpoints and files")
+        raise ValueError(
+            f"--storage {spec}: it is a file, not a folder; pass a folder for the demo's checkpoints and files"
+        )
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"--storage {spec}: cannot make the folder ({exc.strerror}); pass a folder the demo may create") from exc
+        raise ValueError(
+            f"--storage {spec}: cannot make the folder ({exc.strerror}); pass a folder the demo may create"
+        ) from exc
     return root
 
 
 def default_thread() -> str:
     """Return a fresh thread id for a demo run (``demo-YYYYMMDD-HHMMSS``)."""
-    return "demo-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
-def _models(options: DemoOptions, counter: TokenCounter, rounds: dict[str, int]) -> tuple[str, Callable, Any, Any, Any, list]:
+def _models(
+    options: DemoOptions, counter: TokenCounter, rounds: dict[str, int]
+) -> tuple[str, Callable, Any, Any, Any, list]:
     """Return (mode line, agent, summarizer, memory model, consolidation model, tools) for the environment.
 
     ``counter`` counts the offline agent's reported usage; ``rounds`` holds
@@ -568,7 +604,7 @@ def _models(options: DemoOptions, counter: TokenCounter, rounds: dict[str, int])
     return line, _offline_agent(options.seed, counter, rounds), None, ScriptedModel(), ScriptedModel(), tools
 
 
-def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
+def run_demo(options: DemoOptions, out: Any | None = None) -> DemoReport:
     """Run the demo session and return its report; progress and compaction lines go to ``out`` (a rich Console).
 
     Raises ValueError for bad options, a thread that already has checkpoints
@@ -623,30 +659,49 @@ def run_demo(options: DemoOptions, out: Optional[Any] = None) -> DemoReport:
                 f"another --thread to start anew, or look at it with `{inspect}`"
             )
         if options.resume and not started_before:
-            raise ValueError(f"--resume: thread {thread!r} has no checkpoints in {root / CHECKPOINTS_FILE}; start it without --resume")
+            raise ValueError(
+                f"--resume: thread {thread!r} has no checkpoints in {root / CHECKPOINTS_FILE}; start it without --resume"
+            )
         graph = build_demo_graph(decide, tools, summarizer, flush_model, config, storage, checkpointer, on_call)
         first, unfinished = 0, False
         if options.resume:
             snapshot = graph.get_state({"configurable": {"thread_id": thread}})
-            rounds.update(rounds_taken(thread, uncompacted_history(storage.read_transcript(thread), snapshot.values.get("messages") or [])))
+            rounds.update(
+                rounds_taken(
+                    thread, uncompacted_history(storage.read_transcript(thread), snapshot.values.get("messages") or [])
+                )
+            )
             first, unfinished = len(rounds), bool(snapshot.next)
             if first >= options.turns and not unfinished:
                 raise ValueError(f"--resume: thread {thread!r} already has {first} requests; pass a larger --turns")
-            console.print(f"resuming thread {thread} at request {first + 1 - unfinished} of {options.turns} (the totals count this run's calls)", markup=False)
+            console.print(
+                f"resuming thread {thread} at request {first + 1 - unfinished} of {options.turns} (the totals count this run's calls)",
+                markup=False,
+            )
         line_for = EventLine()
         started = time.monotonic()
         progress = Progress(
-            TextColumn("[bold]turns"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(), console=console, disable=options.quiet, transient=False,
+            TextColumn("[bold]turns"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=options.quiet,
+            transient=False,
         )
         with progress:
             task = progress.add_task("turns", total=options.turns, completed=first - unfinished, status="")
             # an interrupted request first goes on from its checkpoint (no input), then the requests still to come
             for turn in [first - 1] * unfinished + list(range(first, options.turns)):
-                inputs = None if turn < first else {
-                    "messages": ([SystemMessage(SYSTEM_PROMPT, id=f"{thread}-system")] if turn == 0 else [])
-                    + [HumanMessage(request_text(turn, options.seed), id=f"{thread}-request-{turn + 1}")]
-                }
+                inputs = (
+                    None
+                    if turn < first
+                    else {
+                        "messages": ([SystemMessage(SYSTEM_PROMPT, id=f"{thread}-system")] if turn == 0 else [])
+                        + [HumanMessage(request_text(turn, options.seed), id=f"{thread}-request-{turn + 1}")]
+                    }
+                )
                 for event in graph.stream(inputs, run_config, stream_mode="custom"):
                     if isinstance(event, dict) and event.get("type") == "compaction":
                         report.events.append({**event, "turn": turn + 1, "call": len(report.calls) + 1})
@@ -696,9 +751,12 @@ def rounds_taken(thread: str, history: Sequence[BaseMessage]) -> dict[str, int]:
 def checkpoint_size(conn: sqlite3.Connection, thread: str) -> tuple[int, int]:
     """Return (checkpoints, bytes) a thread holds in a SqliteSaver database: checkpoint blobs, metadata and pending writes."""
     count, stored = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints WHERE thread_id = ?", (thread,)
+        "SELECT COUNT(*), COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints WHERE thread_id = ?",
+        (thread,),
     ).fetchone()
-    writes = conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?", (thread,)).fetchone()[0]
+    writes = conn.execute(
+        "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?", (thread,)
+    ).fetchone()[0]
     return count, stored + writes
 
 
@@ -723,7 +781,9 @@ def totals_table(report: DemoReport) -> Any:
     calls = len(report.calls)
     table.add_row("agent model calls", f"{calls:,}", f"{calls:,}")
     table.add_row("compaction model calls", f"{report.compaction_calls:,}", "0")
-    table.add_row("peak context tokens", f"{max(report.with_tokens, default=0):,}", f"{max(report.without, default=0):,}")
+    table.add_row(
+        "peak context tokens", f"{max(report.with_tokens, default=0):,}", f"{max(report.without, default=0):,}"
+    )
     table.add_row("agent input tokens, cumulative", f"{sum(report.with_tokens):,}", f"{report.cumulative_without:,}")
     table.add_row("compaction model input tokens", f"{report.compaction_input_tokens:,}", "0")
     saved = 1 - report.cumulative_with / report.cumulative_without if report.cumulative_without else 0.0
@@ -738,10 +798,14 @@ def totals_table(report: DemoReport) -> Any:
     if report.usage:
         without = report.usage_without
         table.add_row("agent input tokens (API usage)", f"{report.usage['input']:,}", "-")
-        table.add_row("agent input tokens read from the cache", f"{report.usage['cache_read']:,}", f"{without['cache_read']:,}")
+        table.add_row(
+            "agent input tokens read from the cache", f"{report.usage['cache_read']:,}", f"{without['cache_read']:,}"
+        )
         billed_with, billed_without = report.billed_with, report.billed_without
         table.add_row(
-            f"[bold]billed input (cached prefix at {CACHED_PRICE}×)", f"[bold]{billed_with:,.0f}", f"[bold]{billed_without:,.0f}"
+            f"[bold]billed input (cached prefix at {CACHED_PRICE}×)",
+            f"[bold]{billed_with:,.0f}",
+            f"[bold]{billed_without:,.0f}",
         )
         outcome = (
             f"the input costs {billed_without / max(1.0, billed_with):.1f}× as much without compaction as with it."
@@ -784,9 +848,9 @@ def save_plot(report: DemoReport, path: str) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from itertools import accumulate
+
+    import matplotlib.pyplot as plt
 
     calls = range(1, len(report.calls) + 1)
     with_cum = list(accumulate(c.tokens + c.compaction_tokens for c in report.calls))
@@ -795,7 +859,9 @@ def save_plot(report: DemoReport, path: str) -> str:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), dpi=110)
     left.plot(calls, report.without, color="#c0392b", linestyle="--", label="without compaction")
     left.plot(calls, report.with_tokens, color="#2471a3", label="with compaction")
-    left.axhline(report.window, color="#555555", linewidth=0.8, linestyle=":", label=f"context window {report.window:,}")
+    left.axhline(
+        report.window, color="#555555", linewidth=0.8, linestyle=":", label=f"context window {report.window:,}"
+    )
     left.axhline(report.trigger, color="#999999", linewidth=0.8, linestyle="-.", label=f"trigger {report.trigger:,}")
     for call in compaction_at:
         left.axvline(call, color="#2471a3", alpha=0.12, linewidth=0.8)
@@ -803,13 +869,19 @@ def save_plot(report: DemoReport, path: str) -> str:
     left.set_ylim(1_000, max(max(report.without, default=0), report.window) * 2)
     left.legend(loc="lower right", fontsize=8)
     right.plot(calls, [v / 1e6 for v in without_cum], color="#c0392b", linestyle="--", label="without compaction")
-    right.plot(calls, [v / 1e6 for v in with_cum], color="#2471a3", label="with compaction (incl. compaction model calls)")
+    right.plot(
+        calls, [v / 1e6 for v in with_cum], color="#2471a3", label="with compaction (incl. compaction model calls)"
+    )
     right.set(title="Cumulative input tokens", xlabel="model call", ylabel="million tokens")
     right.legend(loc="upper left", fontsize=8)
-    fig.suptitle(f"langgraph-compaction demo: {len(report.calls)} model calls, {len(compaction_at)} summaries", fontsize=11)
+    fig.suptitle(
+        f"langgraph-compaction demo: {len(report.calls)} model calls, {len(compaction_at)} summaries", fontsize=11
+    )
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as png:  # private, as the storage's files are
+    with open(
+        os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb"
+    ) as png:  # private, as the storage's files are
         fig.savefig(png, format="png")
     plt.close(fig)
     return str(path)

@@ -42,8 +42,9 @@ import heapq
 import posixpath
 import re
 import shlex
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
@@ -59,17 +60,87 @@ _VERBS = (
     ("wrote", frozenset({"create", "write", "save", "touch", "tee", "mkdir", "cp", "copy", "put", "upload"})),
     ("deleted", frozenset({"delete", "remove", "rm", "rmdir", "unlink"})),
     ("searched", frozenset({"grep", "glob", "search", "find", "rg", "ls", "list", "tree"})),
-    ("read", frozenset({"view", "read", "open", "cat", "head", "tail", "less", "more", "get", "show", "sed", "awk", "diff", "wc", "nl", "bat", "stat", "info"})),
-    ("ran", frozenset({"python", "python3", "pytest", "node", "bash", "sh", "go", "cargo", "npm", "npx", "make", "run", "exec", "execute", "test", "tsc", "jest", "ruby", "java"})),
+    (
+        "read",
+        frozenset(
+            {
+                "view",
+                "read",
+                "open",
+                "cat",
+                "head",
+                "tail",
+                "less",
+                "more",
+                "get",
+                "show",
+                "sed",
+                "awk",
+                "diff",
+                "wc",
+                "nl",
+                "bat",
+                "stat",
+                "info",
+            }
+        ),
+    ),
+    (
+        "ran",
+        frozenset(
+            {
+                "python",
+                "python3",
+                "pytest",
+                "node",
+                "bash",
+                "sh",
+                "go",
+                "cargo",
+                "npm",
+                "npx",
+                "make",
+                "run",
+                "exec",
+                "execute",
+                "test",
+                "tsc",
+                "jest",
+                "ruby",
+                "java",
+            }
+        ),
+    ),
 )
 #: Last words of an argument key that holds paths (``filePath``, ``absolute_path``, ``target_file``, ``paths``).
-_PATH_WORDS = frozenset({"path", "paths", "file", "files", "filename", "filenames", "filepath", "filepaths", "dir", "dirs", "directory", "directories", "folder", "folders"})
+_PATH_WORDS = frozenset(
+    {
+        "path",
+        "paths",
+        "file",
+        "files",
+        "filename",
+        "filenames",
+        "filepath",
+        "filepaths",
+        "dir",
+        "dirs",
+        "directory",
+        "directories",
+        "folder",
+        "folders",
+    }
+)
 #: Keys that hold a path only when the value looks like one (``"target": "production"`` is not a file).
-_LOOSE_PATH_WORDS = frozenset({"source", "destination", "dest", "src", "dst", "target", "from", "to", "input", "output", "old", "new"})
+_LOOSE_PATH_WORDS = frozenset(
+    {"source", "destination", "dest", "src", "dst", "target", "from", "to", "input", "output", "old", "new"}
+)
 _URL_WORDS = frozenset({"url", "urls", "uri", "uris", "href", "link", "links"})
 _COMMAND_WORDS = frozenset({"command", "commands", "cmd", "bash", "script", "shell"})
 #: Keys of the directory a call ran in: the frame of its relative paths, not an artifact.
-_WORKDIR_KEYS = frozenset({"workdir", "cwd", "workingdirectory", "workingdir", "currentdirectory", "repopath", "reporoot", "projectroot"})
+_WORKDIR_KEYS = frozenset(
+    {"workdir", "cwd", "workingdirectory", "workingdir", "currentdirectory", "repopath", "reporoot", "projectroot"}
+)
 #: Last words of the key of a shell call's directory (Gemini CLI's ``run_shell_command(directory=...)``).
 _DIR_WORDS = frozenset({"dir", "directory", "folder"})
 #: Words of the keys (or tool names) whose text may be a patch; a file's ``content`` that shows a diff is content.
@@ -77,12 +148,51 @@ _PATCH_WORDS = frozenset({"patch", "diff", "input", "changes", "apply"})
 #: Programs whose first operand is a script or a pattern, not a file (unless ``-e``/``-f`` gives it).
 _SCRIPTED = frozenset({"sed", "awk", "grep", "egrep", "rg", "perl"})
 #: Programs whose operands are files or folders, so a bare word (``docs``) is a path too.
-_FILE_PROGRAMS = frozenset({"cat", "head", "tail", "less", "more", "ls", "rg", "grep", "egrep", "find", "wc", "rm", "rmdir", "cp", "mv", "touch", "mkdir", "sed", "awk", "nl", "bat", "stat", "diff", "tee", "tree", "du"})
+_FILE_PROGRAMS = frozenset(
+    {
+        "cat",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "ls",
+        "rg",
+        "grep",
+        "egrep",
+        "find",
+        "wc",
+        "rm",
+        "rmdir",
+        "cp",
+        "mv",
+        "touch",
+        "mkdir",
+        "sed",
+        "awk",
+        "nl",
+        "bat",
+        "stat",
+        "diff",
+        "tee",
+        "tree",
+        "du",
+    }
+)
 _BARE_WORD = re.compile(r"^[\w.@+~/-]*[A-Za-z_][\w.@+~/-]*$")
 #: What git does to the paths on its line, by subcommand; the others take no paths.
 _GIT_VERBS = {
-    "rm": "deleted", "mv": "moved", "diff": "read", "show": "read", "log": "read", "blame": "read", "add": "used",
-    "checkout": "edited", "restore": "edited", "ls-files": "searched", "grep": "searched", "status": "read",
+    "rm": "deleted",
+    "mv": "moved",
+    "diff": "read",
+    "show": "read",
+    "log": "read",
+    "blame": "read",
+    "add": "used",
+    "checkout": "edited",
+    "restore": "edited",
+    "ls-files": "searched",
+    "grep": "searched",
+    "status": "read",
 }
 #: Programs whose operands are text or API routes (``echo a/b``, ``gh api repos/o/r``), not files.
 _TEXT_PROGRAMS = frozenset({"echo", "printf", "gh", "export"})
@@ -134,7 +244,7 @@ def _tool_name(name: str) -> str:
     return re.split(r"__|[./:]", name or "")[-1] or (name or "tool")
 
 
-def _verb_of(*names: str) -> Optional[str]:
+def _verb_of(*names: str) -> str | None:
     """Return what a call did, from its operation (``str_replace``) or tool name (``MultiEdit``), else None."""
     for name in names:
         words = set(_words(name))
@@ -146,7 +256,7 @@ def _verb_of(*names: str) -> Optional[str]:
 
 
 @lru_cache(maxsize=4096)
-def _key_kind(key: str) -> Optional[str]:
+def _key_kind(key: str) -> str | None:
     """Return what an argument key holds by its meaning: ``path``, ``loose`` (maybe a path), ``url``, ``command``."""
     words = _words(key)
     if not words or "".join(words) in _WORKDIR_KEYS:
@@ -232,7 +342,7 @@ def _segments(tokens: list[str]) -> list[list[str]]:
     return [s for s in segments if s]
 
 
-def _path_of(token: str, bare: bool = False) -> Optional[str]:
+def _path_of(token: str, bare: bool = False) -> str | None:
     """Return the path a shell word names (``src/a.py:12`` -> ``src/a.py``), or None for flags, globs, revisions.
 
     With ``bare``, the word is an operand of a program that takes files, and
@@ -253,7 +363,7 @@ def _resolve(path: str, cwd: str) -> str:
     return posixpath.normpath(posixpath.join(cwd, path))
 
 
-def _cd(target: Optional[str], cwd: str, workdir: str) -> str:
+def _cd(target: str | None, cwd: str, workdir: str) -> str:
     """Return the working directory after ``cd target``, relative to the call's ``workdir`` ('' is the workdir)."""
     if not target or target in ("-", "~") or target.startswith(("~", "$")):
         return ""
@@ -349,9 +459,9 @@ def _command_line(value: Any) -> str:
     return shlex.join(argv) if argv and all("\n" not in a for a in argv) else "\n".join(argv)
 
 
-def _walk(args: dict, depth: int = 0) -> list[tuple[Optional[str], str, Any]]:
+def _walk(args: dict, depth: int = 0) -> list[tuple[str | None, str, Any]]:
     """Return (kind, key, value) for every argument, nested ones included; ``kind`` is what the key says it holds."""
-    found: list[tuple[Optional[str], str, Any]] = []
+    found: list[tuple[str | None, str, Any]] = []
     for key, value in args.items():
         kind = _key_kind(str(key))
         found.append((kind, str(key), value))
@@ -363,7 +473,7 @@ def _walk(args: dict, depth: int = 0) -> list[tuple[Optional[str], str, Any]]:
     return found
 
 
-def _workdir(fields: list[tuple[Optional[str], str, Any]], has_command: bool) -> str:
+def _workdir(fields: list[tuple[str | None, str, Any]], has_command: bool) -> str:
     """Return the directory a call ran in: its ``workdir``/``cwd``, or a shell call's ``directory``."""
     for kind, key, value in fields:
         words = _words(key)
@@ -400,7 +510,9 @@ def touches(name: str, args: Any) -> list[Touch]:
             if kind == "command" or text == workdir:
                 continue
             if kind in ("path", "loose") and _one_line(text) and (kind == "path" or _looks_like_path(text)):
-                found.append(Touch(text, "fetched") if _URL.fullmatch(text) else Touch(text, _key_verb(key, verb) or short))
+                found.append(
+                    Touch(text, "fetched") if _URL.fullmatch(text) else Touch(text, _key_verb(key, verb) or short)
+                )
             elif kind == "url" and _one_line(text):
                 found.append(Touch(text, "fetched"))
             elif (patch_tool or set(_words(key)) & _PATCH_WORDS) and _has_patch(text):
@@ -411,7 +523,7 @@ def touches(name: str, args: Any) -> list[Touch]:
     return found
 
 
-def _key_verb(key: str, verb: Optional[str]) -> Optional[str]:
+def _key_verb(key: str, verb: str | None) -> str | None:
     """Return the verb for one path argument: a move's source and destination are both moved."""
     if verb in ("moved", "wrote") and _words(key)[:1] and _words(key)[0] in ("source", "src", "from", "old"):
         return "moved" if verb == "moved" else "read"
@@ -494,7 +606,7 @@ def _is_change(entry: str) -> bool:
     return bool(set(split_entry(entry)[1]) & set(CHANGE_VERBS))
 
 
-def counted_files(entry: str) -> Optional[tuple[str, int, int]]:
+def counted_files(entry: str) -> tuple[str, int, int] | None:
     """Return (folder, changed files, other files) of a folder's counted line of the trail, else None."""
     match = _COUNTED.match(entry.strip())
     if not match or not (match.group(2) or match.group(3)):
@@ -507,7 +619,7 @@ def _counted_line(folder: str, changed: int, other: int) -> str:
     return f"{folder}/ ({', '.join(parts)})"
 
 
-def _split_folder(key: str) -> tuple[Optional[str], str]:
+def _split_folder(key: str) -> tuple[str | None, str]:
     """Return (folder, name) of a path or URL, with ``key == folder + "/" + name`` (folder ``.`` and the key as the name
     for a bare name or ``./name``)."""
     cut = key.rstrip("/").rfind("/")
@@ -521,7 +633,7 @@ def _split_folder(key: str) -> tuple[Optional[str], str]:
     return folder, key[cut + 1 :]
 
 
-def _parent(folder: str) -> Optional[str]:
+def _parent(folder: str) -> str | None:
     if folder in (".", "") or "/" not in folder and folder.startswith("~"):
         return None
     if "://" in folder and "/" not in folder.split("://", 1)[1]:
@@ -646,7 +758,7 @@ def _counted_lines(
             costs[units[e][-1]] = costs.get(units[e][-1], 0) + size([e])
     order = sorted(costs, key=lambda u: (u[1], -costs[u]))  # stable: the newest first among equals
 
-    def render(k: int, where: Optional[dict[str, str]] = None) -> tuple[list[str], int]:
+    def render(k: int, where: dict[str, str] | None = None) -> tuple[list[str], int]:
         chosen, where = set(order[:k]), where or {}
         gone = [e for e in entries if e in units and any(u in chosen for u in units[e])]
         counts: dict[str, list[int]] = {}  # in the trail's order: the folder touched last first
@@ -675,8 +787,8 @@ def _counted_lines(
 def bound_trail(
     entries: Sequence[str],
     limit: int,
-    max_tokens: Optional[int] = None,
-    count_tokens: Optional[Callable[[str], int]] = None,
+    max_tokens: int | None = None,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> tuple[list[str], int]:
     """Return the trail in about ``limit`` lines (and ``max_tokens`` tokens), and how many older commands were left out.
 

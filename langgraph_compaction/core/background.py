@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict
 
@@ -66,7 +67,7 @@ def covered(messages: Sequence[BaseMessage], evict_ids: Sequence[str]) -> list[l
     return [[m.id, message_digest(m)] for m in messages if m.id in chosen]
 
 
-def cut_index(messages: Sequence[BaseMessage], cutoff_id: Optional[str]) -> Optional[int]:
+def cut_index(messages: Sequence[BaseMessage], cutoff_id: str | None) -> int | None:
     """Return the index of the first kept message (``len(messages)`` without a cutoff id; None when it is gone)."""
     if cutoff_id is None:
         return len(messages)
@@ -83,13 +84,15 @@ def kept_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], evict_id
     return sum(c for i, (m, c) in enumerate(zip(messages, counts)) if i >= lead and m.id not in gone)
 
 
-def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_id: Optional[str]) -> int:
+def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_id: str | None) -> int:
     """Return the tokens of the tail: what arrived after a summary's cut (0 when the cut point is gone)."""
     end = cut_index(messages, cutoff_id)
     return sum(counts[end:]) if end is not None else 0
 
 
-def swap_before_trigger(record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens_max: int) -> bool:
+def swap_before_trigger(
+    record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens_max: int
+) -> bool:
     """Return True when a ready summary should be applied now, before the trigger: one more turn would push its tail past ``keep_tokens_max``.
 
     A turn is what the newest model call added (its reply and the tool
@@ -100,7 +103,7 @@ def swap_before_trigger(record: dict[str, Any], messages: Sequence[BaseMessage],
     return tail_tokens(messages, counts, record.get("cutoff_id")) + sum(counts[turn:]) > keep_tokens_max
 
 
-def prepared_problem(record: dict[str, Any], messages: Sequence[BaseMessage]) -> Optional[str]:
+def prepared_problem(record: dict[str, Any], messages: Sequence[BaseMessage]) -> str | None:
     """Return why a prepared summary may not replace its messages now (None: it may).
 
     It may not when a message it covers is gone, changed or moved

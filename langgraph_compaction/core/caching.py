@@ -13,7 +13,8 @@ Pure functions; nothing here imports langgraph.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
@@ -42,7 +43,7 @@ def cached_prefix(keys: Sequence[Any], recent: Sequence[Sequence[Any]]) -> int:
 
 
 def with_cache_breakpoints(
-    messages: Sequence[BaseMessage], cache_control: Optional[dict[str, Any]] = None
+    messages: Sequence[BaseMessage], cache_control: dict[str, Any] | None = None
 ) -> list[BaseMessage]:
     """Return copies of ``messages`` with ``cache_control`` on the system prompt, the latest summary and the newest message.
 

@@ -14,8 +14,9 @@ Pure functions; nothing here imports langgraph.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
@@ -140,13 +141,13 @@ def observe(calibration: dict, reported: int, estimate: int, **extra: Any) -> di
     }
 
 
-def _input_tokens(message: BaseMessage) -> Optional[int]:
+def _input_tokens(message: BaseMessage) -> int | None:
     usage = getattr(message, "usage_metadata", None) if isinstance(message, AIMessage) else None
     value = usage.get("input_tokens") if isinstance(usage, dict) else None
     return value if isinstance(value, int) and value > 0 else None
 
 
-def observe_usage(calibration: dict, messages: Sequence[BaseMessage], counts: Sequence[int], fixed: int) -> Optional[dict]:
+def observe_usage(calibration: dict, messages: Sequence[BaseMessage], counts: Sequence[int], fixed: int) -> dict | None:
     """Return the calibration updated from the newest reply's ``input_tokens``, or None when there is nothing new.
 
     The newest assistant message that reports usage answered the messages in
@@ -176,7 +177,11 @@ def cache_details(message: BaseMessage) -> dict[str, int]:
     details = usage.get("input_token_details") if isinstance(usage, dict) else None
     if not isinstance(details, dict):
         return {}
-    return {k: v for k in ("cache_read", "cache_creation") if isinstance(v := details.get(k), int) and not isinstance(v, bool)}
+    return {
+        k: v
+        for k in ("cache_read", "cache_creation")
+        if isinstance(v := details.get(k), int) and not isinstance(v, bool)
+    }
 
 
 def calibrated_tokens(estimate: int, calibration: dict, fixed: int = 0) -> int:

@@ -8,8 +8,9 @@ model's context window into the concrete token budget the nodes use.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -53,7 +54,9 @@ class PruneConfig(_Settings):
     enabled: bool = Field(True, description="Run layer 2.")
     protect_tokens: int = Field(40_000, ge=0, description="Tool results within this many newest tokens are left whole.")
     minimum_tokens: int = Field(20_000, ge=0, description="Prune only when at least this many tokens can be freed.")
-    max_output_chars: int = Field(2_000, ge=2, description="A pruned result keeps half of this from its head, half from its tail.")
+    max_output_chars: int = Field(
+        2_000, ge=2, description="A pruned result keeps half of this from its head, half from its tail."
+    )
     excluded_tools: frozenset[str] = Field(
         frozenset({"read_file", "memory_search", "memory_get", "session_search", "recall"}),
         description="Retrieval tools whose results are never pruned: their output is what the agent looked up.",
@@ -78,8 +81,10 @@ class FidelityConfig(_Settings):
     """Not in the design's table: what every summary keeps word for word (see ``fidelity``)."""
 
     request_tokens: int = Field(2_000, ge=0, description="Budget of the user's verbatim requests in SESSION INTENT.")
-    max_artifacts: int = Field(100, ge=1, description="Entries of the ARTIFACTS trail; older ones are counted, not listed.")
-    trail_tokens: Optional[int] = Field(
+    max_artifacts: int = Field(
+        100, ge=1, description="Entries of the ARTIFACTS trail; older ones are counted, not listed."
+    )
+    trail_tokens: int | None = Field(
         1_200,
         ge=0,
         description=(
@@ -106,11 +111,9 @@ class CompactionConfig(_Settings):
     8000
     """
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True
-    )
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True)
 
-    context_window: Optional[int] = Field(
+    context_window: int | None = Field(
         None, ge=0, description="Model context window; None/0 = take it from the model, else unknown."
     )
     trigger_messages: int = Field(50, ge=0, description="0 disables the message-count trigger.")
@@ -156,17 +159,17 @@ class CompactionConfig(_Settings):
     micro: MicroCompactConfig = MicroCompactConfig()
     fidelity: FidelityConfig = FidelityConfig()
 
-    token_counter: Optional[TokenCounterFn] = Field(
+    token_counter: TokenCounterFn | None = Field(
         None,
         description="Any callable(list[BaseMessage]) -> int, e.g. model.get_num_tokens_from_messages.",
     )
-    summary_timeout: Optional[float] = Field(
+    summary_timeout: float | None = Field(
         120.0, gt=0, description="Seconds the summarizer may take before the call counts as failed."
     )
-    summarizer_context_window: Optional[int] = Field(
+    summarizer_context_window: int | None = Field(
         None, ge=1, description="Window of the summarizer model; defaults to the agent's."
     )
-    summarizer_result_chars: Optional[int] = Field(
+    summarizer_result_chars: int | None = Field(
         4_000,
         ge=2,
         description=(
@@ -177,8 +180,10 @@ class CompactionConfig(_Settings):
     timezone: str = Field("UTC", description="Time zone of the ledger's dates (memory/YYYY-MM-DD.md).")
     consolidation_max_tokens: int = Field(4_000, ge=100, description="Size limit of MEMORY.md after consolidation.")
     consolidation_min_gap: float = Field(1_800.0, ge=0, description="Seconds between two consolidations of one user.")
-    daily_file_retention_days: int = Field(90, ge=1, description="Daily ledgers older than this move to memory/archive/.")
-    redactor: Optional[Callable[[str], str]] = Field(
+    daily_file_retention_days: int = Field(
+        90, ge=1, description="Daily ledgers older than this move to memory/archive/."
+    )
+    redactor: Callable[[str], str] | None = Field(
         redact_secrets, description="Applied to memory (ledger and MEMORY.md) before it is written; None = off."
     )
     redact_transcripts: bool = Field(
@@ -196,10 +201,10 @@ class CompactionConfig(_Settings):
     target_ratio: float = Field(
         0.6, gt=0, le=1, description="A compaction must leave at most this share of trigger_tokens."
     )
-    min_new_tokens: Optional[int] = Field(
+    min_new_tokens: int | None = Field(
         None, ge=0, description="New tokens needed before the next summary; None = 10 % of the trigger."
     )
-    trigger_messages_min_tokens: Optional[int] = Field(
+    trigger_messages_min_tokens: int | None = Field(
         None, ge=0, description="The message-count trigger fires only above this; None = 25 % of the trigger."
     )
     breaker_failures: int = Field(3, ge=1, description="Consecutive summarizer failures that open the breaker.")
@@ -218,36 +223,39 @@ class CompactionConfig(_Settings):
         ),
     )
     background_start: float = Field(
-        0.85, gt=0, lt=1, description="Fraction of the trigger (tokens and messages) at which a background compaction starts."
+        0.85,
+        gt=0,
+        lt=1,
+        description="Fraction of the trigger (tokens and messages) at which a background compaction starts.",
     )
 
     # Not in the design's table: the application's controls over what compaction writes and keeps.
-    summary_instructions: Optional[str] = Field(
+    summary_instructions: str | None = Field(
         None, description="Added to the summarizer's instruction (what to keep, the language, the domain)."
     )
-    memory_instructions: Optional[str] = Field(None, description="Added to the memory model's instruction.")
-    summary_prompt: Optional[str] = Field(
+    memory_instructions: str | None = Field(None, description="Added to the memory model's instruction.")
+    summary_prompt: str | None = Field(
         None,
         description=(
             "Replaces the summarizer's prompt whole: it must hold {messages} and the four sections SESSION INTENT, "
             "SUMMARY, ARTIFACTS, NEXT STEPS ({focus} optional: where the additions go, else at the end)."
         ),
     )
-    memory_prompt: Optional[str] = Field(
+    memory_prompt: str | None = Field(
         None,
         description=(
             "Replaces the memory model's prompt whole: it must hold {messages} and the answer NO_REPLY "
             "({today}, {ledger_path}, {memory_md}, {ledger} optional)."
         ),
     )
-    before_summary: Optional[Callable[..., Any]] = Field(
+    before_summary: Callable[..., Any] | None = Field(
         None,
         description=(
             "Called (sync or async) with a CompactionInfo before each summary: return a str of instructions for "
             "this summary, False to skip the model (an extractive summary instead), or None."
         ),
     )
-    after_compaction: Optional[Callable[..., Any]] = Field(
+    after_compaction: Callable[..., Any] | None = Field(
         None,
         description=(
             "Called (sync or async) with a CompactionInfo after each summary: the messages it returns go right "
@@ -272,7 +280,7 @@ class CompactionConfig(_Settings):
 
     @field_validator("summary_prompt")
     @classmethod
-    def _check_summary_prompt(cls, value: Optional[str]) -> Optional[str]:
+    def _check_summary_prompt(cls, value: str | None) -> str | None:
         if value is not None and (missing := summary_prompt_missing(value)):
             raise ValueError(
                 f"summary_prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
@@ -282,7 +290,7 @@ class CompactionConfig(_Settings):
 
     @field_validator("memory_prompt")
     @classmethod
-    def _check_memory_prompt(cls, value: Optional[str]) -> Optional[str]:
+    def _check_memory_prompt(cls, value: str | None) -> str | None:
         if value is not None and (missing := memory_prompt_missing(value)):
             raise ValueError(
                 f"memory_prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
@@ -291,7 +299,7 @@ class CompactionConfig(_Settings):
         return value
 
     @model_validator(mode="after")
-    def _check_combinations(self) -> "CompactionConfig":
+    def _check_combinations(self) -> CompactionConfig:
         if self.keep_tokens_min > self.keep_tokens_max:
             raise ValueError(
                 f"keep_tokens_min ({self.keep_tokens_min}) is larger than keep_tokens_max "
@@ -350,7 +358,7 @@ class CompactionConfig(_Settings):
             low, high = (low, mid) if self._fits(mid) else (mid + 1, high)
         return low
 
-    def resolve(self, model: Any = None) -> "Budget":
+    def resolve(self, model: Any = None) -> Budget:
         """Return the concrete budget for a model's window (the design's dynamic rules).
 
         The window comes from ``context_window``, else from
@@ -407,7 +415,7 @@ class Budget:
     (``keep_messages``), as when the window is unknown.
     """
 
-    context_window: Optional[int]
+    context_window: int | None
     trigger_tokens: int
     keep_tokens: int
     keep_messages: int
@@ -427,7 +435,7 @@ class Budget:
         return self.context_window or self.trigger_tokens
 
 
-def model_context_window(model: Any) -> Optional[int]:
+def model_context_window(model: Any) -> int | None:
     """Return ``model.profile["max_input_tokens"]`` when the model reports one, else None."""
     profile = getattr(model, "profile", None)
     if isinstance(profile, dict):

@@ -9,8 +9,9 @@ tool-call ids for later calls.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -26,7 +27,7 @@ def is_summary(message: BaseMessage) -> bool:
     return isinstance(message, HumanMessage) and message.name == SUMMARY_MESSAGE_NAME
 
 
-def compaction_kind(message: BaseMessage) -> Optional[str]:
+def compaction_kind(message: BaseMessage) -> str | None:
     """Return the kind of a message compaction wrote (``summary``, ``injected``, ``status``), None for the others."""
     marker = message.additional_kwargs.get(COMPACTION_MARKER) if isinstance(message.additional_kwargs, dict) else None
     return marker.get("kind") if isinstance(marker, dict) else None
@@ -73,7 +74,9 @@ def content_text(content: Any) -> str:
             elif kind == "tool_result":
                 parts.append(content_text(block.get("content")))
             elif kind == "tool_use":
-                parts.append(f"[tool_use {block.get('name')}: {json.dumps(block.get('input'), ensure_ascii=False, default=str)}]")
+                parts.append(
+                    f"[tool_use {block.get('name')}: {json.dumps(block.get('input'), ensure_ascii=False, default=str)}]"
+                )
             elif kind in ("image", "image_url", "file", "document", "audio"):
                 parts.append(f"[{kind}]")
             else:
@@ -122,7 +125,7 @@ def tool_rounds(messages: Sequence[BaseMessage]) -> list[ToolRound]:
     ]
 
 
-def tool_names_by_result(messages: Sequence[BaseMessage], rounds: Optional[list[ToolRound]] = None) -> dict[int, str]:
+def tool_names_by_result(messages: Sequence[BaseMessage], rounds: list[ToolRound] | None = None) -> dict[int, str]:
     """Return, for each answered tool message index, the name of the tool that was called."""
     names: dict[int, str] = {}
     for r in rounds if rounds is not None else tool_rounds(messages):
@@ -132,7 +135,7 @@ def tool_names_by_result(messages: Sequence[BaseMessage], rounds: Optional[list[
     return names
 
 
-def unsafe_cut_points(messages: Sequence[BaseMessage], rounds: Optional[list[ToolRound]] = None) -> list[bool]:
+def unsafe_cut_points(messages: Sequence[BaseMessage], rounds: list[ToolRound] | None = None) -> list[bool]:
     """Return, for each index, whether starting the kept tail there would break a tool round.
 
     A cut inside a round separates a call from a result; a cut at a tool
@@ -174,7 +177,7 @@ def starts_with_thinking(message: BaseMessage) -> bool:
     )
 
 
-def latest_user_index(messages: Sequence[BaseMessage]) -> Optional[int]:
+def latest_user_index(messages: Sequence[BaseMessage]) -> int | None:
     """Return the index of the latest human message a person wrote, or None."""
     for i in range(len(messages) - 1, -1, -1):
         if is_user_turn(messages[i]):

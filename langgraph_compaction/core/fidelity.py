@@ -29,11 +29,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
-from .artifacts import CHANGE_VERBS, bound_trail, counted_files, expand_group, merge_entries, split_entry, tool_artifacts
+from .artifacts import (
+    CHANGE_VERBS,
+    bound_trail,
+    counted_files,
+    expand_group,
+    merge_entries,
+    split_entry,
+    tool_artifacts,
+)
 from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
 from .redact import redact_secrets
@@ -51,7 +60,7 @@ TRAIL_FIND = (
 )
 
 
-def counted_note(kept: Sequence[str]) -> Optional[str]:
+def counted_note(kept: Sequence[str]) -> str | None:
     """Return the trail's note when folders are counted (how many files, the query that finds them again), else None."""
     counts = [c for e in kept if (c := counted_files(e))]
     if not counts:
@@ -86,7 +95,9 @@ _RULE_ADDRESSED = re.compile(
     r"are\s+not\s+allowed\s+to|never|always|do\s+not|don'?t)\b",
     re.IGNORECASE,
 )
-_RULE_CHINESE = re.compile(r"不要|不准|不许|不得|禁止|严禁|必须|务必|一定要|永远不|永远别|总是|绝不|千万不要|千万别|切勿")
+_RULE_CHINESE = re.compile(
+    r"不要|不准|不许|不得|禁止|严禁|必须|务必|一定要|永远不|永远别|总是|绝不|千万不要|千万别|切勿"
+)
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\n+|(?<=[。！？；])")
 _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 #: A longer "sentence" is pasted material (a log, a document), not a rule someone stated.
@@ -108,7 +119,7 @@ def pin_id(text: str) -> str:
     return "pin-" + hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:12]
 
 
-def pin_constraint(text: str, *, message_id: Optional[str] = None) -> dict:
+def pin_constraint(text: str, *, message_id: str | None = None) -> dict:
     """Return the state update that pins ``text``: it stays verbatim in every later summary until unpinned.
 
     Return it from a node, or pass it to ``graph.update_state(config, ...)``;
@@ -157,7 +168,7 @@ def active_pins(pins: Any) -> list[dict]:
     return [p for p in clean_pins(pins) if p.get("active", True) and (p.get("text") or "").strip()]
 
 
-def stated_rules(messages: Sequence[BaseMessage]) -> list[tuple[str, Optional[str]]]:
+def stated_rules(messages: Sequence[BaseMessage]) -> list[tuple[str, str | None]]:
     """Return (sentence, message id) for every rule a user stated in the messages, verbatim, oldest first.
 
     A rule opens with never / always / do not / don't / must / avoid / make
@@ -210,7 +221,7 @@ def _previous_summary(messages: Sequence[BaseMessage]) -> str:
     return next((text_of(m) for m in reversed(messages) if is_summary(m)), "")
 
 
-def _count(pattern: "re.Pattern[str]", text: str) -> int:
+def _count(pattern: re.Pattern[str], text: str) -> int:
     match = pattern.search(text)
     return int(match.group(1)) if match else 0
 
@@ -310,7 +321,7 @@ def artifacts_section(
     own: str,
     messages: Sequence[BaseMessage],
     limit: int,
-    max_tokens: Optional[int] = None,
+    max_tokens: int | None = None,
     count_tokens: Callable[[str], int] = estimate_text_tokens,
 ) -> str:
     """Return the ARTIFACTS body: what the summarizer wrote, then the tool-call trail (with the previous summary's).
@@ -330,7 +341,9 @@ def artifacts_section(
             notes.append(counted)
         elif omitted or len(kept) < len(trail):
             notes.append(TRAIL_FIND)
-        parts.append(f"{TRAIL_HEADER}{' (' + '; '.join(notes) + ')' if notes else ''}:" + "".join(f"\n- {e}" for e in kept))
+        parts.append(
+            f"{TRAIL_HEADER}{' (' + '; '.join(notes) + ')' if notes else ''}:" + "".join(f"\n- {e}" for e in kept)
+        )
     return "\n\n".join(parts) or "None"
 
 
@@ -339,8 +352,8 @@ def complete_summary(
     messages: Sequence[BaseMessage],
     *,
     pins: Any = (),
-    settings: Optional[FidelityConfig] = None,
-    redactor: Optional[Callable[[str], str]] = redact_secrets,
+    settings: FidelityConfig | None = None,
+    redactor: Callable[[str], str] | None = redact_secrets,
     count_tokens: Callable[[str], int] = estimate_text_tokens,
 ) -> Completed:
     """Return the summary of ``messages`` with its deterministic parts, and the pin updates to store.

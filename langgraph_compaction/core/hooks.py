@@ -14,7 +14,7 @@ of summarizing them. Pure functions; the engine calls the hooks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -33,16 +33,16 @@ class CompactionInfo:
 
     thread_id: str
     user_id: str
-    reason: Optional[str]
+    reason: str | None
     tokens_before: int
     messages: list[BaseMessage] = field(default_factory=list)
-    transcript_path: Optional[str] = None
-    focus: Optional[str] = None
-    summary: Optional[str] = None
-    summary_id: Optional[str] = None
+    transcript_path: str | None = None
+    focus: str | None = None
+    summary: str | None = None
+    summary_id: str | None = None
 
 
-def before_summary_answer(value: Any) -> tuple[Optional[str], bool]:
+def before_summary_answer(value: Any) -> tuple[str | None, bool]:
     """Return (extra instructions, skip the summarizer) for a ``before_summary`` answer; raise TypeError on a bad one."""
     if value is None or value is True:
         return None, False
@@ -66,13 +66,17 @@ def injected_messages(value: Any, summary_id: str) -> list[BaseMessage]:
         return []
     items = [value] if isinstance(value, (str, BaseMessage)) else value
     if not isinstance(items, (list, tuple)):
-        raise TypeError(f"after_compaction returned {type(value).__name__}; return a list of messages (or strings), or None")
+        raise TypeError(
+            f"after_compaction returned {type(value).__name__}; return a list of messages (or strings), or None"
+        )
     out = []
     for n, item in enumerate(items):
         if isinstance(item, str):
             item = HumanMessage(item)
         if not isinstance(item, BaseMessage):
-            raise TypeError(f"after_compaction returned a {type(item).__name__} at position {n}; return messages or strings")
+            raise TypeError(
+                f"after_compaction returned a {type(item).__name__} at position {n}; return messages or strings"
+            )
         marker = {"kind": "injected", "summary_id": summary_id}
         out.append(
             item.model_copy(

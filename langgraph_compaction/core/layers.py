@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -20,10 +21,12 @@ from .config import MicroCompactConfig, PruneConfig, TruncateArgsConfig
 from .conversation import content_text, tool_calls_of, tool_names_by_result, tool_rounds
 
 PRUNED_MARK = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
-MICRO_PLACEHOLDER = "[Old tool result of `{tool}` cleared to save context ({chars} chars); the full output is in the transcript.]"
+MICRO_PLACEHOLDER = (
+    "[Old tool result of `{tool}` cleared to save context ({chars} chars); the full output is in the transcript.]"
+)
 SUPERSEDED_MARK = (
     "[Superseded: `{tool}` was called again with the same arguments; the newer result is message {newer} "
-    "(tool_call_id {call_id}). This older output ({chars} chars) is in the transcript: recall([\"{own}\"]).]"
+    '(tool_call_id {call_id}). This older output ({chars} chars) is in the transcript: recall(["{own}"]).]'
 )
 #: How every marker of layer 2 opens: a result that starts so is layer 2's copy, never shortened again.
 SHORTENED_OPENINGS = (MICRO_PLACEHOLDER.split("`", 1)[0], SUPERSEDED_MARK.split("`", 1)[0])
@@ -73,7 +76,13 @@ def _truncated_ai(message: AIMessage, cfg: TruncateArgsConfig) -> AIMessage | No
     if isinstance(extra.get("tool_calls"), list):
         by_id = {c.get("id"): c.get("args") for c in calls}
         extra["tool_calls"] = [
-            {**raw, "function": {**raw.get("function", {}), "arguments": json.dumps(by_id[raw.get("id")], ensure_ascii=False)}}
+            {
+                **raw,
+                "function": {
+                    **raw.get("function", {}),
+                    "arguments": json.dumps(by_id[raw.get("id")], ensure_ascii=False),
+                },
+            }
             if raw.get("id") in by_id
             else raw
             for raw in extra["tool_calls"]
@@ -107,7 +116,7 @@ def prune_preview(text: str, max_chars: int) -> str:
     """Return the first and last ``max_chars // 2`` characters around a '(N chars pruned)' marker."""
     half = max_chars // 2
     head = text[:half]
-    tail = text[max(len(text) - half, half):] if len(text) > half else ""
+    tail = text[max(len(text) - half, half) :] if len(text) > half else ""
     removed = len(text) - len(head) - len(tail)
     return f"{head}\n\n...({removed} chars pruned)...\n\n{tail}"
 
@@ -155,7 +164,7 @@ def prune_tool_results(
     }
 
 
-def _call_key(call: dict) -> Optional[tuple[str, str]]:
+def _call_key(call: dict) -> tuple[str, str] | None:
     """Return what makes two tool calls the same call: the tool's name and its arguments, canonically."""
     try:
         return call.get("name") or "", json.dumps(call.get("args"), sort_keys=True, ensure_ascii=False, default=str)
@@ -193,7 +202,9 @@ def superseded_results(messages: Sequence[BaseMessage]) -> dict[int, BaseMessage
         for j in range(first, last + 1):
             if j not in changes:
                 changes[j] = {
-                    t.target for c in tool_calls_of(messages[j]) for t in touches(c.get("name") or "", c.get("args"))
+                    t.target
+                    for c in tool_calls_of(messages[j])
+                    for t in touches(c.get("name") or "", c.get("args"))
                     if t.verb in CHANGE_VERBS
                 }
             out |= changes[j]
@@ -212,7 +223,9 @@ def superseded_results(messages: Sequence[BaseMessage]) -> dict[int, BaseMessage
             text = content_text(m.content)
             if text.startswith(SHORTENED_OPENINGS):
                 continue
-            marker = SUPERSEDED_MARK.format(tool=name, newer=newer.id, call_id=newer.tool_call_id, chars=len(text), own=m.id)
+            marker = SUPERSEDED_MARK.format(
+                tool=name, newer=newer.id, call_id=newer.tool_call_id, chars=len(text), own=m.id
+            )
             if len(text) > len(marker):
                 edits[older[0]] = m.model_copy(update={"content": marker})
     return edits
@@ -257,7 +270,11 @@ def micro_compact(
 
 
 def settled_from(
-    messages: Sequence[BaseMessage], start: int, truncate: TruncateArgsConfig, prune: PruneConfig, micro: MicroCompactConfig
+    messages: Sequence[BaseMessage],
+    start: int,
+    truncate: TruncateArgsConfig,
+    prune: PruneConfig,
+    micro: MicroCompactConfig,
 ) -> int:
     """Return the first index at or after ``start`` of a message layers 1-2 may still edit later.
 
@@ -268,7 +285,11 @@ def settled_from(
     for i in range(start, len(messages)):
         m = messages[i]
         if isinstance(m, AIMessage):
-            if truncate.enabled and (m.tool_calls or isinstance(m.content, list)) and _truncated_ai(m, truncate) is not None:
+            if (
+                truncate.enabled
+                and (m.tool_calls or isinstance(m.content, list))
+                and _truncated_ai(m, truncate) is not None
+            ):
                 return i
         elif isinstance(m, ToolMessage) and (prune.enabled or micro.enabled):
             content = m.content

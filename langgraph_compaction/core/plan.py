@@ -7,8 +7,8 @@ turns its plan into state updates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Optional, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
@@ -31,7 +31,7 @@ class Cut:
 
     cutoff: int
     evict: tuple[int, ...]
-    kept_human: Optional[int] = None
+    kept_human: int | None = None
     working_set: tuple[int, ...] = ()
 
 
@@ -55,7 +55,7 @@ def _candidate(counts: Sequence[int], system: Sequence[bool], keep_tokens: int, 
 
 def find_cutoff(
     messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens: int, keep_messages: int
-) -> Optional[Cut]:
+) -> Cut | None:
     """Return the safe cut that keeps about ``keep_tokens`` (or ``keep_messages``), or None.
 
     The earliest index whose suffix fits the budget (suffix sums: O(n)) is
@@ -95,7 +95,6 @@ def find_cutoff(
     return Cut(cutoff=cutoff, evict=evict, kept_human=kept_human)
 
 
-
 @dataclass
 class CompactionPlan:
     """What the gate decided for one model call.
@@ -108,9 +107,9 @@ class CompactionPlan:
     tokens_after_layers: int
     edits: dict[int, BaseMessage] = field(default_factory=dict)
     layer_counts: dict[str, int] = field(default_factory=dict)
-    reason: Optional[str] = None
-    cut: Optional[Cut] = None
-    held: Optional[str] = None
+    reason: str | None = None
+    cut: Cut | None = None
+    held: str | None = None
     settled: int = 0
 
     @property
@@ -168,10 +167,10 @@ def plan_compaction(
     counts: Sequence[int],
     budget: Budget,
     config: CompactionConfig,
-    recount: "callable",
+    recount: callable,
     *,
     manual: bool = False,
-    new_tokens: Optional[int] = None,
+    new_tokens: int | None = None,
     overflow: bool = False,
     settled: int = 0,
 ) -> CompactionPlan:
@@ -212,7 +211,7 @@ def plan_compaction(
 
     layer_of: dict[int, str] = {}
     working_set_tokens = budget.working_set_tokens // 2 if overflow else budget.working_set_tokens
-    protected: Optional[frozenset[int]] = None
+    protected: frozenset[int] | None = None
 
     def apply(name: str, changed: dict[int, BaseMessage]) -> None:
         nonlocal working, sizes, protected
@@ -246,16 +245,18 @@ def plan_compaction(
     run_layers(config, start, dedupe=not dedupe_waits)
     conversation = len(working) - leading_systems(working)
 
-    def decide(after: int) -> tuple[Optional[str], Optional[str]]:
+    def decide(after: int) -> tuple[str | None, str | None]:
         """Return (reason to summarize, why a due summary is held) for ``after`` tokens once layers 1-2 ran."""
-        reason: Optional[str] = None
+        reason: str | None = None
         if overflow:
             reason = "overflow"
         elif manual:
             reason = "manual"
         elif after >= budget.trigger_tokens:  # the seed's rule: layer 3 only when layers 1-2 did not suffice
             reason = "tokens"
-        elif budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens:
+        elif (
+            budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens
+        ):
             reason = "messages"
         if (
             reason in ("tokens", "messages")
@@ -350,7 +351,7 @@ def edit_repays(saved: int, suffix: int, calls_ahead: float) -> bool:
 
 
 def calls_ahead(
-    messages: Sequence[BaseMessage], counts: Sequence[int], budget: Budget, conversation: Optional[int] = None
+    messages: Sequence[BaseMessage], counts: Sequence[int], budget: Budget, conversation: int | None = None
 ) -> float:
     """Return about how many model calls remain before a trigger fires, at the newest turn's growth.
 
@@ -370,7 +371,7 @@ def cache_aware_edits(
     original: Sequence[int],
     edited: Sequence[int],
     *,
-    evict: Optional[Sequence[int]],
+    evict: Sequence[int] | None,
     calls_ahead: float,
 ) -> dict[int, BaseMessage]:
     """Return the layer 1-2 edits worth their prompt-cache break; the others wait.
@@ -403,7 +404,7 @@ def compacted_view(
     return kept[:at] + [summary, *after] + kept[at:]
 
 
-def tokens_since(messages: Sequence[BaseMessage], counts: Sequence[int], last_id: Optional[str]) -> Optional[int]:
+def tokens_since(messages: Sequence[BaseMessage], counts: Sequence[int], last_id: str | None) -> int | None:
     """Return the tokens of the messages after the one with id ``last_id`` (None when it is not there)."""
     if not last_id:
         return None
@@ -413,7 +414,7 @@ def tokens_since(messages: Sequence[BaseMessage], counts: Sequence[int], last_id
     return None
 
 
-def over_budget_reason(messages: Sequence[BaseMessage], counts: Sequence[int], trigger_tokens: int) -> Optional[str]:
+def over_budget_reason(messages: Sequence[BaseMessage], counts: Sequence[int], trigger_tokens: int) -> str | None:
     """Return why compacted messages are still over the trigger, naming the largest ones (None when they fit)."""
     total = sum(counts)
     if total <= trigger_tokens:
@@ -422,16 +423,23 @@ def over_budget_reason(messages: Sequence[BaseMessage], counts: Sequence[int], t
     parts: dict[str, list[int]] = {}
     for i, m in enumerate(messages):
         part = (
-            "pinned system messages" if i < lead
-            else "the summary" if is_summary(m)
-            else "the latest request" if i == latest
-            else "later system messages" if isinstance(m, SystemMessage)
+            "pinned system messages"
+            if i < lead
+            else "the summary"
+            if is_summary(m)
+            else "the latest request"
+            if i == latest
+            else "later system messages"
+            if isinstance(m, SystemMessage)
             else "the kept tail"
         )
         parts.setdefault(part, [0, 0])
         parts[part][0] += 1
         parts[part][1] += counts[i]
-    shares = ", ".join(f"{name} {size:,} ({n} message{'s' if n != 1 else ''})" for name, (n, size) in sorted(parts.items(), key=lambda p: -p[1][1]))
+    shares = ", ".join(
+        f"{name} {size:,} ({n} message{'s' if n != 1 else ''})"
+        for name, (n, size) in sorted(parts.items(), key=lambda p: -p[1][1])
+    )
     largest = sorted(range(len(messages)), key=lambda i: -counts[i])[:3]
     named = ", ".join(f"{messages[i].type} {messages[i].id} ({counts[i]:,} tokens)" for i in largest)
     return (

@@ -15,7 +15,7 @@ replacement may hold other braces (a JSON example) as they are.
 """
 
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 _SUMMARY = """<role>
 Context Extraction Assistant
@@ -101,7 +101,9 @@ Today's date: {today}
 {ledger}
 </todays_ledger>"""
 
-MEMORY_PROMPT = _MEMORY.replace("{where}", "below").replace("{scope}", "") + "\n\n<conversation>\n{messages}\n</conversation>"
+MEMORY_PROMPT = (
+    _MEMORY.replace("{where}", "below").replace("{scope}", "") + "\n\n<conversation>\n{messages}\n</conversation>"
+)
 #: Sent after the agent's messages (shared with the summary request, so both read them from the cache).
 MEMORY_INSTRUCTION = _MEMORY.replace("{where}", "above").replace(
     "{scope}",
@@ -121,7 +123,7 @@ def fill(template: str, **values: str) -> str:
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
-def additions(focus: Optional[str] = None, instructions: Sequence[Optional[str]] = ()) -> str:
+def additions(focus: str | None = None, instructions: Sequence[str | None] = ()) -> str:
     """Return the blocks added to a prompt: the application's instructions, then the agent's focus."""
     extra = "\n\n".join(t.strip() for t in instructions if t and t.strip())
     return (EXTRA_INSTRUCTIONS.format(instructions=extra) if extra else "") + (
@@ -135,7 +137,11 @@ def _with_additions(template: str, added: str) -> str:
 
 
 def summary_request(
-    rendered: Optional[str], *, prompt: Optional[str] = None, focus: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+    rendered: str | None,
+    *,
+    prompt: str | None = None,
+    focus: str | None = None,
+    instructions: Sequence[str | None] = (),
 ) -> str:
     """Return the summary prompt for a rendered conversation, or the instruction sent after it (``rendered=None``).
 
@@ -152,7 +158,7 @@ def summary_request(
 
 
 def memory_request(
-    rendered: Optional[str], *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = (), **values: str
+    rendered: str | None, *, prompt: str | None = None, instructions: Sequence[str | None] = (), **values: str
 ) -> str:
     """Return the memory prompt for a rendered conversation, or the instruction sent after it (``rendered=None``).
 
@@ -177,4 +183,8 @@ def summary_prompt_missing(prompt: str) -> list[str]:
 def memory_prompt_missing(prompt: str) -> list[str]:
     """Return what a replacement memory prompt lacks: ``{messages}``, and the NO_REPLY answer for nothing to keep."""
     missing = ["the {messages} placeholder (where the conversation goes)"] if "{messages}" not in prompt else []
-    return missing + ([f"the answer {NO_REPLY} (what the model writes when there is nothing to remember)"] if NO_REPLY not in prompt else [])
+    return missing + (
+        [f"the answer {NO_REPLY} (what the model writes when there is nothing to remember)"]
+        if NO_REPLY not in prompt
+        else []
+    )

@@ -22,7 +22,8 @@ Any ``Callable[[str], str]`` can replace it (``CompactionConfig.redactor``).
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 REDACTED = "[REDACTED]"
 
@@ -88,7 +89,7 @@ _PHRASE = re.compile(
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 
 
-def _iban(match: "re.Match[str]") -> str:
+def _iban(match: re.Match[str]) -> str:
     text = match.group(0)
     code = text.replace(" ", "")
     if not 15 <= len(code) <= 34:
@@ -97,7 +98,7 @@ def _iban(match: "re.Match[str]") -> str:
     return REDACTED if int(digits) % 97 == 1 else text
 
 
-def _assignment(match: "re.Match[str]") -> str:
+def _assignment(match: re.Match[str]) -> str:
     key, value = match.group("key"), match.group("value")
     # short values of token-like keys are counts and flags (``token: 5``), not secrets
     if len(value) < 8 and not key.lower().endswith(_SHORT_OK):

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import uuid
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -26,8 +26,8 @@ from .conversation import (
 )
 from .fidelity import complete_summary
 from .layers import prune_preview
-from .sections import SECTION_HEADER, section
 from .prompts import NO_REPLY, summary_request
+from .sections import SECTION_HEADER, section
 
 EXTRACTIVE_MARK = "(Extractive summary: these sections were copied from the messages, not written by a model.)"
 REFERENCE_NOTE = (
@@ -46,7 +46,7 @@ def summary_message_id(content: str) -> str:
     return f"{SUMMARY_MESSAGE_NAME}:{uuid.UUID(bytes=digest, version=3)}"
 
 
-def summary_content(summary: str, transcript_path: Optional[str]) -> str:
+def summary_content(summary: str, transcript_path: str | None) -> str:
     """Return the summary message text in the design's two forms (with or without the transcript path)."""
     if transcript_path:
         return (
@@ -60,7 +60,7 @@ def summary_content(summary: str, transcript_path: Optional[str]) -> str:
 
 
 def build_summary_message(
-    summary: str, transcript_path: Optional[str] = None, *, evicted: Optional[int] = None, covers: Optional[Sequence[str]] = None
+    summary: str, transcript_path: str | None = None, *, evicted: int | None = None, covers: Sequence[str] | None = None
 ) -> HumanMessage:
     """Return the summary as a human message named ``__compaction_summary__`` with a content-derived id.
 
@@ -75,7 +75,10 @@ def build_summary_message(
     if covers is not None:
         marker["covers"] = list(covers)
     return HumanMessage(
-        content=content, name=SUMMARY_MESSAGE_NAME, id=summary_message_id(content), additional_kwargs={COMPACTION_MARKER: marker}
+        content=content,
+        name=SUMMARY_MESSAGE_NAME,
+        id=summary_message_id(content),
+        additional_kwargs={COMPACTION_MARKER: marker},
     )
 
 
@@ -83,7 +86,7 @@ def _args_text(args: object) -> str:
     return json.dumps(args, ensure_ascii=False, default=str) if not isinstance(args, str) else args
 
 
-def render_message(message: BaseMessage, max_result_chars: Optional[int] = None) -> str:
+def render_message(message: BaseMessage, max_result_chars: int | None = None) -> str:
     """Return one message as prompt text, with tool names, arguments and tool_call_ids.
 
     A tool result longer than ``max_result_chars`` is shown as head + marker +
@@ -110,13 +113,13 @@ def render_message(message: BaseMessage, max_result_chars: Optional[int] = None)
     return f"[{message.type}]\n{text_of(message)}"
 
 
-def render_messages(messages: Sequence[BaseMessage], max_result_chars: Optional[int] = None) -> str:
+def render_messages(messages: Sequence[BaseMessage], max_result_chars: int | None = None) -> str:
     """Return the messages as the ``{messages}`` block of a prompt (long tool results shortened, see ``render_message``)."""
     return "\n\n".join(render_message(m, max_result_chars) for m in messages)
 
 
 def summary_prompt(
-    rendered: str, focus: Optional[str] = None, *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+    rendered: str, focus: str | None = None, *, prompt: str | None = None, instructions: Sequence[str | None] = ()
 ) -> str:
     """Return the Context Extraction Assistant prompt for rendered messages (and an optional focus).
 
@@ -126,13 +129,13 @@ def summary_prompt(
 
 
 def summary_instruction(
-    focus: Optional[str] = None, *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+    focus: str | None = None, *, prompt: str | None = None, instructions: Sequence[str | None] = ()
 ) -> str:
     """Return the Context Extraction Assistant instruction sent after the agent's own messages (and an optional focus)."""
     return summary_request(None, prompt=prompt, focus=focus, instructions=instructions)
 
 
-def summary_problem(text: object) -> Optional[str]:
+def summary_problem(text: object) -> str | None:
     """Return why a summarizer answer must not be committed, or None when it is usable."""
     if not isinstance(text, str):
         return f"the summarizer returned {type(text).__name__}, not text"
@@ -153,7 +156,7 @@ def chunk_for_window(
     messages: Sequence[BaseMessage],
     budget_tokens: int,
     count_text: Callable[[str], int],
-    max_result_chars: Optional[int] = None,
+    max_result_chars: int | None = None,
 ) -> list[list[BaseMessage]]:
     """Return the messages split into consecutive chunks whose rendering fits ``budget_tokens`` each.
 
@@ -185,7 +188,8 @@ def chunk_for_window(
 # --- the deterministic parts -------------------------------------------------
 
 _COUNT_LINE = re.compile(
-    r"^(\d[\d,]*) messages? (?:was|were) compacted(?: in all)?; (\d[\d,]*) assistant turns? called tools\.\s*$", re.MULTILINE
+    r"^(\d[\d,]*) messages? (?:was|were) compacted(?: in all)?; (\d[\d,]*) assistant turns? called tools\.\s*$",
+    re.MULTILINE,
 )
 
 
@@ -209,7 +213,7 @@ def _carried_counts(summary_section: str) -> tuple[int, int, str]:
 
 
 def extractive_summary(
-    messages: Sequence[BaseMessage], *, pins: Sequence[dict] = (), settings: Optional[FidelityConfig] = None
+    messages: Sequence[BaseMessage], *, pins: Sequence[dict] = (), settings: FidelityConfig | None = None
 ) -> str:
     """Return a four-section summary copied from the messages, for when the model fails.
 
@@ -225,7 +229,11 @@ def extractive_summary(
     total = earlier_messages + len(compacted)
     turns = earlier_turns + sum(1 for m in compacted if tool_calls_of(m))
     last_ai = next(
-        (content_text(m.content).strip() for m in reversed(messages) if isinstance(m, AIMessage) and content_text(m.content).strip()),
+        (
+            content_text(m.content).strip()
+            for m in reversed(messages)
+            if isinstance(m, AIMessage) and content_text(m.content).strip()
+        ),
         "",
     )
     body = [
@@ -248,7 +256,7 @@ def extractive_summary(
     return complete_summary("\n".join(body), messages, pins=pins, settings=settings).text
 
 
-def compaction_note(messages: Sequence[BaseMessage], tokens: int, transcript_path: Optional[str]) -> str:
+def compaction_note(messages: Sequence[BaseMessage], tokens: int, transcript_path: str | None) -> str:
     """Return the one line that says what was compacted: count, tokens, transcript and id range."""
     ids = [m.id for m in messages if m.id]
     where = f"; full transcript: {transcript_path}" if transcript_path else ""

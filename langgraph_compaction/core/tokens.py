@@ -177,8 +177,16 @@ _TOOL_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "server_tool_use", "serv
 # Block keys that carry identifiers, signatures or provider metadata the model does not read as text.
 _METADATA_KEYS = frozenset(
     {
-        "type", "id", "index", "signature", "encrypted_content", "cache_control", "extras",
-        "tool_use_id", "tool_call_id", "mime_type",
+        "type",
+        "id",
+        "index",
+        "signature",
+        "encrypted_content",
+        "cache_control",
+        "extras",
+        "tool_use_id",
+        "tool_call_id",
+        "mime_type",
     }
 )
 

@@ -7,7 +7,7 @@ accepted this" without a network.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -39,7 +39,7 @@ def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
     return problems
 
 
-def anthropic_violations(messages: Sequence[BaseMessage], *, thinking: Optional[bool] = None) -> list[str]:
+def anthropic_violations(messages: Sequence[BaseMessage], *, thinking: bool | None = None) -> list[str]:
     """Return the reasons Anthropic's messages API would reject this order (empty if none).
 
     Besides the tool-result pairing (the same as OpenAI's), Anthropic accepts
@@ -86,8 +86,7 @@ def view_violations(messages: Sequence[BaseMessage], latest_human: BaseMessage |
     if len(system_ids) != len(set(system_ids)):
         problems.append("a system message appears twice")
     if latest_human is not None and not any(
-        isinstance(m, HumanMessage) and m.id == latest_human.id and m.content == latest_human.content
-        for m in messages
+        isinstance(m, HumanMessage) and m.id == latest_human.id and m.content == latest_human.content for m in messages
     ):
         problems.append("the latest human message is missing or changed")
     return problems

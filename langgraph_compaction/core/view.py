@@ -14,7 +14,8 @@ rewrite mode. Pure functions, JSON-native records.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, message_to_dict, messages_from_dict
 
@@ -33,7 +34,7 @@ def kept_edits(edits: Any, view: Sequence[BaseMessage]) -> dict:
 def view_record(
     messages: Sequence[BaseMessage],
     evict_ids: set,
-    cutoff_id: Optional[str],
+    cutoff_id: str | None,
     summary: BaseMessage,
     after: Sequence[BaseMessage] = (),
 ) -> dict:
@@ -79,22 +80,29 @@ def model_view(messages: Sequence[BaseMessage], record: Any, edits: Any = None) 
     else:
         end = ids[last_id] + 1 if last_id in ids else None
     if end is None:
-        logger.warning("the compaction view names message %r, which is not in the state; sending the whole history", cutoff_id or last_id)
+        logger.warning(
+            "the compaction view names message %r, which is not in the state; sending the whole history",
+            cutoff_id or last_id,
+        )
         return messages
     kept = set(record.get("kept_ids") or [])
-    evict_ids = {m.id for m in messages[leading_systems(messages):end] if m.id not in kept}
+    evict_ids = {m.id for m in messages[leading_systems(messages) : end] if m.id not in kept}
     (summary,) = messages_from_dict([record["summary"]])
     after = messages_from_dict(record["after"]) if isinstance(record.get("after"), list) else []
     return compacted_view(messages, evict_ids, summary, after)
 
 
-def context_status(tokens: int, window: Optional[int], compactions: int, transcript: Optional[str]) -> HumanMessage:
+def context_status(tokens: int, window: int | None, compactions: int, transcript: str | None) -> HumanMessage:
     """Return the one-line context status that ends the model's view (``CompactionConfig(context_status=True)``).
 
     It goes after the newest message, so the cached prefix is the same with
     or without it, and it is never written to the state.
     """
-    used = f"{tokens:,} of {window:,} tokens used ({100 * tokens // max(window, 1)}%)" if window else f"~{tokens:,} tokens used"
+    used = (
+        f"{tokens:,} of {window:,} tokens used ({100 * tokens // max(window, 1)}%)"
+        if window
+        else f"~{tokens:,} tokens used"
+    )
     where = f"full transcript: {transcript}" if transcript else "no transcript written yet"
     text = f"[Context status: {used}; {compactions} compaction{'' if compactions == 1 else 's'} so far; {where}.]"
     return HumanMessage(text, id="__compaction_status__", additional_kwargs={COMPACTION_MARKER: {"kind": "status"}})

@@ -38,8 +38,8 @@ knows to read it again. Pure functions; nothing here imports langgraph.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -128,7 +128,7 @@ def keep_working_set(
     messages: Sequence[BaseMessage],
     counts: Sequence[int],
     budget_tokens: int,
-    evict: Optional[Sequence[int]] = None,
+    evict: Sequence[int] | None = None,
 ) -> frozenset[int]:
     """Return the indices of the working set's reads that stay out of the summary: newest touched files first, within ``budget_tokens``.
 
@@ -181,7 +181,8 @@ def working_set_note(messages: Sequence[BaseMessage], evict_ids: set) -> str:
             + ":"
         )
         lines += [
-            f"- {f.path} (read in {messages[f.read].id}{'; changed since' if f.stale else ''})" for f in gone[:NAMED_LEFT_OUT]
+            f"- {f.path} (read in {messages[f.read].id}{'; changed since' if f.stale else ''})"
+            for f in gone[:NAMED_LEFT_OUT]
         ]
         if more > 0:
             lines.append(f"- ... and {more} more, named in ARTIFACTS")

@@ -12,8 +12,9 @@ each update in memory with the graph's reducers (``add_messages`` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -43,7 +44,9 @@ def _combined(updates: Sequence[dict]) -> dict:
     writes = [m for u in updates for m in (u.get("messages") or [])]
     if writes:
         # a rewrite (the summary) makes every earlier edit part of it: keep what follows the last one
-        last = max((i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=0)
+        last = max(
+            (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=0
+        )
         update["messages"] = writes[last:]
     if any(u.get("compaction") for u in updates):  # {"pending": None} alone is a write too
         update["compaction"] = update_delta(updates)

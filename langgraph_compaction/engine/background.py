@@ -29,13 +29,22 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 
-from ..core.background import covered, cut_index, kept_tokens, prepared_problem, start_budget, swap_before_trigger, wait_limit
+from ..core.background import (
+    covered,
+    cut_index,
+    kept_tokens,
+    prepared_problem,
+    start_budget,
+    swap_before_trigger,
+    wait_limit,
+)
 from ..core.conversation import is_injected, leading_systems
 from ..core.plan import CompactionPlan
 from .effects import Run, Steps, advance, state_value
@@ -53,12 +62,12 @@ MAX_JOBS = 256
 class Job:
     """One compaction being prepared: the cut it was started with, and the thread or task preparing it."""
 
-    def __init__(self, key: tuple, meta: dict, runner: "Runner") -> None:
+    def __init__(self, key: tuple, meta: dict, runner: Runner) -> None:
         self.key = key
         self.meta = meta
         self.runner = runner
-        self.future: Optional[Future] = None
-        self.task: Optional[asyncio.Task] = None
+        self.future: Future | None = None
+        self.task: asyncio.Task | None = None
 
     def done(self) -> bool:
         return self.runner.is_done(self)
@@ -95,7 +104,7 @@ class Runner:
     def start_async(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
         job.task = asyncio.get_running_loop().create_task(awork(), context=contextvars.Context())
 
-    def wait_sync(self, job: Job, timeout: Optional[float]) -> bool:
+    def wait_sync(self, job: Job, timeout: float | None) -> bool:
         """Wait for a job from a sync front; return whether it is done (a task of an event loop cannot be waited for here)."""
         if job.future is not None:
             try:
@@ -104,7 +113,7 @@ class Runner:
                 pass
         return job.done()
 
-    async def wait_async(self, job: Job, timeout: Optional[float]) -> bool:
+    async def wait_async(self, job: Job, timeout: float | None) -> bool:
         try:
             if job.future is not None:
                 await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), timeout)
@@ -153,7 +162,7 @@ class _Start:
 class _Wait:
     """The effect that waits for a job (at most ``timeout`` seconds); its result says whether it is done."""
 
-    def __init__(self, job: Job, timeout: Optional[float]) -> None:
+    def __init__(self, job: Job, timeout: float | None) -> None:
         self.job, self.timeout = job, timeout
 
     def run_sync(self) -> bool:
@@ -172,7 +181,7 @@ def job_key(run: Run, messages: Sequence[BaseMessage]) -> tuple:
     return run.thread_id, messages[lead].id if lead < len(messages) else None
 
 
-def _job(key: tuple) -> Optional[Job]:
+def _job(key: tuple) -> Job | None:
     with _jobs_lock:
         return _jobs.get(key)
 
@@ -192,7 +201,7 @@ def _prepare_stages(nodes: Any, state: Any, run: Run):
     """
     updates: list[dict] = []
     if run.storage is not None and nodes.config.offload_before_compact:
-        updates += (yield [(OFFLOAD, nodes._offload_steps, state)])
+        updates += yield [(OFFLOAD, nodes._offload_steps, state)]
         state = apply_update(state, updates[-1])
     batch = [(SUMMARIZE, nodes._summarize_steps, state)]
     if run.storage is not None and nodes.config.flush_before_compact:
@@ -275,7 +284,7 @@ class BackgroundStage:
         view: dict,
         plan: CompactionPlan,
         budget: Any,
-        new_tokens: Optional[int],
+        new_tokens: int | None,
     ) -> Steps:
         """Yield the background part of one gate call; return (``compaction`` update, messages update, applied, blocked).
 
@@ -315,9 +324,19 @@ class BackgroundStage:
         fits = plan.tokens_after_layers < wait_limit(budget)
         job = _job(key)
         problem = prepared_problem(job.meta, messages) if job is not None and not job.done() else None
-        if problem is not None:  # what it covers changed: it could not be applied once ready; start again from here, or compact now
+        if (
+            problem is not None
+        ):  # what it covers changed: it could not be applied once ready; start again from here, or compact now
             _drop(job)
-            events.append(_event("compaction_discarded", why=problem, prepared_id=job.meta["id"], tokens_before=plan.tokens_after_layers, usage={}))
+            events.append(
+                _event(
+                    "compaction_discarded",
+                    why=problem,
+                    prepared_id=job.meta["id"],
+                    tokens_before=plan.tokens_after_layers,
+                    usage={},
+                )
+            )
         elif job is not None and not job.done():
             if fits:
                 emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
@@ -330,13 +349,25 @@ class BackgroundStage:
                 return self._finish(update, events), None, False, "the prepared summary could not be applied"
             _drop(job)
             why = "not ready before the request outgrew the wait"
-            events.append(_event("compaction_discarded", why=why, prepared_id=job.meta["id"], tokens_before=plan.tokens_after_layers, usage={}))
+            events.append(
+                _event(
+                    "compaction_discarded",
+                    why=why,
+                    prepared_id=job.meta["id"],
+                    tokens_before=plan.tokens_after_layers,
+                    usage={},
+                )
+            )
             return self._finish(update, events), None, False, f"the prepared summary was {why}"
         if fits and plan.reason in ("tokens", "messages") and self._may_prepare(view):
             now = self.plan(messages, budget=start_budget(budget), new_tokens=new_tokens, memo=memo)
             yield from self._start(state, run, messages, now if now.summarize else plan, budget, events)
             return self._finish(update, events), None, False, None
-        why = "a summary cannot be prepared now (no summarizer, or its breaker is open)" if fits else "the request is over the wait limit"
+        why = (
+            "a summary cannot be prepared now (no summarizer, or its breaker is open)"
+            if fits
+            else "the request is over the wait limit"
+        )
         if problem is not None:
             why = f"the summary being prepared cannot apply ({problem}) and {why}"
         return self._finish(update, events), None, False, why
@@ -351,7 +382,13 @@ class BackgroundStage:
         return self.model is not None and not (breaker.get("open_until") or 0) > time.time()
 
     def _start(
-        self, state: Any, run: Run, messages: Sequence[BaseMessage], plan: CompactionPlan, budget: Any, events: list[dict]
+        self,
+        state: Any,
+        run: Run,
+        messages: Sequence[BaseMessage],
+        plan: CompactionPlan,
+        budget: Any,
+        events: list[dict],
     ) -> Steps:
         """Yield the effect that starts a job for the plan's cut of ``messages``."""
         cut = plan.cut
@@ -389,18 +426,36 @@ class BackgroundStage:
         except Exception as exc:  # noqa: BLE001 - no thread or loop to spare: the trigger compacts blocking
             _drop(job)
             why = f"it could not be started: {exc}"
-            events.append(_event("compaction_discarded", why=why, prepared_id=meta["id"], tokens_before=plan.tokens_after_layers, usage={}))
+            events.append(
+                _event(
+                    "compaction_discarded",
+                    why=why,
+                    prepared_id=meta["id"],
+                    tokens_before=plan.tokens_after_layers,
+                    usage={},
+                )
+            )
             return
-        started = {"prepared_id": meta["id"], "tokens_before": plan.tokens_after_layers, "evict": len(evict_ids), "usage": {}}
+        started = {
+            "prepared_id": meta["id"],
+            "tokens_before": plan.tokens_after_layers,
+            "evict": len(evict_ids),
+            "usage": {},
+        }
         events.append(_event("compaction_started", mode="background", **started))
 
-    def _harvest(self, job: Job, record: Optional[dict], messages, events: list[dict]) -> tuple[Optional[dict], dict]:
+    def _harvest(self, job: Job, record: dict | None, messages, events: list[dict]) -> tuple[dict | None, dict]:
         """Return the ready record (the state's or the job's) and the ``compaction`` update of a finished job."""
         _drop(job)
         outcome = job.outcome()
         update: dict[str, Any] = dict(outcome.get("breakers") or {})  # the breakers count background failures too
         usage = outcome.get("usage") or {}
-        tokens = {"prepared_id": job.meta["id"], "tokens_before": job.meta["tokens_before"], "tokens_after": outcome.get("tokens_after"), "usage": usage}
+        tokens = {
+            "prepared_id": job.meta["id"],
+            "tokens_before": job.meta["tokens_before"],
+            "tokens_after": outcome.get("tokens_after"),
+            "usage": usage,
+        }
         if "error" in outcome:
             events.append(_event("compaction_discarded", why=outcome["error"], **tokens))
             return record, update
@@ -414,7 +469,9 @@ class BackgroundStage:
         events.append(_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))
         return outcome, update
 
-    def _swap(self, record: dict, messages, counts, view, run: Run, budget: Any, update: dict, events: list[dict]) -> Steps:
+    def _swap(
+        self, record: dict, messages, counts, view, run: Run, budget: Any, update: dict, events: list[dict]
+    ) -> Steps:
         """Yield the swap of a ready summary; return the gate's (update, messages, applied, blocked), or None (it was discarded)."""
         applied = yield from self._apply(record, messages, counts, view, run, budget, events)
         if applied is None:
@@ -431,7 +488,9 @@ class BackgroundStage:
             (summary,) = messages_from_dict([record["summary"]])
             injected = messages_from_dict(record.get("injected") or [])
             evict_ids = set(record["evict_ids"])
-            after = self.counter.total([*messages[: leading_systems(messages)], summary, *injected]) + kept_tokens(messages, counts, record["evict_ids"])
+            after = self.counter.total([*messages[: leading_systems(messages)], summary, *injected]) + kept_tokens(
+                messages, counts, record["evict_ids"]
+            )
             if after >= sum(counts):
                 problem = f"it would not shrink the context ({sum(counts):,} -> {after:,} tokens)"
             elif after > budget.target_tokens:
@@ -441,15 +500,28 @@ class BackgroundStage:
             return None
         flushed = yield from self._commit_flush(messages, view, record.get("flush"), run)
         written = self._summary_update(
-            messages, view, evict_ids, record.get("cutoff_id"), summary, record.get("pins") or [], record.get("kind") or "summarize",
-            record.get("offload_path"), run,
-            event={"event": "compaction_applied", "mode": "background", "reason": "background", "prepared_id": record.get("id"), "usage": tokens["usage"]},
+            messages,
+            view,
+            evict_ids,
+            record.get("cutoff_id"),
+            summary,
+            record.get("pins") or [],
+            record.get("kind") or "summarize",
+            record.get("offload_path"),
+            run,
+            event={
+                "event": "compaction_applied",
+                "mode": "background",
+                "reason": "background",
+                "prepared_id": record.get("id"),
+                "usage": tokens["usage"],
+            },
             injected=injected,
         )
         # written to the transcript now that it replaces what it covers (so recall can open it)
-        recorded = yield from self._record_summary(summary, run, run.storage is not None and self.config.offload_before_compact)
+        recorded = yield from self._record_summary(
+            summary, run, run.storage is not None and self.config.offload_before_compact
+        )
         compaction = {**written["compaction"], **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
         events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
         return compaction, written.get("messages")
-
-

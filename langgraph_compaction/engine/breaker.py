@@ -8,7 +8,6 @@ the summarizer's under ``breaker``, the memory model's under
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 
 def read_breaker(view: dict, key: str = "breaker") -> dict:
@@ -22,7 +21,7 @@ def read_breaker(view: dict, key: str = "breaker") -> dict:
     }
 
 
-def breaker_after(breaker: dict, problem: Optional[str], limit: int, cooldown: float) -> dict:
+def breaker_after(breaker: dict, problem: str | None, limit: int, cooldown: float) -> dict:
     """Return the breaker after one model attempt: reset on success, opened at ``limit`` failures in a row."""
     if not problem:
         return {"failures": 0, "open_until": 0.0, "reason": None}

@@ -15,14 +15,14 @@ import contextvars
 import inspect
 import threading
 import uuid
+from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Generator, Optional
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
-
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
@@ -42,7 +42,7 @@ class Run:
 
     thread_id: str
     user_id: str
-    storage: Optional[CompactionStorage]
+    storage: CompactionStorage | None
     budget: Budget
     threadless: bool = False
     #: What this run's compaction model calls used, as their providers reported it (``usage_metadata``), added up.
@@ -124,7 +124,7 @@ def run_thread_id(config: RunnableConfig, state: Any, user_id: str) -> tuple[str
     return f"no-thread:{user_id}:{uuid.uuid4().hex}", True
 
 
-def advance(steps: Steps, value: Any, error: Optional[Exception]) -> tuple[bool, Any]:
+def advance(steps: Steps, value: Any, error: Exception | None) -> tuple[bool, Any]:
     """Advance a node's steps with an effect's result (or error); return (finished, next effect or update)."""
     try:
         return False, (steps.throw(error) if error is not None else steps.send(value))
@@ -139,7 +139,7 @@ class EffectDriver:
     the chat, and bounded by ``config.summary_timeout``.
     """
 
-    def _call_sync(self, model: Any, prompt: str | list[BaseMessage], usage: Optional[dict] = None) -> str:
+    def _call_sync(self, model: Any, prompt: str | list[BaseMessage], usage: dict | None = None) -> str:
         """Call a compaction model with a prompt (one human message) or a whole request (a message list)."""
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
         request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
@@ -156,7 +156,7 @@ class EffectDriver:
             add_usage(usage, reply)
         return content_text(reply.content)
 
-    async def _call_async(self, model: Any, prompt: str | list[BaseMessage], usage: Optional[dict] = None) -> str:
+    async def _call_async(self, model: Any, prompt: str | list[BaseMessage], usage: dict | None = None) -> str:
         runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
         request = [HumanMessage(prompt)] if isinstance(prompt, str) else prompt
         reply = await asyncio.wait_for(runnable.ainvoke(request), self.config.summary_timeout)
@@ -174,7 +174,9 @@ class EffectDriver:
         async def wait() -> Any:
             return await result
 
-        with ThreadPoolExecutor(max_workers=1) as pool:  # this thread may already run a loop (sync code called from one)
+        with ThreadPoolExecutor(
+            max_workers=1
+        ) as pool:  # this thread may already run a loop (sync code called from one)
             return pool.submit(contextvars.copy_context().run, asyncio.run, wait()).result()
 
     @staticmethod

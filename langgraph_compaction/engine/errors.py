@@ -12,7 +12,6 @@ passes through untouched. The summarize step and overflow recovery both ask.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from langchain_core.exceptions import ContextOverflowError
 from langgraph.errors import GraphBubbleUp
@@ -40,7 +39,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def _error_code(exc: BaseException) -> Optional[str]:
+def _error_code(exc: BaseException) -> str | None:
     code = getattr(exc, "code", None)
     body = getattr(exc, "body", None)
     if not isinstance(code, str) and isinstance(body, dict):
@@ -53,8 +52,24 @@ def _error_code(exc: BaseException) -> Optional[str]:
 _RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "insufficient_quota", "too_many_requests"})
 #: Top-level packages of provider SDKs; an error they raise (or raised in their code) may be read by its text.
 _PROVIDER_PACKAGES = frozenset(
-    {"openai", "anthropic", "google", "vertexai", "botocore", "boto3", "httpx", "requests", "groq", "mistralai",
-     "cohere", "ollama", "litellm", "together", "fireworks", "huggingface_hub"}
+    {
+        "openai",
+        "anthropic",
+        "google",
+        "vertexai",
+        "botocore",
+        "boto3",
+        "httpx",
+        "requests",
+        "groq",
+        "mistralai",
+        "cohere",
+        "ollama",
+        "litellm",
+        "together",
+        "fireworks",
+        "huggingface_hub",
+    }
 )
 
 
@@ -78,7 +93,7 @@ def _raised_by_provider(e: BaseException) -> bool:
     return tb is not None and _provider_package(tb.tb_frame.f_globals.get("__name__") or "")
 
 
-def _status(e: BaseException) -> Optional[int]:
+def _status(e: BaseException) -> int | None:
     status = getattr(e, "status_code", None) or getattr(getattr(e, "response", None), "status_code", None)
     return status if isinstance(status, int) else None
 
@@ -100,7 +115,7 @@ def is_context_overflow(exc: BaseException) -> bool:
     return any(_raised_by_provider(e) and _PHRASES.search(str(e)) for e in chain)
 
 
-def overflow_figures(exc: BaseException) -> tuple[Optional[int], Optional[int]]:
+def overflow_figures(exc: BaseException) -> tuple[int | None, int | None]:
     """Return (window, request size) in tokens when the provider's error states them, else Nones."""
     for e in _chain(exc):
         text = str(e)

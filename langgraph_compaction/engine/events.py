@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Optional
+from typing import Any
 
 from langgraph.config import get_stream_writer
 
@@ -34,7 +34,7 @@ def emit_event(event: dict) -> dict:
 LIFECYCLE_STEPS = ("flush", "offload", "summarize")
 
 
-def stage_started(stage: str) -> Optional[float]:
+def stage_started(stage: str) -> float | None:
     """Stream the start of a side step; return its start time (None for the gate, which runs on every call)."""
     stage = stage.removeprefix("compaction_")  # the engine names the steps by their graph node
     if stage not in LIFECYCLE_STEPS:
@@ -43,12 +43,14 @@ def stage_started(stage: str) -> Optional[float]:
     return time.monotonic()
 
 
-def stage_ended(stage: str, started: Optional[float], update: Any) -> Any:
+def stage_ended(stage: str, started: float | None, update: Any) -> Any:
     """Stream the end of a side step (how long it took, whether it recorded an error); return its update unchanged."""
     if started is not None:
         error = ((update or {}).get("compaction") or {}).get("last_error") if isinstance(update, dict) else None
         ms = round((time.monotonic() - started) * 1000, 1)
-        emit_event({"stage": "lifecycle", "phase": "end", "step": stage.removeprefix("compaction_"), "ms": ms, "ok": not error})
+        emit_event(
+            {"stage": "lifecycle", "phase": "end", "step": stage.removeprefix("compaction_"), "ms": ms, "ok": not error}
+        )
     return update
 
 

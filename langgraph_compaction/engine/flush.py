@@ -8,7 +8,8 @@ effort: a failure is recorded and summarizing goes on.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -60,8 +61,14 @@ class FlushStage:
         if not todo or run.storage is None or self.flush_model is None:
             return {}
         breaker = read_breaker(view, self._flush_breaker)
-        if breaker["open_until"] > time.time():  # the model failed too often lately; the transcript keeps these messages
-            return {"compaction": {"events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]}}
+        if (
+            breaker["open_until"] > time.time()
+        ):  # the model failed too often lately; the transcript keeps these messages
+            return {
+                "compaction": {
+                    "events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]
+                }
+            }
         now = local_now(self.config.timezone)
         day = now.date().isoformat()
         marker = flush_marker(m.id for m in todo)
@@ -83,7 +90,10 @@ class FlushStage:
                     answer = yield ("model", self.flush_model, (request,))
                 if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                     raise ValueError(problem)
-                asking, tripped = False, {self._flush_breaker: breaker_after(breaker, None, 0, 0)}  # a success closes it
+                asking, tripped = (
+                    False,
+                    {self._flush_breaker: breaker_after(breaker, None, 0, 0)},
+                )  # a success closes it
                 if not commit:
                     held = {"text": answer, "ids": [m.id for m in todo], "marker": marker}
                     return {"compaction": {**tripped, "flush_answer": held}}
@@ -91,23 +101,31 @@ class FlushStage:
         except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
             event = emit_event({"stage": "flush", "error": describe_error(exc)})
             if asking:
-                tripped = {self._flush_breaker: breaker_after(breaker, event["error"], self.config.breaker_failures, self.config.breaker_cooldown)}
+                tripped = {
+                    self._flush_breaker: breaker_after(
+                        breaker, event["error"], self.config.breaker_failures, self.config.breaker_cooldown
+                    )
+                }
             return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
         return {"compaction": {**tripped, **self._flushed(messages, view, [m.id for m in todo], entry)}}
 
     def _write_memory(self, run: Run, answer: str, marker: str, now: Any) -> Steps:
         """Append the memory model's answer to the ledger of ``now``'s day once (its marker); return the entry, or None."""
 
-        def compose(current: str) -> Optional[str]:
+        def compose(current: str) -> str | None:
             # the ledger as it is now, under the storage's lock: another thread's flush may have just written
             if has_flush_marker(current, marker):
                 return None
             return ledger_entry(answer, current, now, redact=self.config.redactor, marker=marker)
 
-        _, entry = yield ("storage", "append_memory_entry", (run.user_id, ledger_relpath(now.date().isoformat()), compose))
+        _, entry = yield (
+            "storage",
+            "append_memory_entry",
+            (run.user_id, ledger_relpath(now.date().isoformat()), compose),
+        )
         return entry
 
-    def _flushed(self, messages: Sequence[BaseMessage], view: dict, ids: Sequence[str], entry: Optional[str]) -> dict:
+    def _flushed(self, messages: Sequence[BaseMessage], view: dict, ids: Sequence[str], entry: str | None) -> dict:
         """Return the ``compaction`` update of a committed flush: the cursor advanced over ``ids``, and its event."""
         flushed = set(view["flushed_ids"]) | set(ids)
         written = entry.count("\n- ") if entry else 0
@@ -116,7 +134,7 @@ class FlushStage:
             "events": [emit_event({"stage": "flush", "flushed_messages": len(ids), "memories": written})],
         }
 
-    def _commit_flush(self, messages: Sequence[BaseMessage], view: dict, held: Optional[dict], run: Run) -> Steps:
+    def _commit_flush(self, messages: Sequence[BaseMessage], view: dict, held: dict | None, run: Run) -> Steps:
         """Write a prepared flush answer (``held``) and advance the cursor; return the ``compaction`` update.
 
         Messages flushed since it was prepared are left out by advancing the

@@ -9,8 +9,9 @@ then leads to flush and offload side by side, or straight to the model node.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from itertools import takewhile
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict
 from langchain_core.runnables import RunnableConfig
@@ -99,10 +100,10 @@ class GateStage:
         messages: Sequence[BaseMessage],
         *,
         manual: bool = False,
-        budget: Optional[Budget] = None,
-        new_tokens: Optional[int] = None,
+        budget: Budget | None = None,
+        new_tokens: int | None = None,
         overflow: bool = False,
-        memo: Optional[Memo] = None,
+        memo: Memo | None = None,
         floor: int = 0,
     ) -> CompactionPlan:
         """Return the gate's plan for these messages (layers 1-2, trigger, cutoff).
@@ -139,8 +140,8 @@ class GateStage:
             self._memos.pop(thread_id, None)
 
     def calibrated(
-        self, messages: Sequence[BaseMessage], view: dict, budget: Budget, counts: Optional[Sequence[int]] = None
-    ) -> tuple[Budget, Optional[dict]]:
+        self, messages: Sequence[BaseMessage], view: dict, budget: Budget, counts: Sequence[int] | None = None
+    ) -> tuple[Budget, dict | None]:
         """Return the budget in estimator units for this thread, and the calibration when it just changed."""
         calibration = read_calibration(view.get("calibration"))
         observed = None
@@ -159,17 +160,29 @@ class GateStage:
         new_tokens = tokens_since(messages, memo.counts, view.get("cooldown_id"))
         background = self.config.background and not overflow and not manual
         floor = self._background_floor(run, messages, view) if background else 0
-        plan = self.plan(messages, manual=bool(manual), budget=budget, new_tokens=new_tokens, overflow=overflow, memo=memo, floor=floor)
+        plan = self.plan(
+            messages,
+            manual=bool(manual),
+            budget=budget,
+            new_tokens=new_tokens,
+            overflow=overflow,
+            memo=memo,
+            floor=floor,
+        )
         update: dict[str, Any] = {}
         compaction: dict[str, Any] = {"calibration": calibration} if calibration else {}
         events: list[dict] = []
         if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
-            emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
+            emit_event(
+                {"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers}
+            )
         if calibration and "usage" in calibration:  # the newest reply's usage, as its provider reported it (streamed)
             emit_event({"stage": "gate", "usage": usage_event(calibration)})
         applied, blocked = False, None
         if background:
-            prepared, written, applied, blocked = yield from self._background_steps(state, run, messages, memo, view, plan, budget, new_tokens)
+            prepared, written, applied, blocked = yield from self._background_steps(
+                state, run, messages, memo, view, plan, budget, new_tokens
+            )
             events.extend(prepared.pop("events", []))
             compaction.update(prepared)
             if written is not None:
@@ -185,7 +198,11 @@ class GateStage:
                     compaction.update(result)
                 except Exception as exc:  # noqa: BLE001 - the originals must reach disk first
                     offloaded = False
-                    events.append(emit_event({"stage": "gate", "error": f"offload before layer edits failed: {describe_error(exc)}"}))
+                    events.append(
+                        emit_event(
+                            {"stage": "gate", "error": f"offload before layer edits failed: {describe_error(exc)}"}
+                        )
+                    )
             if offloaded:
                 memo.edited(plan.edits, self.counter)
                 if self.config.mode == "view":  # the model's copy is shortened; the state keeps the message as added
@@ -215,9 +232,23 @@ class GateStage:
         if plan.summarize and not applied and (not background or blocked):
             cut = plan.cut
             # streamed, not kept: a UI shows "compacting..." until the summarize stage ends (compaction_applied, kept)
-            started = {"event": "compaction_started", "mode": "blocking", "usage": {}, **({"why": blocked} if background else {})}
-            emit_event({"stage": "lifecycle", "phase": "started", "reason": plan.reason, "tokens_before": plan.tokens_before,
-                   "tokens_after_layers": plan.tokens_after_layers, "evict": len(cut.evict), **started})
+            started = {
+                "event": "compaction_started",
+                "mode": "blocking",
+                "usage": {},
+                **({"why": blocked} if background else {}),
+            }
+            emit_event(
+                {
+                    "stage": "lifecycle",
+                    "phase": "started",
+                    "reason": plan.reason,
+                    "tokens_before": plan.tokens_before,
+                    "tokens_after_layers": plan.tokens_after_layers,
+                    "evict": len(cut.evict),
+                    **started,
+                }
+            )
             compaction["pending"] = {
                 "reason": plan.reason,
                 "evict_ids": [messages[i].id for i in cut.evict],

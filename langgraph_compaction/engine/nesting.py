@@ -12,18 +12,19 @@ summary with the removed messages in front of it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
 from ..core.conversation import summary_out_of_place
-from .events import emit_event
 from .effects import state_value
+from .events import emit_event
 
 #: The parent-graph namespace ``subgraph_node`` runs its agent in (None outside one).
-_WRITTEN_BACK: ContextVar[Optional[str]] = ContextVar("compaction_written_back", default=None)
+_WRITTEN_BACK: ContextVar[str | None] = ContextVar("compaction_written_back", default=None)
 
 
 class NestedAgentError(RuntimeError):

@@ -12,7 +12,7 @@ functional helper) drives this one engine.
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
@@ -60,6 +60,7 @@ __all__ = [
     "state_value",
 ]
 
+
 def _is_agent_model(model: Any, agent_model: Any) -> bool:
     """Return True when ``model`` is the agent's model: ``agent_model`` itself or the model it binds tools to."""
     while agent_model is not None and model is not None:
@@ -85,7 +86,7 @@ class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, Summ
         *,
         before: str,
         model: Any,
-        config: Optional[CompactionConfig] = None,
+        config: CompactionConfig | None = None,
         storage: Any = None,
         flush_model: Any = None,
         agent_model: Any = None,
@@ -107,8 +108,10 @@ class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, Summ
         # tools, messages up to the cut, unchanged) plus an instruction: the provider's prompt cache serves that
         # prefix, where a re-rendered transcript is billed in full. Another model gets the rendered transcript.
         self._agent_model = agent_model
-        self._head = [SystemMessage(system_prompt)] if isinstance(system_prompt, str) and system_prompt else (
-            [system_prompt] if isinstance(system_prompt, SystemMessage) else []
+        self._head = (
+            [SystemMessage(system_prompt)]
+            if isinstance(system_prompt, str) and system_prompt
+            else ([system_prompt] if isinstance(system_prompt, SystemMessage) else [])
         )
         self._summary_shares_cache = _is_agent_model(model, agent_model)
         self._flush_shares_cache = _is_agent_model(self.flush_model, agent_model)
@@ -125,7 +128,9 @@ class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, Summ
             storage = StoreStorage(runtime.store)
         user = run_user_id(runtime, config)
         thread, threadless = run_thread_id(config, state, user)
-        return Run(thread_id=thread, user_id=user, storage=storage, budget=self._budget_for(runtime), threadless=threadless)
+        return Run(
+            thread_id=thread, user_id=user, storage=storage, budget=self._budget_for(runtime), threadless=threadless
+        )
 
     def _budget_for(self, runtime: Any) -> Budget:
         """Return the budget with the run context's thresholds applied (a bad value raises, naming the field)."""
@@ -136,7 +141,7 @@ class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, Summ
             return self.budget
         return type(self.config).model_validate({**dict(self.config), **overrides}).resolve(self._window_model)
 
-    def messages_of(self, state: Any, compaction: Optional[dict] = None) -> list[BaseMessage]:
+    def messages_of(self, state: Any, compaction: dict | None = None) -> list[BaseMessage]:
         """Return the messages compaction works on and the model is sent: the state's, or in view mode their view."""
         messages = list(state_value(state, "messages") or [])
         if self.config.mode != "view":

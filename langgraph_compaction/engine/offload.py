@@ -7,7 +7,8 @@ message it evicts was offloaded.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -85,5 +86,7 @@ class OffloadStage:
             return {"compaction": {"offloaded_ids": [], "last_error": event["error"], "events": [event]}}
         fresh, marked = result.pop("_fresh"), result.pop("_unencodable", None)
         event = {"stage": "offload", "offloaded": fresh, "offload_path": result["offload_path"]}
-        result["events"] = [emit_event({**event, **({"note": UNENCODABLE_NOTE, "unencodable": marked} if marked else {})})]
+        result["events"] = [
+            emit_event({**event, **({"note": UNENCODABLE_NOTE, "unencodable": marked} if marked else {})})
+        ]
         return {"compaction": result}

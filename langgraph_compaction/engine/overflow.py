@@ -16,23 +16,24 @@ window, ``ContextTooLongError`` says how large it is and why.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generator, Optional, Sequence
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from langgraph.utils.runnable import RunnableCallable
-
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
+from langgraph.utils.runnable import RunnableCallable
 
 from ..core.calibration import calibrated_tokens, observe, read_calibration
-from .errors import ContextTooLongError, is_context_overflow, overflow_figures
 from .effects import advance, state_value
+from .errors import ContextTooLongError, is_context_overflow, overflow_figures
 from .events import describe_error, emit_event
 from .nodes import CompactionNodes
 from .passes import apply_update, arun_batch, pass_stages, run_batch, update_delta
 from .state import read_compaction
+
 
 def smallest_request_problem(
     messages: Sequence[BaseMessage], counts: Sequence[int], window: int, fixed: int, calibration: dict
@@ -45,7 +46,9 @@ def smallest_request_problem(
     i = max(range(len(messages)), key=lambda k: counts[k])
     largest = calibrated_tokens(counts[i], calibration)
     if largest >= window:
-        return f"{head}: message {messages[i].id!r} ({messages[i].type}) alone is ~{largest:,} tokens; shorten or split it"
+        return (
+            f"{head}: message {messages[i].id!r} ({messages[i].type}) alone is ~{largest:,} tokens; shorten or split it"
+        )
     return (
         f"{head}: what cannot be summarized (system prompt, tool schemas, the latest request and the newest tool round) "
         f"is that large; its largest message is {messages[i].id!r} ({messages[i].type}, ~{largest:,} tokens)"
@@ -59,7 +62,9 @@ def in_front(update: dict, output: Any) -> Any:
     ``create_agent``'s model node returns): the update's messages come first,
     so a rewrite lands before the reply, and ``compaction`` deltas add up.
     """
-    if isinstance(output, Command) or (isinstance(output, (list, tuple)) and any(isinstance(o, Command) for o in output)):
+    if isinstance(output, Command) or (
+        isinstance(output, (list, tuple)) and any(isinstance(o, Command) for o in output)
+    ):
         # a node may return a list of updates and commands; LangGraph applies them in order
         return [update, *(output if isinstance(output, (list, tuple)) else [output])]
     if output is None:
@@ -171,7 +176,7 @@ async def adrive_recovery(nodes: CompactionNodes, gen: Recovery, run: Any, call:
     return item
 
 
-def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: Optional[str] = None) -> Runnable:
+def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: str | None = None) -> Runnable:
     """Return the model node wrapped so that a too-long refusal compacts the history and retries once.
 
     ``node`` is the node's runnable (or function) as the graph holds it; the
@@ -199,7 +204,7 @@ def _request(system_prompt: Any, messages: list) -> list:
 
 
 def invoke_with_recovery(
-    nodes: CompactionNodes, model: Any, state: Any, config: Optional[RunnableConfig] = None, *, system_prompt: Any = None
+    nodes: CompactionNodes, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
 ) -> dict:
     """Call ``model`` on the state's messages and return the node update ``{"messages": [reply]}``.
 
@@ -218,7 +223,7 @@ def invoke_with_recovery(
 
 
 async def ainvoke_with_recovery(
-    nodes: CompactionNodes, model: Any, state: Any, config: Optional[RunnableConfig] = None, *, system_prompt: Any = None
+    nodes: CompactionNodes, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
 ) -> dict:
     """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``."""
     config = config or {}

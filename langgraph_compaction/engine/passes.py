@@ -13,21 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generator, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from ..storage import message_records
 from ..storage.codec import encode, revision
-
 from .effects import Run, state_value
 from .flush import FLUSH
 from .gate import GATE
 from .offload import OFFLOAD
-from .summarize import SUMMARIZE
 from .state import merge_compaction
+from .summarize import SUMMARIZE
 
 #: A stage to run: (name, the node's steps, the state it reads).
 Stage = tuple
@@ -128,7 +128,10 @@ def run_batch(nodes: Any, batch: list[Stage], run: Run) -> list[dict]:
         return [nodes._guarded(name, state, steps, run)]
     with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="compaction") as pool:
         # each thread gets a copy of this context: the stream writer and the runtime travel with it
-        futures = [pool.submit(contextvars.copy_context().run, nodes._guarded, name, st, steps, run) for name, steps, st in batch]
+        futures = [
+            pool.submit(contextvars.copy_context().run, nodes._guarded, name, st, steps, run)
+            for name, steps, st in batch
+        ]
         return [f.result() for f in futures]
 
 

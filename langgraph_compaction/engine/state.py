@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Annotated, Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
-from typing_extensions import TypedDict
-
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import _messages_delta_reducer
+from typing_extensions import TypedDict
 
 from ..core.fidelity import clean_pins, merge_pins
 
@@ -95,7 +95,7 @@ def read_compaction(raw: Any) -> dict[str, Any]:
     return out
 
 
-def merge_compaction(left: Optional[dict], right: Optional[dict]) -> dict:
+def merge_compaction(left: dict | None, right: dict | None) -> dict:
     """Merge a node's ``compaction`` write into the state (the reducer).
 
     Keys are replaced, except ``counts`` and ``edited_messages`` (added up), ``events`` (appended,
@@ -133,7 +133,7 @@ COMPACTION_SNAPSHOT_EVERY = 10
 COMPACTION_REFRESH_MESSAGES = MESSAGES_SNAPSHOT_EVERY // COMPACTION_SNAPSHOT_EVERY
 
 
-def merge_compaction_writes(value: Optional[dict], writes: Sequence[Any]) -> dict:
+def merge_compaction_writes(value: dict | None, writes: Sequence[Any]) -> dict:
     """Fold a batch of ``compaction`` writes into the value in order: the ``DeltaChannel`` form of ``merge_compaction``.
 
     One at a time, so a replay of many steps' writes in one batch gives what the steps gave one by one.
@@ -156,7 +156,9 @@ class CompactionState(TypedDict):
     no further back for it than for the messages.
     """
 
-    messages: Annotated[list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)]
+    messages: Annotated[
+        list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)
+    ]
     compaction: Annotated[dict, DeltaChannel(merge_compaction_writes, snapshot_frequency=COMPACTION_SNAPSHOT_EVERY)]
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
-
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.config import model_context_window
@@ -39,12 +39,12 @@ from ..core.summary import (
 from ..core.tokens import estimate_text_tokens
 from ..core.view import kept_edits, view_record
 from ..core.working_set import working_set_note
+from ..storage import message_records
 from .breaker import breaker_after, read_breaker
 from .effects import Run, Steps, state_value
 from .errors import is_context_overflow, overflow_figures
 from .events import describe_error, emit_event
 from .state import read_compaction
-from ..storage import message_records
 
 SUMMARIZE = "compaction_summarize"
 
@@ -62,7 +62,7 @@ class SummarizeStage:
     async def asummarize(self, state: Any, config: RunnableConfig) -> dict:
         return await self._aguarded("summarize", state, self._summarize_steps, self._run(config, state))
 
-    def _cached_prefix(self, messages: Sequence[BaseMessage], pending: dict) -> Optional[list[BaseMessage]]:
+    def _cached_prefix(self, messages: Sequence[BaseMessage], pending: dict) -> list[BaseMessage] | None:
         """Return the agent's own request up to the cut (system prompt first), or None when it cannot be reused.
 
         It cannot after an overflow (the agent's request was refused as too
@@ -71,7 +71,11 @@ class SummarizeStage:
         if pending.get("reason") == "overflow":
             return None
         cutoff_id = pending.get("cutoff_id")
-        end = next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages)) if cutoff_id else len(messages)
+        end = (
+            next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages))
+            if cutoff_id
+            else len(messages)
+        )
         prefix = [*self._head, *messages[:end]]
         if self.counter.total(prefix) + self.fixed_tokens + PREFIX_ALLOWANCE > self._summarizer_window():
             return None
@@ -92,10 +96,10 @@ class SummarizeStage:
     def _summary_text(
         self,
         evicted: Sequence[BaseMessage],
-        focus: Optional[str],
-        budget: Optional[int] = None,
-        prefix: Optional[list[BaseMessage]] = None,
-        instructions: Sequence[Optional[str]] = (),
+        focus: str | None,
+        budget: int | None = None,
+        prefix: list[BaseMessage] | None = None,
+        instructions: Sequence[str | None] = (),
     ) -> Steps:
         """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem).
 
@@ -106,10 +110,17 @@ class SummarizeStage:
         ``instructions`` (the application's, this summary's) are added to the
         prompt (``summary_prompt`` when configured, else the built-in one).
         """
-        prompt = {"prompt": self.config.summary_prompt, "instructions": [self.config.summary_instructions, *instructions]}
+        prompt = {
+            "prompt": self.config.summary_prompt,
+            "instructions": [self.config.summary_instructions, *instructions],
+        }
         if prefix is not None:
             try:
-                answer = yield ("model", self._agent_model, ([*prefix, HumanMessage(summary_instruction(focus, **prompt))],))
+                answer = yield (
+                    "model",
+                    self._agent_model,
+                    ([*prefix, HumanMessage(summary_instruction(focus, **prompt))],),
+                )
             except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
                 if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
                     return (yield from self._summary_text(evicted, focus, instructions=instructions))
@@ -117,7 +128,7 @@ class SummarizeStage:
             problem = summary_problem(answer)
             return (None, problem) if problem else (answer, None)
         budget = budget or self._summarizer_budget()
-        text: Optional[str] = None
+        text: str | None = None
         shown = self.config.summarizer_result_chars
         # the counts are known: only a prefix that may not fit is rendered and measured piece by piece
         fits = self.counter.total(evicted) * 1.2 + 500 < budget
@@ -151,7 +162,14 @@ class SummarizeStage:
         try:
             yield ("storage", "append_transcript", (run.thread_id, records))
         except Exception as exc:  # noqa: BLE001 - the summary is committed either way
-            return [emit_event({"stage": "summarize", "error": f"the summary was not written to the transcript: {describe_error(exc)}"})]
+            return [
+                emit_event(
+                    {
+                        "stage": "summarize",
+                        "error": f"the summary was not written to the transcript: {describe_error(exc)}",
+                    }
+                )
+            ]
         return []
 
     def _summarize_steps(self, state: Any, run: Run) -> Steps:
@@ -181,7 +199,11 @@ class SummarizeStage:
         def compose(body: str) -> tuple:
             """Return (text, pins, summary message, compacted messages, their tokens) for one summary body."""
             body, pins = complete_summary(
-                body, evicted, pins=view["pins"], settings=self.config.fidelity, redactor=self.config.redactor or redact_secrets
+                body,
+                evicted,
+                pins=view["pins"],
+                settings=self.config.fidelity,
+                redactor=self.config.redactor or redact_secrets,
             )
             summary = build_summary_message(finish_summary(body, note), path, evicted=len(evicted), covers=covers)
             result = compacted_view(messages, evict_ids, summary)
@@ -202,19 +224,25 @@ class SummarizeStage:
             try:
                 extra, skip = before_summary_answer((yield ("hook", self.config.before_summary, (info,))))
             except Exception as exc:  # noqa: BLE001 - a failing hook changes nothing: the summary is made as configured
-                hook_events.append(emit_event({"stage": "summarize", "hook": "before_summary", "error": describe_error(exc)}))
+                hook_events.append(
+                    emit_event({"stage": "summarize", "hook": "before_summary", "error": describe_error(exc)})
+                )
         breaker = read_breaker(view)
         breaker_events: list[dict] = []
         composed = None
         if skip:  # the application asked for no model call: the extractive summary, as when the summarizer fails
             text, problem, kind = extractive_summary(evicted), None, "extractive"
-            hook_events.append(emit_event({"stage": "summarize", "hook": "before_summary", "note": "skipped the summarizer"}))
+            hook_events.append(
+                emit_event({"stage": "summarize", "hook": "before_summary", "note": "skipped the summarizer"})
+            )
         elif self.model is None or breaker["open_until"] > time.time():
             # no summarizer, or it failed too often lately: the deterministic summary is the summary
             text, problem, kind = extractive_summary(evicted), None, "extractive"
         else:
             prefix = self._cached_prefix(messages, pending) if self._summary_shares_cache else None
-            text, problem = yield from self._summary_text(evicted, pending.get("focus"), prefix=prefix, instructions=[extra])
+            text, problem = yield from self._summary_text(
+                evicted, pending.get("focus"), prefix=prefix, instructions=[extra]
+            )
             kind = "summarize"
             if not problem:
                 # a well-formed but endless answer fails too (invariant 3): it misses the target where the
@@ -223,20 +251,33 @@ class SummarizeStage:
                 target = pending.get("target_tokens") or run.budget.target_tokens
                 if composed[4] > target:
                     fallback = compose(extractive_summary(evicted))
-                    if fallback[4] < composed[4] and (fallback[4] <= target or composed[4] >= self.counter.total(messages)):
+                    if fallback[4] < composed[4] and (
+                        fallback[4] <= target or composed[4] >= self.counter.total(messages)
+                    ):
                         problem = f"the summary would leave {composed[4]:,} tokens, over the target of {target:,}"
                         composed, kind = fallback, "extractive"
             breaker = breaker_after(breaker, problem, self.config.breaker_failures, self.config.breaker_cooldown)
             if breaker["open_until"]:
                 breaker_events.append(
-                    emit_event({"stage": "summarize", "breaker": "open", **breaker, "error": f"{problem}; using extractive summaries"})
+                    emit_event(
+                        {
+                            "stage": "summarize",
+                            "breaker": "open",
+                            **breaker,
+                            "error": f"{problem}; using extractive summaries",
+                        }
+                    )
                 )
             done = {**done, "breaker": breaker}
         if problem and composed is None:  # the model gave no usable answer at all
             urgent = pending.get("reason") == "overflow" or breaker["open_until"]
             if not urgent and pending.get("tokens_after_layers", 0) < run.budget.hard_limit:
-                event = emit_event({"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"})
-                return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
+                event = emit_event(
+                    {"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"}
+                )
+                return {
+                    "compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}
+                }
             text, kind = extractive_summary(evicted), "extractive"
         text, pins, summary, result, after = composed or compose(text)
         injected: list[BaseMessage] = []
@@ -245,13 +286,17 @@ class SummarizeStage:
             try:
                 injected = injected_messages((yield ("hook", self.config.after_compaction, (made,))), summary.id)
             except Exception as exc:  # noqa: BLE001 - a failing hook adds nothing; the summary stands
-                hook_events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)}))
+                hook_events.append(
+                    emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)})
+                )
             if injected:  # counted like every message: a compaction that would not shrink with them is refused below
                 result = compacted_view(messages, evict_ids, summary, injected)
                 after = self.counter.total(result)
         before = self.counter.total(messages)
         if after >= before:  # no progress, whatever the reason (a manual request too): keep the history
-            why = over_budget_reason(result, self.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
+            why = over_budget_reason(
+                result, self.counter.counts(result), run.budget.trigger_tokens
+            )  # invariant 3: say why
             note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
             event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
             event = emit_event({**event, **({"over_budget": why} if why else {})})
@@ -260,11 +305,22 @@ class SummarizeStage:
         if pending.get("reason") != "background":  # a background job's summary is applied later, by the gate
             applied = {"event": "compaction_applied", "mode": "blocking", **applied}
         update = self._summary_update(
-            messages, view, evict_ids, pending.get("cutoff_id"), summary, pins, kind, path, run,
-            event={**applied, **({"error": problem} if problem else {})}, injected=injected,
+            messages,
+            view,
+            evict_ids,
+            pending.get("cutoff_id"),
+            summary,
+            pins,
+            kind,
+            path,
+            run,
+            event={**applied, **({"error": problem} if problem else {})},
+            injected=injected,
         )
         # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
-        written = [] if pending.get("reason") == "background" else (yield from self._record_summary(summary, run, offload_on))
+        written = (
+            [] if pending.get("reason") == "background" else (yield from self._record_summary(summary, run, offload_on))
+        )
         update["compaction"] = {
             **done,
             **update["compaction"],
@@ -278,11 +334,11 @@ class SummarizeStage:
         messages: Sequence[BaseMessage],
         view: dict,
         evict_ids: set,
-        cutoff_id: Optional[str],
+        cutoff_id: str | None,
         summary: BaseMessage,
         pins: list,
         kind: str,
-        path: Optional[str],
+        path: str | None,
         run: Run,
         event: dict,
         injected: Sequence[BaseMessage] = (),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from langchain_core.runnables import RunnableLambda
 
@@ -11,7 +11,8 @@ from ..engine.nodes import current_runtime, emit_event, run_user_id
 from ..memory.consolidation import ConsolidationResult, aconsolidate_memory, consolidate_memory
 from ..storage import StoreStorage, open_storage
 
-def consolidation_node(model: Any, storage: Any = None, config: Optional[CompactionConfig] = None, **options: Any) -> Any:
+
+def consolidation_node(model: Any, storage: Any = None, config: CompactionConfig | None = None, **options: Any) -> Any:
     """Return a graph node (sync and async) that consolidates the run's user's memory.
 
     ``storage`` None means the graph's store (``runtime.store``); the user

@@ -11,16 +11,17 @@ comes back and sends the view::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.graph.message import add_messages
 
 from ..core.config import CompactionConfig
 from ..engine import PassResult, arun_pass, run_pass
-from ..engine.passes import stable_ids
 from ..engine.nodes import CompactionNodes
+from ..engine.passes import stable_ids
 from ..engine.state import read_compaction
 
 
@@ -42,12 +43,17 @@ class CompactionResult:
 
 def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **settings: Any):
     if thread_id is None or str(thread_id) == "":
-        raise ValueError("thread_id is required: it names the transcript and keys the summaries; pass e.g. thread_id='user-42'")
+        raise ValueError(
+            "thread_id is required: it names the transcript and keys the summaries; pass e.g. thread_id='user-42'"
+        )
     if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
     nodes = CompactionNodes(before="model", **settings)
     # the transcript and the summaries refer to messages by id: an id-less message gets the same one at every call
-    values = {"messages": add_messages([], stable_ids(convert_to_messages(list(messages)))), "compaction": read_compaction(state)}
+    values = {
+        "messages": add_messages([], stable_ids(convert_to_messages(list(messages)))),
+        "compaction": read_compaction(state),
+    }
     return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}}, values)
 
 
@@ -61,10 +67,10 @@ def compact_messages(
     messages: Sequence[BaseMessage],
     *,
     model: Any,
-    config: Optional[CompactionConfig] = None,
+    config: CompactionConfig | None = None,
     storage: Any = None,
     thread_id: Any,
-    state: Optional[dict] = None,
+    state: dict | None = None,
     agent_model: Any = None,
     system_prompt: Any = None,
 ) -> CompactionResult:
@@ -81,8 +87,14 @@ def compact_messages(
     events and never lose a message.
     """
     nodes, values, run = _prepare(
-        messages, thread_id, state, model=model, config=config, storage=storage,
-        agent_model=agent_model, system_prompt=system_prompt,
+        messages,
+        thread_id,
+        state,
+        model=model,
+        config=config,
+        storage=storage,
+        agent_model=agent_model,
+        system_prompt=system_prompt,
     )
     return _finish(nodes, run_pass(nodes, values, run))
 
@@ -91,16 +103,22 @@ async def acompact_messages(
     messages: Sequence[BaseMessage],
     *,
     model: Any,
-    config: Optional[CompactionConfig] = None,
+    config: CompactionConfig | None = None,
     storage: Any = None,
     thread_id: Any,
-    state: Optional[dict] = None,
+    state: dict | None = None,
     agent_model: Any = None,
     system_prompt: Any = None,
 ) -> CompactionResult:
     """Return ``compact_messages``'s result, calling the models with ``await``."""
     nodes, values, run = _prepare(
-        messages, thread_id, state, model=model, config=config, storage=storage,
-        agent_model=agent_model, system_prompt=system_prompt,
+        messages,
+        thread_id,
+        state,
+        model=model,
+        config=config,
+        storage=storage,
+        agent_model=agent_model,
+        system_prompt=system_prompt,
     )
     return _finish(nodes, await arun_pass(nodes, values, run))

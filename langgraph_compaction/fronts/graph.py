@@ -16,24 +16,23 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
-from typing import Any, Hashable, Optional, Sequence, get_type_hints
-
-from typing_extensions import TypedDict
+from typing import Any, get_type_hints
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-
 from langgraph.graph import StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.utils.runnable import RunnableCallable
 from langgraph.types import Send
+from langgraph.utils.runnable import RunnableCallable
+from typing_extensions import TypedDict
 
 from ..core.config import CompactionConfig
 from ..engine import arun_pass, run_pass
-from ..engine.nodes import FLUSH, GATE, OFFLOAD, RUN_THREAD, SUMMARIZE, CompactionNodes, state_value
 from ..engine.nesting import check_nesting, writing_back
-from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps, in_front
+from ..engine.nodes import FLUSH, GATE, OFFLOAD, RUN_THREAD, SUMMARIZE, CompactionNodes, state_value
+from ..engine.overflow import adrive_recovery, drive_recovery, in_front, recovery_steps
 from ..engine.passes import replaced_state
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
@@ -58,7 +57,7 @@ def _signature(messages: Sequence[BaseMessage]) -> tuple:
     return len(messages), messages[-1].id if messages else None
 
 
-def _graph_key(config: RunnableConfig, compaction: Any) -> Optional[tuple]:
+def _graph_key(config: RunnableConfig, compaction: Any) -> tuple | None:
     """Return (thread, graph namespace): a task's namespace ends with its own ``node:task`` segment.
 
     A run without a thread id is told apart by its own transcript key (None
@@ -106,7 +105,9 @@ class _Passed:
 def _after(state: Any, update: Any) -> list[BaseMessage]:
     """Return the state's messages after a compaction node's update (edits keep ids; a rewrite replaces all)."""
     writes = list((update or {}).get("messages") or []) if isinstance(update, dict) else []
-    at = max((i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None)
+    at = max(
+        (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None
+    )
     return writes[at + 1 :] if at is not None else state_value(state, "messages") or []
 
 
@@ -155,7 +156,9 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
     def invoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config, state)
         done = None
-        if pushed(config) or not passed.check(config, state_value(state, "compaction"), state_value(state, "messages") or []):
+        if pushed(config) or not passed.check(
+            config, state_value(state, "compaction"), state_value(state, "messages") or []
+        ):
             done = run_pass(nodes, state, run)
             state = done.state
         call = lambda s: inner.invoke(model_input(s), config)  # noqa: E731
@@ -165,14 +168,18 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes._run(config, state)
         done = None
-        if pushed(config) or not passed.check(config, state_value(state, "compaction"), state_value(state, "messages") or []):
+        if pushed(config) or not passed.check(
+            config, state_value(state, "compaction"), state_value(state, "messages") or []
+        ):
             done = await arun_pass(nodes, state, run)
             state = done.state
 
         async def call(s: Any) -> Any:
             return await inner.ainvoke(model_input(s), config)
 
-        output = await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else await call(state)
+        output = (
+            await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else await call(state)
+        )
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
@@ -201,14 +208,15 @@ def _subgraph_update(before: Any, after: dict) -> dict:
     if isinstance(after.get("compaction"), dict):
         start, end = read_compaction(state_value(before, "compaction")), read_compaction(after["compaction"])
         added = {  # the parent's reducer adds these up: hand it what this run added, not the running totals
-            key: {k: v - start[key].get(k, 0) for k, v in end[key].items() if v != start[key].get(k, 0)} for key in SUMMED_KEYS
+            key: {k: v - start[key].get(k, 0) for k, v in end[key].items() if v != start[key].get(k, 0)}
+            for key in SUMMED_KEYS
         }
         events = [e for e in end["events"] if e not in start["events"]]
         out["compaction"] = {**end, **added, "events": events}
     return out
 
 
-def subgraph_node(graph: Any, *, name: Optional[str] = None) -> RunnableCallable:
+def subgraph_node(graph: Any, *, name: str | None = None) -> RunnableCallable:
     """Return a node that runs a compiled compacting agent as a subgraph of a parent with the same ``messages``.
 
     Added directly as a node, a subgraph's output only adds to the parent's
@@ -248,7 +256,7 @@ def add_compaction(
     *,
     before: str,
     model: Any,
-    config: Optional[CompactionConfig] = None,
+    config: CompactionConfig | None = None,
     storage: Any = None,
     flush_model: Any = None,
     agent_model: Any = None,
@@ -280,7 +288,9 @@ def add_compaction(
         raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
     if before not in builder.nodes:
         known = ", ".join(sorted(n for n in builder.nodes if not n.startswith("__"))) or "none"
-        raise ValueError(f"before={before!r} is not a node of this graph (nodes: {known}); add it before add_compaction")
+        raise ValueError(
+            f"before={before!r} is not a node of this graph (nodes: {known}); add it before add_compaction"
+        )
     if "messages" not in builder.channels:
         raise ValueError(
             "the graph's state has no 'messages' key; use CompactionState or add "
@@ -293,7 +303,9 @@ def add_compaction(
     if "compaction" not in builder.channels:
         # the nodes read the user's keys plus ``compaction``: a schema of both adds the channel
         hints = get_type_hints(builder.state_schema, include_extras=True)
-        input_schema = TypedDict(f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__})
+        input_schema = TypedDict(
+            f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__}
+        )
 
     nodes = CompactionNodes(
         before=before,
@@ -306,7 +318,9 @@ def add_compaction(
     )
     passed = _Passed()
     spec = builder.nodes[before]
-    builder.nodes[before] = replace(spec, runnable=_model_front(spec.runnable, nodes, passed, before, overflow_recovery))
+    builder.nodes[before] = replace(
+        spec, runnable=_model_front(spec.runnable, nodes, passed, before, overflow_recovery)
+    )
     gate, summarize = _compaction_nodes(nodes, passed)
 
     builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}

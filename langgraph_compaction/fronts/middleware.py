@@ -12,7 +12,8 @@ too long is compacted and retried once.
 from __future__ import annotations
 
 import threading
-from typing import Annotated, Any, Callable, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -26,13 +27,12 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
 from langgraph.types import Command
-from typing_extensions import NotRequired
 
 from ..core.calibration import fixed_tokens
 from ..core.config import CompactionConfig
 from ..engine import arun_pass, run_pass
-from ..engine.nodes import CompactionNodes
 from ..engine.nesting import check_nesting
+from ..engine.nodes import CompactionNodes
 from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps
 from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
@@ -51,7 +51,7 @@ class CompactionAgentState(AgentState):
     compaction: NotRequired[Annotated[dict, PrivateStateAttr, merge_compaction]]
 
 
-def _with_writes(writes: list, update: dict) -> Optional[dict]:
+def _with_writes(writes: list, update: dict) -> dict | None:
     """Return the pass's update after the writes that gave the state's messages their ids (None: nothing to write)."""
     if writes:
         update = {**update, "messages": [*writes, *(update.get("messages") or [])]}
@@ -81,15 +81,17 @@ class CompactionMiddleware(AgentMiddleware):
         self,
         *,
         model: Any,
-        config: Optional[CompactionConfig] = None,
+        config: CompactionConfig | None = None,
         storage: Any = None,
         flush_model: Any = None,
         add_tools: bool = True,
         overflow_recovery: bool = True,
-        name: Optional[str] = None,
+        name: str | None = None,
     ) -> None:
         super().__init__()
-        self.nodes = CompactionNodes(before="model", model=model, config=config, storage=storage, flush_model=flush_model)
+        self.nodes = CompactionNodes(
+            before="model", model=model, config=config, storage=storage, flush_model=flush_model
+        )
         # each agent level gets steps of its own over the same settings and the same opened storage
         self._settings = dict(
             before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model
@@ -120,14 +122,14 @@ class CompactionMiddleware(AgentMiddleware):
             return self._levels[key]
 
     # -- before every model call
-    def before_model(self, state: Any, runtime: Any) -> Optional[dict]:
+    def before_model(self, state: Any, runtime: Any) -> dict | None:
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
         state, writes = with_message_ids(state)
         return _with_writes(writes, run_pass(nodes, state, nodes._run(config, state)).update)
 
-    async def abefore_model(self, state: Any, runtime: Any) -> Optional[dict]:
+    async def abefore_model(self, state: Any, runtime: Any) -> dict | None:
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)

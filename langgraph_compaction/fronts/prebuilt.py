@@ -10,12 +10,11 @@ model is sent the view (``llm_input_messages``). Its state needs a
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.utils.runnable import RunnableCallable
-from typing_extensions import NotRequired
 
 from ..core.config import CompactionConfig
 from ..engine import PassResult, arun_pass, run_pass
@@ -33,7 +32,7 @@ class CompactionReactState(AgentState):
 def make_pre_model_hook(
     *,
     model: Any,
-    config: Optional[CompactionConfig] = None,
+    config: CompactionConfig | None = None,
     storage: Any = None,
     flush_model: Any = None,
     agent_model: Any = None,

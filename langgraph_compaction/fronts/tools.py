@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
 from langchain_core.tools import BaseTool, StructuredTool
@@ -39,13 +40,13 @@ from rank_bm25 import BM25Plus
 from ..core.config import CompactionConfig, FidelityConfig
 from ..core.conversation import is_summary
 from ..core.fidelity import active_pins, pin_constraint, pin_id, unpin_constraint
-from ..memory.ledger import MEMORY_FILE, is_memory_text, memory_lines, search_terms
-from ..engine.nodes import run_thread_id, run_user_id
 from ..core.plan import find_cutoff
-from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage
 from ..core.summary import render_message
 from ..core.tokens import TokenCounter
+from ..engine.nodes import run_thread_id, run_user_id
 from ..engine.state import read_compaction
+from ..memory.ledger import MEMORY_FILE, is_memory_text, memory_lines, search_terms
+from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage
 from ..storage.transcript import messages_by_id, paginate, render_recalled, summary_covers
 
 logger = logging.getLogger("langgraph_compaction")
@@ -108,7 +109,7 @@ def _clamp(value: Any, low: int, high: int, default: int) -> int:
 
 @dataclass
 class _Where:
-    storage: Optional[CompactionStorage]
+    storage: CompactionStorage | None
     thread_id: str
     user_id: str
     messages: list[BaseMessage]
@@ -128,7 +129,10 @@ def search_memory(storage: CompactionStorage, user_id: str, query: str, max_resu
         line = lines[i]
         when = f" [{line.date}]" if line.date else (" [curated]" if line.path == MEMORY_FILE else "")
         rows.append(f"{line.path}#{line.line}{when} {line.text}")
-    return f"{len(rows)} memory results for {query!r} (use memory_get(path, start_line, end_line) for context):\n" + "\n".join(rows)
+    return (
+        f"{len(rows)} memory results for {query!r} (use memory_get(path, start_line, end_line) for context):\n"
+        + "\n".join(rows)
+    )
 
 
 def read_memory(storage: CompactionStorage, user_id: str, path: str, start_line: Any = 1, end_line: Any = None) -> str:
@@ -147,7 +151,11 @@ def read_memory(storage: CompactionStorage, user_id: str, path: str, start_line:
     last = _clamp(end_line, first, len(lines), len(lines)) if end_line is not None else len(lines)
     last = min(last, first + MAX_LINES - 1)
     body = "\n".join(f"{n}: {lines[n - 1]}" for n in range(first, last + 1))
-    more = f"\n(lines {last + 1}-{len(lines)} not shown; ask for them with start_line={last + 1})" if last < len(lines) else ""
+    more = (
+        f"\n(lines {last + 1}-{len(lines)} not shown; ask for them with start_line={last + 1})"
+        if last < len(lines)
+        else ""
+    )
     return f"{relpath} lines {first}-{last} of {len(lines)}:\n{body}{more}"
 
 
@@ -203,7 +211,7 @@ def recall_messages(
     return f"{head}:\n{chunk.text}{tail}"
 
 
-def pin_answer(state: Any, text: str, max_pins: int) -> tuple[str, Optional[dict]]:
+def pin_answer(state: Any, text: str, max_pins: int) -> tuple[str, dict | None]:
     """Return what ``pin`` tells the agent and the ``compaction`` update to make (None: nothing pinned)."""
     if not isinstance(text, str) or not text.strip():
         return "Error: give the text to pin, e.g. pin('Never push to main.').", None
@@ -219,21 +227,27 @@ def pin_answer(state: Any, text: str, max_pins: int) -> tuple[str, Optional[dict
         )
     update = pin_constraint(text)["compaction"]
     update["pins"][0]["source"] = "agent"
-    return f"Pinned ({len(mine) + 1} of {max_pins}): it stays verbatim in every later summary until unpin(text).", update
+    return (
+        f"Pinned ({len(mine) + 1} of {max_pins}): it stays verbatim in every later summary until unpin(text).",
+        update,
+    )
 
 
-def unpin_answer(state: Any, text: str) -> tuple[str, Optional[dict]]:
+def unpin_answer(state: Any, text: str) -> tuple[str, dict | None]:
     """Return what ``unpin`` tells the agent and the ``compaction`` update to make."""
     if not isinstance(text, str) or not text.strip():
         return "Error: give the pinned text (or its id, 'pin-...') to unpin.", None
     update = unpin_constraint(text.strip())["compaction"]
-    pinned = any(p["id"] == update["pins"][0]["id"] for p in active_pins(read_compaction(_state_value(state, "compaction"))["pins"]))
+    pinned = any(
+        p["id"] == update["pins"][0]["id"]
+        for p in active_pins(read_compaction(_state_value(state, "compaction"))["pins"])
+    )
     if pinned:
         return "Unpinned: later summaries no longer keep it verbatim.", update
     return "It was not pinned; it will not be pinned automatically either.", update
 
 
-def compact_answer(messages: Sequence[BaseMessage], focus: Optional[str], config: Optional[CompactionConfig]) -> Optional[str]:
+def compact_answer(messages: Sequence[BaseMessage], focus: str | None, config: CompactionConfig | None) -> str | None:
     """Return what ``compact`` tells the agent will happen, or None when there is nothing to compact.
 
     With the agent's ``config`` the count is the one the gate will use;
@@ -267,7 +281,7 @@ def compaction_wired(state: Any) -> bool:
     return isinstance(value, dict) and value.get("wired") is True
 
 
-def _where(runtime: Any, storage: Optional[CompactionStorage]) -> _Where:
+def _where(runtime: Any, storage: CompactionStorage | None) -> _Where:
     config = getattr(runtime, "config", None) or {}
     store = getattr(runtime, "store", None)
     chosen = storage if storage is not None else (StoreStorage(store) if store is not None else None)
@@ -277,7 +291,7 @@ def _where(runtime: Any, storage: Optional[CompactionStorage]) -> _Where:
     return _Where(chosen, run_thread_id(config, state, user)[0], user, list(messages))
 
 
-def _tool(name: str, storage: Optional[CompactionStorage], answer: Callable[..., str], signature_of: Callable) -> BaseTool:
+def _tool(name: str, storage: CompactionStorage | None, answer: Callable[..., str], signature_of: Callable) -> BaseTool:
     """Return a sync+async tool named ``name``: the schema and description come from ``signature_of``."""
 
     @functools.wraps(signature_of)
@@ -298,7 +312,7 @@ def _tool(name: str, storage: Optional[CompactionStorage], answer: Callable[...,
     return StructuredTool.from_function(func=run, coroutine=arun, name=name)
 
 
-def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionConfig] = None) -> list[BaseTool]:
+def make_compaction_tools(storage: Any = None, *, config: CompactionConfig | None = None) -> list[BaseTool]:
     """Return the agent's tools, in this order: memory_search, memory_get, session_search, recall, compact, pin, unpin.
 
     ``storage`` is what ``add_compaction`` was given (a directory, a
@@ -316,7 +330,9 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
         Returns the best-matching lines, each as path#line [date] text.
         """
 
-    def memory_get(path: str, start_line: int = 1, end_line: Optional[int] = None, *, runtime: ToolRuntime[Any, Any]) -> str:
+    def memory_get(
+        path: str, start_line: int = 1, end_line: int | None = None, *, runtime: ToolRuntime[Any, Any]
+    ) -> str:
         """Read lines start_line..end_line of a memory file ('MEMORY.md' or 'memory/YYYY-MM-DD.md')."""
 
     def session_search(query: str, max_results: int = 10, *, runtime: ToolRuntime[Any, Any]) -> str:
@@ -331,7 +347,7 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
         A summary's id returns the messages that summary replaced, in order.
         """
 
-    def compact(focus: Optional[str] = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
+    def compact(focus: str | None = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
         """Compact the conversation now: earlier messages are replaced by a summary before your next step.
 
         focus: what the summary must preserve in detail (optional).
@@ -340,7 +356,9 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
         if not compaction_wired(getattr(runtime, "state", None)):
             # without a gate the request would be written nowhere useful: say so, to the model and the log
             logger.warning("the compact tool was called, but no compaction runs in front of this agent's model")
-            return Command(update={"messages": [ToolMessage(NOT_WIRED, tool_call_id=call_id, name="compact", status="error")]})
+            return Command(
+                update={"messages": [ToolMessage(NOT_WIRED, tool_call_id=call_id, name="compact", status="error")]}
+            )
         messages = _where(runtime, opened).messages
         text = compact_answer(messages, focus, config)
         if text is None:
@@ -353,16 +371,31 @@ def make_compaction_tools(storage: Any = None, *, config: Optional[CompactionCon
             }
         )
 
-    async def acompact(focus: Optional[str] = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
+    async def acompact(focus: str | None = None, *, runtime: ToolRuntime[Any, Any]) -> Command:
         return compact(focus, runtime=runtime)
 
-    def _pins_command(runtime: ToolRuntime[Any, Any], name: str, answer: Callable[[Any], tuple[str, Optional[dict]]]) -> Command:
+    def _pins_command(
+        runtime: ToolRuntime[Any, Any], name: str, answer: Callable[[Any], tuple[str, dict | None]]
+    ) -> Command:
         call_id = runtime.tool_call_id or ""
         state = getattr(runtime, "state", None)
         if not compaction_wired(state):  # no compaction state to keep the pin in, and no summary to keep it in
-            return Command(update={"messages": [ToolMessage(NOT_WIRED.replace("compact is", f"{name} is"), tool_call_id=call_id, name=name, status="error")]})
+            return Command(
+                update={
+                    "messages": [
+                        ToolMessage(
+                            NOT_WIRED.replace("compact is", f"{name} is"),
+                            tool_call_id=call_id,
+                            name=name,
+                            status="error",
+                        )
+                    ]
+                }
+            )
         text, update = answer(state)
-        message = ToolMessage(text, tool_call_id=call_id, name=name, **({"status": "error"} if text.startswith("Error") else {}))
+        message = ToolMessage(
+            text, tool_call_id=call_id, name=name, **({"status": "error"} if text.startswith("Error") else {})
+        )
         return Command(update={"messages": [message], **({"compaction": update} if update else {})})
 
     def pin(text: str, *, runtime: ToolRuntime[Any, Any]) -> Command:

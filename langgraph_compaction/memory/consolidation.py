@@ -26,10 +26,10 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
-from typing import Any, Callable, Optional
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from langchain_core.messages import HumanMessage
@@ -37,6 +37,9 @@ from langgraph.constants import TAG_NOSTREAM
 
 from ..core.config import CompactionConfig
 from ..core.conversation import content_text
+from ..core.redact import redact_secrets
+from ..core.tokens import estimate_text_tokens
+from ..storage import DEFAULT_USER, CompactionStorage, open_storage
 from .ledger import (
     ARCHIVE_DIR,
     BACKUP_DIR,
@@ -53,9 +56,6 @@ from .ledger import (
     pending_entries,
     trim_to_tokens,
 )
-from ..core.redact import redact_secrets
-from ..storage import DEFAULT_USER, CompactionStorage, open_storage
-from ..core.tokens import estimate_text_tokens
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -64,8 +64,10 @@ _DEFAULTS = CompactionConfig.model_fields
 DEFAULT_MAX_TOKENS: int = _DEFAULTS["consolidation_max_tokens"].default
 DEFAULT_MIN_GAP: float = _DEFAULTS["consolidation_min_gap"].default
 DEFAULT_RETENTION_DAYS: int = _DEFAULTS["daily_file_retention_days"].default
+
+
 def _backup_name(now: datetime, taken: set[str]) -> str:
-    stamp = now.astimezone(dt_timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
     name, n = f"{BACKUP_DIR}/MEMORY-{stamp}.md", 1
     while name in taken:
         name, n = f"{BACKUP_DIR}/MEMORY-{stamp}-{n}.md", n + 1
@@ -89,14 +91,14 @@ class ConsolidationResult:
     status: str
     reason: str
     user_id: str = DEFAULT_USER
-    memory_path: Optional[str] = None
-    backup_path: Optional[str] = None
+    memory_path: str | None = None
+    backup_path: str | None = None
     merged_files: tuple[str, ...] = ()
     archived_files: tuple[str, ...] = ()
     entries_before: int = 0
     entries_after: int = 0
     tokens: int = 0
-    next_run_after: Optional[str] = None
+    next_run_after: str | None = None
     dropped: tuple[str, ...] = field(default=(), repr=False)
 
     @property
@@ -130,12 +132,12 @@ def _write_state(storage: CompactionStorage, user_id: str, state: dict) -> None:
     storage.replace_memory_file(user_id, STATE_FILE, json.dumps(state, indent=1, sort_keys=True) + "\n")
 
 
-def _parse_time(value: Any) -> Optional[datetime]:
+def _parse_time(value: Any) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
     except ValueError:
         return None
-    return parsed if parsed is None or parsed.tzinfo else parsed.replace(tzinfo=dt_timezone.utc)
+    return parsed if parsed is None or parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _ask(model: Any, prompt: str) -> str:
@@ -156,10 +158,10 @@ def consolidate_memory(
     user_id: str = DEFAULT_USER,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     min_gap_seconds: float = DEFAULT_MIN_GAP,
-    now: Optional[datetime] = None,
+    now: datetime | None = None,
     retention_days: int = DEFAULT_RETENTION_DAYS,
     timezone: str = "UTC",
-    redactor: Optional[Callable[[str], str]] = redact_secrets,
+    redactor: Callable[[str], str] | None = redact_secrets,
     keep_backups: int = 20,
     force: bool = False,
 ) -> ConsolidationResult:
@@ -181,12 +183,16 @@ def consolidate_memory(
     try:
         zone = ZoneInfo(timezone)
     except Exception as exc:  # noqa: BLE001 - any lookup failure is a bad name
-        raise ValueError(f"timezone {timezone!r} is not a known IANA zone name; use e.g. 'UTC' or 'Asia/Shanghai'") from exc
-    now = (now or datetime.now(dt_timezone.utc)).astimezone(zone)
+        raise ValueError(
+            f"timezone {timezone!r} is not a known IANA zone name; use e.g. 'UTC' or 'Asia/Shanghai'"
+        ) from exc
+    now = (now or datetime.now(UTC)).astimezone(zone)
     user_id = str(user_id or DEFAULT_USER)
     try:
         return _log(
-            _consolidate(opened, model, user_id, max_tokens, min_gap_seconds, now, retention_days, redactor, keep_backups, force)
+            _consolidate(
+                opened, model, user_id, max_tokens, min_gap_seconds, now, retention_days, redactor, keep_backups, force
+            )
         )
     except Exception as exc:  # noqa: BLE001 - a failed consolidation leaves memory as it was
         logger.debug("memory consolidation failed", exc_info=exc)
@@ -201,7 +207,7 @@ def _consolidate(
     min_gap: float,
     now: datetime,
     retention_days: int,
-    redactor: Optional[Callable[[str], str]],
+    redactor: Callable[[str], str] | None,
     keep_backups: int,
     force: bool,
 ) -> ConsolidationResult:
@@ -213,7 +219,9 @@ def _consolidate(
     last = _parse_time(state.get("last_run"))
     if not force and last is not None and now < last + timedelta(seconds=min_gap):
         after = (last + timedelta(seconds=min_gap)).isoformat(timespec="seconds")
-        return ConsolidationResult("rate_limited", f"the last run was at {state['last_run']}", next_run_after=after, **kept)
+        return ConsolidationResult(
+            "rate_limited", f"the last run was at {state['last_run']}", next_run_after=after, **kept
+        )
 
     # claim the run: last writer wins, and a worker that reads back someone else's claim stands down
     claim = uuid.uuid4().hex
@@ -223,7 +231,9 @@ def _consolidate(
         return ConsolidationResult("busy", "another worker is consolidating this memory", **kept)
 
     files = storage.list_memory_files(user_id)
-    ledgers = {p: storage.read_memory_file(user_id, p) or "" for p in files if ledger_day(p) and not p.startswith(ARCHIVE_DIR)}
+    ledgers = {
+        p: storage.read_memory_file(user_id, p) or "" for p in files if ledger_day(p) and not p.startswith(ARCHIVE_DIR)
+    }
     watermark = state.get("watermark") if isinstance(state.get("watermark"), dict) else {}
     entries = pending_entries(ledgers, watermark)
     result = ConsolidationResult("unchanged", "no new ledger entries", **kept)
@@ -253,7 +263,7 @@ def _merge(
     entries: dict[str, str],
     max_tokens: int,
     now: datetime,
-    redactor: Optional[Callable[[str], str]],
+    redactor: Callable[[str], str] | None,
     keep_backups: int,
     files: set[str],
 ) -> ConsolidationResult:
@@ -273,13 +283,21 @@ def _merge(
         new_md = redactor(new_md)
     tokens = estimate_text_tokens(new_md)
     if tokens > max_tokens:
-        return ConsolidationResult("refused", f"the answer is ~{tokens} tokens, over max_tokens={max_tokens}", tokens=tokens, **base)
+        return ConsolidationResult(
+            "refused", f"the answer is ~{tokens} tokens, over max_tokens={max_tokens}", tokens=tokens, **base
+        )
     problem = loss_problem(old_md, new_md, superseded)
     if problem:
         dropped = tuple(dropped_entries(old_md, new_md, superseded))
         return ConsolidationResult("refused", problem, tokens=tokens, dropped=dropped, **base)
     if new_md.strip() == old_md.strip():
-        return ConsolidationResult("unchanged", "the model kept MEMORY.md as it was", tokens=tokens, entries_after=len(parse_bullets(new_md)), **base)
+        return ConsolidationResult(
+            "unchanged",
+            "the model kept MEMORY.md as it was",
+            tokens=tokens,
+            entries_after=len(parse_bullets(new_md)),
+            **base,
+        )
     backup = None
     if old_md.strip():
         backup = _backup_name(now, files)
@@ -322,7 +340,9 @@ def _archive(
         target = f"{ARCHIVE_DIR}/{day}.md"
         existing = storage.read_memory_file(user_id, target)
         if existing is None or existing != text:
-            storage.replace_memory_file(user_id, target, text if existing is None or text.startswith(existing) else existing + "\n" + text)
+            storage.replace_memory_file(
+                user_id, target, text if existing is None or text.startswith(existing) else existing + "\n" + text
+            )
         storage.delete_memory_file(user_id, path)
         moved.append(path)
     return moved

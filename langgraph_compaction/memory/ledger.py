@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from langchain_core.messages import BaseMessage
@@ -40,7 +41,7 @@ def ledger_relpath(day: str) -> str:
     return f"memory/{day}.md"
 
 
-def ledger_day(relpath: str) -> Optional[str]:
+def ledger_day(relpath: str) -> str | None:
     """Return the ``YYYY-MM-DD`` of a daily ledger path (current or archived), else None."""
     match = _DAILY.fullmatch(relpath)
     return match.group(1) if match else None
@@ -69,7 +70,7 @@ class MemoryLine:
     path: str
     line: int
     text: str
-    date: Optional[str]
+    date: str | None
 
 
 def memory_lines(relpath: str, text: str) -> list[MemoryLine]:
@@ -118,10 +119,10 @@ def flush_prompt(
     memory_md: str,
     ledger: str,
     day: str,
-    max_result_chars: Optional[int] = None,
+    max_result_chars: int | None = None,
     *,
-    prompt: Optional[str] = None,
-    instructions: Sequence[Optional[str]] = (),
+    prompt: str | None = None,
+    instructions: Sequence[str | None] = (),
 ) -> str:
     """Return the memory-extraction prompt with MEMORY.md and today's ledger shown read-only.
 
@@ -138,7 +139,7 @@ _CJK_RUN = re.compile(f"{_CJK}+")
 
 
 def flush_instruction(
-    memory_md: str, ledger: str, day: str, *, prompt: Optional[str] = None, instructions: Sequence[Optional[str]] = ()
+    memory_md: str, ledger: str, day: str, *, prompt: str | None = None, instructions: Sequence[str | None] = ()
 ) -> str:
     """Return the memory-extraction instruction sent after the agent's own messages (MEMORY.md and the ledger read-only)."""
     return memory_request(None, prompt=prompt, instructions=instructions, **_ledger_values(memory_md, ledger, day))
@@ -170,7 +171,7 @@ def parse_bullets(text: str) -> list[str]:
     return [m.group(1) for line in text.splitlines() if (m := _BULLET.match(line))]
 
 
-def flush_problem(answer: object) -> Optional[str]:
+def flush_problem(answer: object) -> str | None:
     """Return why a memory-extraction answer is unusable (neither ``NO_REPLY`` nor bullets), or None."""
     if not isinstance(answer, str):
         return f"the memory model returned {type(answer).__name__}, not text"
@@ -186,9 +187,9 @@ def ledger_entry(
     answer: str,
     existing: str,
     now: datetime,
-    redact: Optional[Callable[[str], str]] = None,
-    marker: Optional[str] = None,
-) -> Optional[str]:
+    redact: Callable[[str], str] | None = None,
+    marker: str | None = None,
+) -> str | None:
     """Return the text to append to today's ledger, or None when there is nothing new.
 
     ``NO_REPLY`` and answers without bullets write nothing; each bullet is
@@ -298,13 +299,15 @@ def consolidation_prompt(memory_md: str, entries: dict[str, str], max_tokens: in
     )
 
 
-def parse_answer(answer: object) -> tuple[Optional[str], list[str]]:
+def parse_answer(answer: object) -> tuple[str | None, list[str]]:
     """Return (the new MEMORY.md text or None when the answer has none, the bullets named superseded)."""
     if not isinstance(answer, str) or not answer.strip():
         return None, []
     block = _MEMORY_BLOCK.search(answer)
     superseded_block = _SUPERSEDED_BLOCK.search(answer)
-    superseded = [b.split("=>", 1)[0].strip() for b in parse_bullets(superseded_block.group(1))] if superseded_block else []
+    superseded = (
+        [b.split("=>", 1)[0].strip() for b in parse_bullets(superseded_block.group(1))] if superseded_block else []
+    )
     if block:
         text = block.group(1)
     elif "<memory" in answer or superseded_block:
@@ -339,7 +342,7 @@ def dropped_entries(old_md: str, new_md: str, superseded: Sequence[str]) -> list
     ]
 
 
-def loss_problem(old_md: str, new_md: str, superseded: Sequence[str]) -> Optional[str]:
+def loss_problem(old_md: str, new_md: str, superseded: Sequence[str]) -> str | None:
     """Return why a new MEMORY.md must be refused (it silently drops over half the entries), or None."""
     old_count = len(parse_bullets(old_md))
     dropped = dropped_entries(old_md, new_md, superseded)

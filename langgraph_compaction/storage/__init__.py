@@ -31,11 +31,12 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
+from typing import Any, Optional, Protocol, Union, runtime_checkable
 
-from .codec import decode, encode, revision
 from ..memory.ledger import entry_text, normalize_bullet, parse_bullets
+from .codec import decode, encode, revision
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -89,7 +90,7 @@ def safe_label(value: object) -> str:
     return f"{label[:31]}{ENCODED}{digest}"
 
 
-def legacy_label(value: object, *, thread: bool) -> Optional[str]:
+def legacy_label(value: object, *, thread: bool) -> str | None:
     """Return the name an earlier release stored this id under, when only this id can own it; else None.
 
     Earlier releases kept ids of ``[A-Za-z0-9_-]{1,64}`` and named any other
@@ -163,7 +164,9 @@ def check_relpath(relpath: str) -> str:
         raise ValueError(f"memory path {relpath!r} is not a plain relative path like 'memory/2026-01-31.md'")
     parts = relpath.split("/")
     if relpath.startswith("/") or any(not _REL_PART.fullmatch(p) or p in (".", "..") for p in parts):
-        raise ValueError(f"memory path {relpath!r} leaves the memory folder; use e.g. 'MEMORY.md' or 'memory/2026-01-31.md'")
+        raise ValueError(
+            f"memory path {relpath!r} leaves the memory folder; use e.g. 'MEMORY.md' or 'memory/2026-01-31.md'"
+        )
     return relpath
 
 
@@ -177,7 +180,7 @@ def message_records(messages: list[Any]) -> list[dict]:
     return [{"type": m.type, "data": dict(m)} for m in messages]
 
 
-def record_id(record: dict) -> Optional[str]:
+def record_id(record: dict) -> str | None:
     """Return the message id of a ``messages_to_dict`` record."""
     data = record.get("data")
     return data.get("id") if isinstance(data, dict) else None
@@ -196,15 +199,15 @@ class CompactionStorage(Protocol):
     def read_transcript(self, thread_id: str) -> list[dict]:
         """Return every stored version of every message, in the order first written."""
 
-    def read_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
+    def read_memory_file(self, user_id: str, relpath: str) -> str | None:
         """Return a memory file's text, or None when it does not exist."""
 
     def append_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         """Append text to a memory file (created when missing) and return its location."""
 
     def append_memory_entry(
-        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
-    ) -> tuple[str, Optional[str]]:
+        self, user_id: str, relpath: str, compose: Callable[[str], str | None]
+    ) -> tuple[str, str | None]:
         """Append ``compose(current text)`` to a memory file, reading and writing as one step.
 
         Two writers never compose from the same old text and both append: the
@@ -226,11 +229,11 @@ class CompactionStorage(Protocol):
 
     async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str: ...
     async def aread_transcript(self, thread_id: str) -> list[dict]: ...
-    async def aread_memory_file(self, user_id: str, relpath: str) -> Optional[str]: ...
+    async def aread_memory_file(self, user_id: str, relpath: str) -> str | None: ...
     async def aappend_memory_file(self, user_id: str, relpath: str, text: str) -> str: ...
     async def aappend_memory_entry(
-        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
-    ) -> tuple[str, Optional[str]]: ...
+        self, user_id: str, relpath: str, compose: Callable[[str], str | None]
+    ) -> tuple[str, str | None]: ...
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str: ...
     async def adelete_memory_file(self, user_id: str, relpath: str) -> None: ...
     async def alist_memory_files(self, user_id: str) -> list[str]: ...
@@ -249,15 +252,15 @@ class _ThreadedAsync:
     async def aread_transcript(self, thread_id: str) -> list[dict]:
         return await asyncio.to_thread(self.read_transcript, thread_id)
 
-    async def aread_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
+    async def aread_memory_file(self, user_id: str, relpath: str) -> str | None:
         return await asyncio.to_thread(self.read_memory_file, user_id, relpath)
 
     async def aappend_memory_file(self, user_id: str, relpath: str, text: str) -> str:
         return await asyncio.to_thread(self.append_memory_file, user_id, relpath, text)
 
     async def aappend_memory_entry(
-        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
-    ) -> tuple[str, Optional[str]]:
+        self, user_id: str, relpath: str, compose: Callable[[str], str | None]
+    ) -> tuple[str, str | None]:
         return await asyncio.to_thread(self.append_memory_entry, user_id, relpath, compose)
 
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str:
@@ -274,12 +277,12 @@ class _ThreadedAsync:
 _LINE_HEAD = re.compile(rb'\{"id":(null|"(?:[^"\\]|\\.)*"),"rev":"([0-9a-f]+)"')
 
 
-def _version(line: dict) -> tuple[Optional[str], str]:
+def _version(line: dict) -> tuple[str | None, str]:
     """Return (message id, revision) of a stored line; lines written before revisions get theirs computed."""
     return (record_id(line), line["rev"]) if "rev" in line else (record_id(line), revision(line))
 
 
-def _encoded_lines(records: list[dict]) -> list[tuple[tuple[Optional[str], str], str]]:
+def _encoded_lines(records: list[dict]) -> list[tuple[tuple[str | None, str], str]]:
     """Return each record's (id, revision) and its JSON line: typed-encoded, led by the id and revision."""
     out = []
     for record in records:
@@ -319,12 +322,12 @@ class FileStorage(_ThreadedAsync):
     renamed to its ``safe_label`` name the first time its id is used.
     """
 
-    def __init__(self, root: Union[str, os.PathLike]) -> None:
+    def __init__(self, root: str | os.PathLike) -> None:
         # resolved now: a relative folder must not follow a later chdir (an agent's shell tool)
         self.root = Path(os.path.abspath(root))
         self._first_use = _FirstUse()
 
-    def _adopt_legacy(self, kind: str, key: str, new: Path, old: Optional[Path]) -> None:
+    def _adopt_legacy(self, kind: str, key: str, new: Path, old: Path | None) -> None:
         """Rename what an earlier release stored for this id (``old``) to its new name, once per id and process."""
         if not self._first_use.first(kind, key):
             return
@@ -426,7 +429,7 @@ class FileStorage(_ThreadedAsync):
         return b"".join(chunks)
 
     @classmethod
-    def _stored_versions(cls, fd: int) -> set[tuple[Optional[str], str]]:
+    def _stored_versions(cls, fd: int) -> set[tuple[str | None, str]]:
         """Return the (message id, revision) of every line: the whole transcript, not its last lines."""
         versions = set()
         for line in cls._read_all(fd).splitlines():
@@ -470,7 +473,7 @@ class FileStorage(_ThreadedAsync):
         return out
 
     # -- memory files
-    def read_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
+    def read_memory_file(self, user_id: str, relpath: str) -> str | None:
         path = self._memory_path(user_id, relpath)
         try:
             return path.read_text(encoding="utf-8")
@@ -489,8 +492,8 @@ class FileStorage(_ThreadedAsync):
         return str(path)
 
     def append_memory_entry(
-        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
-    ) -> tuple[str, Optional[str]]:
+        self, user_id: str, relpath: str, compose: Callable[[str], str | None]
+    ) -> tuple[str, str | None]:
         path = self._memory_path(user_id, relpath)
         if not path.exists() and not compose(""):  # nothing to write: create no folder and no empty file
             return str(path), None
@@ -558,7 +561,7 @@ class StoreStorage:
         self.store = store
         self._first_use = _FirstUse()
 
-    def _legacy(self, kind: str, key: str) -> Optional[tuple[tuple[str, ...], tuple[str, ...]]]:
+    def _legacy(self, kind: str, key: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
         """Return (legacy namespace, new namespace) the first time an id is used in this process, when it has one."""
         if not self._first_use.first(kind, key):
             return None
@@ -622,7 +625,8 @@ class StoreStorage:
         return [
             (key, value)
             for (key, value), item, old in zip(items, stored, legacy)
-            if item is None and not (old is not None and "rev" not in old.value and revision(old.value.get("record")) == value["rev"])
+            if item is None
+            and not (old is not None and "rev" not in old.value and revision(old.value.get("record")) == value["rev"])
         ]
 
     def append_transcript(self, thread_id: str, records: list[dict]) -> str:
@@ -670,7 +674,7 @@ class StoreStorage:
 
     # -- memory files
     @staticmethod
-    def _text(base: Any, entries: list[Any]) -> Optional[str]:
+    def _text(base: Any, entries: list[Any]) -> str | None:
         """Return a memory file's text: its written text, then its ledger entries' bullets in order."""
         if base is None and not entries:
             return None
@@ -685,12 +689,12 @@ class StoreStorage:
                 bullets.append(item.value["bullet"])
         return text
 
-    def read_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
+    def read_memory_file(self, user_id: str, relpath: str) -> str | None:
         self._adopt("memory", user_id or DEFAULT_USER)
         base = self.store.get(self._mns(user_id), check_relpath(relpath))
         return self._text(base, self._search_all(self._ens(user_id), filter={"path": relpath}))
 
-    async def aread_memory_file(self, user_id: str, relpath: str) -> Optional[str]:
+    async def aread_memory_file(self, user_id: str, relpath: str) -> str | None:
         await self._aadopt("memory", user_id or DEFAULT_USER)
         base = await self.store.aget(self._mns(user_id), check_relpath(relpath))
         return self._text(base, await self._asearch_all(self._ens(user_id), filter={"path": relpath}))
@@ -703,12 +707,14 @@ class StoreStorage:
         old = await self.aread_memory_file(user_id, relpath) or ""
         return await self.areplace_memory_file(user_id, relpath, old + text)
 
-    def _entry_items(self, user_id: str, relpath: str, entry: Optional[str]) -> tuple[list[tuple[str, dict]], list[Any]]:
+    def _entry_items(self, user_id: str, relpath: str, entry: str | None) -> tuple[list[tuple[str, dict]], list[Any]]:
         from langgraph.store.base import GetOp
 
         if not entry:
             return [], []
-        header = "".join(f"{line}\n" for line in entry.strip("\n").splitlines() if line.strip() and not parse_bullets(line))
+        header = "".join(
+            f"{line}\n" for line in entry.strip("\n").splitlines() if line.strip() and not parse_bullets(line)
+        )
         stamp, ns = time.time_ns(), self._ens(user_id)
         items = {
             _bullet_key(relpath, bullet): {"path": relpath, "header": header, "bullet": bullet, "order": [stamp, i]}
@@ -717,8 +723,8 @@ class StoreStorage:
         return list(items.items()), [GetOp(ns, key) for key in items]
 
     def append_memory_entry(
-        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
-    ) -> tuple[str, Optional[str]]:
+        self, user_id: str, relpath: str, compose: Callable[[str], str | None]
+    ) -> tuple[str, str | None]:
         entry = compose(self.read_memory_file(user_id, relpath) or "")
         items, reads = self._entry_items(user_id, relpath, entry)
         fresh = [(k, v) for (k, v), item in zip(items, self.store.batch(reads) if reads else []) if item is None]
@@ -727,8 +733,8 @@ class StoreStorage:
         return self.memory_location(user_id, relpath), entry if fresh else None
 
     async def aappend_memory_entry(
-        self, user_id: str, relpath: str, compose: Callable[[str], Optional[str]]
-    ) -> tuple[str, Optional[str]]:
+        self, user_id: str, relpath: str, compose: Callable[[str], str | None]
+    ) -> tuple[str, str | None]:
         entry = compose(await self.aread_memory_file(user_id, relpath) or "")
         items, reads = self._entry_items(user_id, relpath, entry)
         fresh = [(k, v) for (k, v), item in zip(items, await self.store.abatch(reads) if reads else []) if item is None]
@@ -780,7 +786,7 @@ def _bullet_key(relpath: str, bullet: str) -> str:
     return hashlib.sha256(f"{relpath}\x00{normalize_bullet(bullet)}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def open_storage(storage: Any) -> Optional[CompactionStorage]:
+def open_storage(storage: Any) -> CompactionStorage | None:
     """Return the storage for a directory path, a LangGraph ``BaseStore`` or a storage object.
 
     None stays None (no offload, no memory). Anything else raises a
@@ -798,6 +804,4 @@ def open_storage(storage: Any) -> Optional[CompactionStorage]:
         return StoreStorage(storage)
     if isinstance(storage, CompactionStorage):
         return storage
-    raise TypeError(
-        f"storage={storage!r} is not supported: pass a directory path, a LangGraph BaseStore, or None"
-    )
+    raise TypeError(f"storage={storage!r} is not supported: pass a directory path, a LangGraph BaseStore, or None")

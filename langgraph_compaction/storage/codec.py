@@ -20,7 +20,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
-from typing import Any, Optional
+from typing import Any
 
 TAG = "$t"
 _PLAIN = (str, int, float, bool, type(None))
@@ -43,7 +43,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def encode(value: Any, marked: Optional[list[str]] = None, where: str = "") -> Any:
+def encode(value: Any, marked: list[str] | None = None, where: str = "") -> Any:
     """Return ``value`` as plain JSON data that ``decode`` turns back into an equal value.
 
     Each value that could not be encoded is replaced by a marked repr and its

@@ -17,18 +17,20 @@ existed is read by the id range of its compaction note.
 from __future__ import annotations
 
 import re
-
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
-from . import open_storage, record_id, thread_key
 from ..core.conversation import is_summary, text_of
 from ..core.summary import COMPACTION_MARKER, render_message
+from . import open_storage, record_id, thread_key
 
 #: The id range of a summary's compaction note (``compaction_note``), for summaries written without ``covers``.
-_NOTE_RANGE = re.compile(r"Compacted \d+ messages \(~[\d,]+ tokens\), ids (\S+) \.\. (\S+?)(?:;|\.\n|\.$)", re.MULTILINE)
+_NOTE_RANGE = re.compile(
+    r"Compacted \d+ messages \(~[\d,]+ tokens\), ids (\S+) \.\. (\S+?)(?:;|\.\n|\.$)", re.MULTILINE
+)
 
 
 def _require(storage: Any):

@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).parent
 
 FOLDERS = {
-    "src/checkpoints": ["fsStore.ts", "store.ts", "index.ts", "types.ts", "memoryStore.ts", "sqliteStore.ts", "migrate.ts"],
+    "src/checkpoints": [
+        "fsStore.ts",
+        "store.ts",
+        "index.ts",
+        "types.ts",
+        "memoryStore.ts",
+        "sqliteStore.ts",
+        "migrate.ts",
+    ],
     "src/api": ["server.ts", "routes.ts", "auth.ts", "errors.ts", "handlers.ts", "schema.ts"],
     "src/api/middleware": ["cors.ts", "rateLimit.ts", "session.ts", "logging.ts"],
     "src/cli": ["main.ts", "args.ts", "commands.ts", "output.ts"],
@@ -52,7 +60,12 @@ SYSTEM = {
 def _body(rng: random.Random, path: str, lines: int) -> str:
     """Return a plausible file listing for a tool result: numbered TypeScript-ish lines."""
     words = ["const", "export", "function", "await", "return", "if", "store", "flush", "queue", "session", "path"]
-    return "\n".join(f"{i + 1:>5}\t{' '.join(rng.choice(words) for _ in range(rng.randint(4, 11)))};" for i in range(lines)) + f"\n// end of {path}"
+    return (
+        "\n".join(
+            f"{i + 1:>5}\t{' '.join(rng.choice(words) for _ in range(rng.randint(4, 11)))};" for i in range(lines)
+        )
+        + f"\n// end of {path}"
+    )
 
 
 class Session:
@@ -106,7 +119,11 @@ def _patch(changes: list[tuple[str, str, str]]) -> str:
         if kind == "Add":
             lines += ["+export const value = 1;", "+export default value;"]
         elif kind == "Update":
-            lines += ["@@ export async function flush(", "-  await store.write(batch);", "+  await store.writeAtomic(batch);"]
+            lines += [
+                "@@ export async function flush(",
+                "-  await store.write(batch);",
+                "+  await store.writeAtomic(batch);",
+            ]
     lines.append("*** End Patch")
     return "\n".join(lines)
 
@@ -117,7 +134,12 @@ def codex_step(s: Session, rng: random.Random) -> None:
     folder, _, name = path.rpartition("/")
     roll = rng.random()
     if roll < 0.3:
-        s.call("shell_command", {"command": f"sed -n '1,{rng.choice([80, 160, 240])}p' {path}", "workdir": "/repo", "timeout_ms": 10000}, s.listing(path), read=[path])
+        s.call(
+            "shell_command",
+            {"command": f"sed -n '1,{rng.choice([80, 160, 240])}p' {path}", "workdir": "/repo", "timeout_ms": 10000},
+            s.listing(path),
+            read=[path],
+        )
     elif roll < 0.42 and folder:
         other = rng.choice(FOLDERS[folder])
         s.call(
@@ -129,26 +151,61 @@ def codex_step(s: Session, rng: random.Random) -> None:
     elif roll < 0.55:
         hits = rng.sample(FILES, 4)
         out = "\n".join(f"{h}:{rng.randint(1, 300)}:  await store.flush()" for h in hits)
-        s.call("shell_command", {"command": f"rg -n 'flush\\(' {folder or '.'}", "workdir": "/repo"}, out, read=[folder] if folder else [])
+        s.call(
+            "shell_command",
+            {"command": f"rg -n 'flush\\(' {folder or '.'}", "workdir": "/repo"},
+            out,
+            read=[folder] if folder else [],
+        )
     elif roll < 0.62:
         a, b = rng.sample(FILES, 2)
-        s.call("shell_command", {"command": f"git diff --stat -- {a} {b}", "workdir": "/repo"}, f" {a} | 4 ++--\n {b} | 2 +-\n", read=[a, b])
+        s.call(
+            "shell_command",
+            {"command": f"git diff --stat -- {a} {b}", "workdir": "/repo"},
+            f" {a} | 4 ++--\n {b} | 2 +-\n",
+            read=[a, b],
+        )
     elif roll < 0.7:
         test = rng.choice([f for f in FILES if f.endswith(".test.ts")])
-        s.call("shell_command", {"command": f"npx vitest run {test} 2>&1 | tail -n 30", "workdir": "/repo"}, "Test Files  1 passed (1)\n     Tests  9 passed (9)\nexit code 0", read=[test])
+        s.call(
+            "shell_command",
+            {"command": f"npx vitest run {test} 2>&1 | tail -n 30", "workdir": "/repo"},
+            "Test Files  1 passed (1)\n     Tests  9 passed (9)\nexit code 0",
+            read=[test],
+        )
     elif roll < 0.76:
         log = f"logs/run-{s.calls}.txt"
-        s.call("shell_command", {"command": f"npm run build > {log} 2>&1; tail -n 5 {log}", "workdir": "/repo"}, "built in 2.1s", changed=[log])
+        s.call(
+            "shell_command",
+            {"command": f"npm run build > {log} 2>&1; tail -n 5 {log}", "workdir": "/repo"},
+            "built in 2.1s",
+            changed=[log],
+        )
     elif roll < 0.92:
         targets = rng.sample([f for f in FILES if f.startswith("src/")], rng.randint(1, 3))
-        s.call("apply_patch", {"input": _patch([("Update", t, "") for t in targets])}, "Success. Updated the following files:\n" + "\n".join(f"M {t}" for t in targets), changed=targets)
+        s.call(
+            "apply_patch",
+            {"input": _patch([("Update", t, "") for t in targets])},
+            "Success. Updated the following files:\n" + "\n".join(f"M {t}" for t in targets),
+            changed=targets,
+        )
     elif roll < 0.96:
         new = f"src/checkpoints/layout_v{s.calls}.ts"
-        s.call("apply_patch", {"input": _patch([("Add", new, "")])}, f"Success. Updated the following files:\nA {new}", changed=[new])
+        s.call(
+            "apply_patch",
+            {"input": _patch([("Add", new, "")])},
+            f"Success. Updated the following files:\nA {new}",
+            changed=[new],
+        )
     else:
         old = rng.choice(FILES)
         new = old.replace(".ts", f".v{s.calls}.ts") if old.endswith(".ts") else old + f".{s.calls}"
-        s.call("apply_patch", {"input": _patch([("Update", old, new)])}, f"Success. Updated the following files:\nM {new}", changed=[old, new])
+        s.call(
+            "apply_patch",
+            {"input": _patch([("Update", old, new)])},
+            f"Success. Updated the following files:\nM {new}",
+            changed=[old, new],
+        )
 
 
 def opencode_step(s: Session, rng: random.Random) -> None:
@@ -157,20 +214,49 @@ def opencode_step(s: Session, rng: random.Random) -> None:
     absolute = f"/home/dev/app/{path}"
     roll = rng.random()
     if roll < 0.4:
-        s.call("read", {"filePath": absolute, "offset": 0, "limit": 2000}, "<file>\n" + s.listing(path) + "\n</file>", read=[absolute])
+        s.call(
+            "read",
+            {"filePath": absolute, "offset": 0, "limit": 2000},
+            "<file>\n" + s.listing(path) + "\n</file>",
+            read=[absolute],
+        )
     elif roll < 0.6:
-        s.call("edit", {"filePath": absolute, "oldString": "await store.write(batch)", "newString": "await store.writeAtomic(batch)"}, "Edit applied successfully.", changed=[absolute])
+        s.call(
+            "edit",
+            {
+                "filePath": absolute,
+                "oldString": "await store.write(batch)",
+                "newString": "await store.writeAtomic(batch)",
+            },
+            "Edit applied successfully.",
+            changed=[absolute],
+        )
     elif roll < 0.67:
         new = f"/home/dev/app/src/checkpoints/layout_v{s.calls}.ts"
-        s.call("write", {"filePath": new, "content": "export const layout = 2;\n"}, "Wrote file successfully.", changed=[new])
+        s.call(
+            "write",
+            {"filePath": new, "content": "export const layout = 2;\n"},
+            "Wrote file successfully.",
+            changed=[new],
+        )
     elif roll < 0.75:
         folder = f"/home/dev/app/{path.rpartition('/')[0] or '.'}".rstrip("/.")
         s.call("list", {"path": folder}, "\n".join(FOLDERS.get(path.rpartition("/")[0] or ".", [])), read=[folder])
     elif roll < 0.85:
-        s.call("grep", {"pattern": "writeAtomic", "path": "/home/dev/app/src", "include": "*.ts"}, f"Found 3 matches\n{absolute}:\n  Line 41: await store.writeAtomic(batch)", read=["/home/dev/app/src"])
+        s.call(
+            "grep",
+            {"pattern": "writeAtomic", "path": "/home/dev/app/src", "include": "*.ts"},
+            f"Found 3 matches\n{absolute}:\n  Line 41: await store.writeAtomic(batch)",
+            read=["/home/dev/app/src"],
+        )
     else:
         test = rng.choice([f for f in FILES if f.endswith(".test.ts")])
-        s.call("bash", {"command": f"bun test {test}", "description": "Run the tests of the file"}, "9 pass\n0 fail\nexit code 0", read=[test])
+        s.call(
+            "bash",
+            {"command": f"bun test {test}", "description": "Run the tests of the file"},
+            "9 pass\n0 fail\nexit code 0",
+            read=[test],
+        )
 
 
 def gemini_step(s: Session, rng: random.Random) -> None:
@@ -182,23 +268,64 @@ def gemini_step(s: Session, rng: random.Random) -> None:
         s.call("read_file", {"absolute_path": absolute}, s.listing(path), read=[absolute])
     elif roll < 0.45:
         many = rng.sample(FILES, 3)
-        s.call("read_many_files", {"paths": many}, "\n".join(f"--- {m} ---\n{s.listing(m)[:400]}" for m in many), read=many)
+        s.call(
+            "read_many_files", {"paths": many}, "\n".join(f"--- {m} ---\n{s.listing(m)[:400]}" for m in many), read=many
+        )
     elif roll < 0.62:
-        s.call("replace", {"file_path": absolute, "old_string": "retry(3)", "new_string": "retry({ attempts: 3 })", "expected_replacements": 1}, f"Successfully modified file: {absolute} (1 replacements).", changed=[absolute])
+        s.call(
+            "replace",
+            {
+                "file_path": absolute,
+                "old_string": "retry(3)",
+                "new_string": "retry({ attempts: 3 })",
+                "expected_replacements": 1,
+            },
+            f"Successfully modified file: {absolute} (1 replacements).",
+            changed=[absolute],
+        )
     elif roll < 0.68:
         new = f"/Users/dev/proj/docs/notes_{s.calls}.md"
-        s.call("write_file", {"file_path": new, "content": "# Notes\n\n- flush is atomic now\n"}, f"Successfully created and wrote to new file: {new}.", changed=[new])
+        s.call(
+            "write_file",
+            {"file_path": new, "content": "# Notes\n\n- flush is atomic now\n"},
+            f"Successfully created and wrote to new file: {new}.",
+            changed=[new],
+        )
     elif roll < 0.76:
         folder = f"/Users/dev/proj/{path.rpartition('/')[0]}" if "/" in path else "/Users/dev/proj"
-        s.call("list_directory", {"path": folder}, "\n".join(FOLDERS.get(path.rpartition("/")[0] or ".", [])), read=[folder])
+        s.call(
+            "list_directory",
+            {"path": folder},
+            "\n".join(FOLDERS.get(path.rpartition("/")[0] or ".", [])),
+            read=[folder],
+        )
     elif roll < 0.82:
-        s.call("search_file_content", {"pattern": "flush\\(", "path": "src/sync"}, "Found 2 matches in src/sync/queue.ts", read=["src/sync"])
+        s.call(
+            "search_file_content",
+            {"pattern": "flush\\(", "path": "src/sync"},
+            "Found 2 matches in src/sync/queue.ts",
+            read=["src/sync"],
+        )
     else:
         folder, _, name = path.rpartition("/")
         if folder:
-            s.call("run_shell_command", {"command": f"wc -l {name} && git log --oneline -3 -- {name}", "directory": folder, "description": "Size and history"}, "120 " + name + "\nabc123 fix flush", read=[name])
+            s.call(
+                "run_shell_command",
+                {
+                    "command": f"wc -l {name} && git log --oneline -3 -- {name}",
+                    "directory": folder,
+                    "description": "Size and history",
+                },
+                "120 " + name + "\nabc123 fix flush",
+                read=[name],
+            )
         else:
-            s.call("run_shell_command", {"command": "npm test -- --run tests/sync/queue.test.ts", "description": "Run the queue tests"}, "Tests 12 passed\nexit code 0", read=["tests/sync/queue.test.ts"])
+            s.call(
+                "run_shell_command",
+                {"command": "npm test -- --run tests/sync/queue.test.ts", "description": "Run the queue tests"},
+                "Tests 12 passed\nexit code 0",
+                read=["tests/sync/queue.test.ts"],
+            )
 
 
 def mcp_step(s: Session, rng: random.Random) -> None:
@@ -210,25 +337,67 @@ def mcp_step(s: Session, rng: random.Random) -> None:
         s.call("mcp__filesystem__read_text_file", {"path": absolute, "head": 200}, s.listing(path), read=[absolute])
     elif roll < 0.4:
         many = [f"/srv/project/{p}" for p in rng.sample(FILES, 3)]
-        s.call("mcp__filesystem__read_multiple_files", {"paths": many}, "\n\n".join(f"{m}:\n{s.listing(m)[:300]}" for m in many), read=many)
+        s.call(
+            "mcp__filesystem__read_multiple_files",
+            {"paths": many},
+            "\n\n".join(f"{m}:\n{s.listing(m)[:300]}" for m in many),
+            read=many,
+        )
     elif roll < 0.55:
-        s.call("mcp__filesystem__edit_file", {"path": absolute, "edits": [{"oldText": "retry(3)", "newText": "retry(5)"}], "dryRun": False}, "```diff\n--- a\n+++ b\n@@\n-retry(3)\n+retry(5)\n```", changed=[absolute])
+        s.call(
+            "mcp__filesystem__edit_file",
+            {"path": absolute, "edits": [{"oldText": "retry(3)", "newText": "retry(5)"}], "dryRun": False},
+            "```diff\n--- a\n+++ b\n@@\n-retry(3)\n+retry(5)\n```",
+            changed=[absolute],
+        )
     elif roll < 0.6:
         new = absolute.replace(".ts", f".moved{s.calls}.ts") if absolute.endswith(".ts") else absolute + f".{s.calls}"
-        s.call("mcp__filesystem__move_file", {"source": absolute, "destination": new}, f"Successfully moved {absolute} to {new}", changed=[absolute, new])
+        s.call(
+            "mcp__filesystem__move_file",
+            {"source": absolute, "destination": new},
+            f"Successfully moved {absolute} to {new}",
+            changed=[absolute, new],
+        )
     elif roll < 0.68:
-        s.call("github__get_file_contents", {"owner": "acme", "repo": "checkpointer", "path": path, "branch": "main"}, s.listing(path), read=[path])
+        s.call(
+            "github__get_file_contents",
+            {"owner": "acme", "repo": "checkpointer", "path": path, "branch": "main"},
+            s.listing(path),
+            read=[path],
+        )
     elif roll < 0.74:
         target = rng.choice([f for f in FILES if f.startswith("docs/")])
-        s.call("github__create_or_update_file", {"owner": "acme", "repo": "checkpointer", "path": target, "content": "# Docs\n", "message": "docs: flush", "branch": "fix/flush"}, '{"commit": {"sha": "9f1c"}}', changed=[target])
+        s.call(
+            "github__create_or_update_file",
+            {
+                "owner": "acme",
+                "repo": "checkpointer",
+                "path": target,
+                "content": "# Docs\n",
+                "message": "docs: flush",
+                "branch": "fix/flush",
+            },
+            '{"commit": {"sha": "9f1c"}}',
+            changed=[target],
+        )
     elif roll < 0.82:
         a = rng.choice([f for f in FILES if f.startswith("src/")])
         diff = f"diff --git a/{a} b/{a}\n--- a/{a}\n+++ b/{a}\n@@ -40,3 +40,3 @@\n-  await store.write(batch);\n+  await store.writeAtomic(batch);\n"
         s.call("mcp__git__git_apply", {"repo_path": "/srv/project", "diff": diff}, "Applied.", changed=[a])
     elif roll < 0.9:
-        s.call("mcp__filesystem__list_directory", {"path": "/srv/project/" + (path.rpartition("/")[0] or "")}, "[FILE] a.ts\n[DIR] sub", read=["/srv/project/" + (path.rpartition("/")[0] or "")])
+        s.call(
+            "mcp__filesystem__list_directory",
+            {"path": "/srv/project/" + (path.rpartition("/")[0] or "")},
+            "[FILE] a.ts\n[DIR] sub",
+            read=["/srv/project/" + (path.rpartition("/")[0] or "")],
+        )
     else:
-        s.call("mcp__filesystem__search_files", {"path": "/srv/project/src", "pattern": "*.ts", "excludePatterns": ["node_modules"]}, "\n".join(f"/srv/project/{f}" for f in FILES[:6]), read=["/srv/project/src"])
+        s.call(
+            "mcp__filesystem__search_files",
+            {"path": "/srv/project/src", "pattern": "*.ts", "excludePatterns": ["node_modules"]},
+            "\n".join(f"/srv/project/{f}" for f in FILES[:6]),
+            read=["/srv/project/src"],
+        )
 
 
 STEPS: dict[str, Callable[[Session, random.Random], None]] = {
