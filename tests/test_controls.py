@@ -555,7 +555,7 @@ def test_under_prompt_caching_a_summary_brings_the_dedupe_and_its_cut_stays_wher
 def test_a_summary_prepared_in_the_background_brings_the_hooks_messages_too(tmp_path, mode):
     from test_background import InstantRunner
 
-    from langgraph_compaction.engine.background import use_runner
+    from langgraph_compaction.engine.jobs import use_runner
 
     hooks = Hooks("sync")
     config = CONFIG.model_copy(

@@ -124,7 +124,7 @@ def test_every_page_of_the_navigation_is_built_with_the_configuration_and_the_ap
         assert f"<code>{name}" in configuration, f"the configuration table has no row for {name}"
     reference = (site / "reference" / "fronts" / "index.html").read_text(encoding="utf-8")
     assert "add_compaction" in reference and "Insert gate" in reference  # rendered from the docstring
-    assert 'id="langgraph_compaction.engine.nodes.CompactionNodes.gate"' in reference  # the node methods, inherited
+    assert 'id="langgraph_compaction.engine.nodes.CompactionEngine.gate"' in reference  # the node methods
     assert (site / "results" / "report" / "index.html").is_file() and (site / "results" / "billed_cost.png").is_file()
 
 

@@ -19,7 +19,7 @@ from langgraph.store.memory import InMemoryStore
 from support import SMALL_WINDOW, build_graph, first_input
 
 from langgraph_compaction import CompactionMiddleware, FileStorage, StoreStorage, is_summary, safe_label
-from langgraph_compaction.engine import effects as effects_module
+from langgraph_compaction.engine import run as run_module
 from langgraph_compaction.fronts.tools import recall_messages, search_memory, search_session
 from langgraph_compaction.storage import legacy_label
 from langgraph_compaction.testing import ScriptedModel
@@ -226,7 +226,7 @@ class TwoUsersModel(ToolCallingModel):
 
 
 def test_runs_without_a_thread_id_never_share_a_transcript(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(effects_module, "_THREADLESS_WARNED", threading.Event())  # as in a fresh process
+    monkeypatch.setattr(run_module, "_THREADLESS_WARNED", threading.Event())  # as in a fresh process
     model = TwoUsersModel()
     middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path)
     agent = create_agent(model, TOOLS, middleware=[middleware])  # no checkpointer: a stateless service

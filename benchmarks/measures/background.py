@@ -37,7 +37,7 @@ from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction.core.config import CompactionConfig
 from langgraph_compaction.core.conversation import content_text
-from langgraph_compaction.engine.background import Job, Runner, forget_jobs, use_runner
+from langgraph_compaction.engine.jobs import Job, Runner, use_runner
 
 NAME = "background_compaction"
 PLOT = "background_timeline.png"
@@ -209,7 +209,6 @@ def _replay(system: str, turns: list, path, storage, thresholds: Thresholds) -> 
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    forget_jobs()  # each replay starts as a fresh process would
     try:
         with use_runner(SimulatedRunner(timing)):
             billed = replay(label, path, storage, thresholds, config, turns=turns, timing=timing)

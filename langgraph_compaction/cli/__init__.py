@@ -369,7 +369,7 @@ def _print_state(console: Any, thread: str, values: dict, checkpoints: int, db: 
     summary = next((m for m in messages if is_summary(m)), None)
     console.print("[bold]current summary[/bold]" + ("" if summary else ": none (the thread has not been summarized)"))
     if summary is not None:
-        console.print(compaction["summary_text"] or summary.content, markup=False)
+        console.print(summary.content, markup=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

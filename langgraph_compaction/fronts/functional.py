@@ -19,10 +19,15 @@ from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.graph.message import add_messages
 
 from ..core.config import CompactionConfig
-from ..engine import PassResult, arun_pass, run_pass
-from ..engine.nodes import CompactionNodes
+from ..engine.jobs import BackgroundJobs
+from ..engine.nodes import CompactionEngine, PassResult
 from ..engine.passes import stable_ids
 from ..engine.state import read_compaction
+
+
+#: Each call builds its engine anew; a summary one call starts preparing in the background is applied by a later
+#: call of the same thread, so the calls of this process share their background jobs.
+_JOBS = BackgroundJobs()
 
 
 @dataclass
@@ -48,16 +53,16 @@ def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **sett
         )
     if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
-    nodes = CompactionNodes(before="model", **settings)
+    nodes = CompactionEngine(before="model", jobs=_JOBS, **settings)
     # the transcript and the summaries refer to messages by id: an id-less message gets the same one at every call
     values = {
         "messages": add_messages([], stable_ids(convert_to_messages(list(messages)))),
         "compaction": read_compaction(state),
     }
-    return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}}, values)
+    return nodes, values, nodes.where({"configurable": {"thread_id": str(thread_id)}}, values)
 
 
-def _finish(nodes: CompactionNodes, result: PassResult) -> CompactionResult:
+def _finish(nodes: CompactionEngine, result: PassResult) -> CompactionResult:
     state = read_compaction(result.state["compaction"])
     view = nodes.model_messages(result.state)
     return CompactionResult(messages=result.messages, state=state, events=result.events, view=view)
@@ -96,7 +101,7 @@ def compact_messages(
         agent_model=agent_model,
         system_prompt=system_prompt,
     )
-    return _finish(nodes, run_pass(nodes, values, run))
+    return _finish(nodes, nodes.run_pass(values, run))
 
 
 async def acompact_messages(
@@ -121,4 +126,4 @@ async def acompact_messages(
         agent_model=agent_model,
         system_prompt=system_prompt,
     )
-    return _finish(nodes, await arun_pass(nodes, values, run))
+    return _finish(nodes, await nodes.arun_pass(values, run))

@@ -29,10 +29,10 @@ from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import TypedDict
 
 from ..core.config import CompactionConfig
-from ..engine import arun_pass, run_pass
 from ..engine.nesting import check_nesting, writing_back
-from ..engine.nodes import FLUSH, GATE, OFFLOAD, RUN_THREAD, SUMMARIZE, CompactionNodes, state_value
-from ..engine.overflow import adrive_recovery, drive_recovery, in_front, recovery_steps
+from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
+from ..engine.overflow import in_front
+from ..engine.run import RUN_THREAD, state_value
 from ..engine.passes import replaced_state
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
@@ -111,7 +111,7 @@ def _after(state: Any, update: Any) -> list[BaseMessage]:
     return writes[at + 1 :] if at is not None else state_value(state, "messages") or []
 
 
-def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
+def _compaction_nodes(nodes: CompactionEngine, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
     """Return the gate and summarize nodes, each recording the messages it lets through to the model node."""
 
     def let_through(state: Any, config: RunnableConfig, update: Any, stage: str) -> Any:
@@ -139,7 +139,7 @@ def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[Runnable
     return _node(gate, agate, GATE), _node(summarize, asummarize, SUMMARIZE)
 
 
-def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, recover: bool) -> RunnableCallable:
+def _model_front(node: Any, nodes: CompactionEngine, passed: _Passed, name: str, recover: bool) -> RunnableCallable:
     """Return the model node wrapped: the gate's pass when the gate was skipped, the view, overflow recovery.
 
     A ``Send`` payload is not the graph's state: it is compacted for this call
@@ -154,32 +154,30 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
         return _PUSH in ((config.get("metadata") or {}).get("langgraph_triggers") or ())
 
     def invoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config, state)
+        run = nodes.where(config, state)
         done = None
         if pushed(config) or not passed.check(
             config, state_value(state, "compaction"), state_value(state, "messages") or []
         ):
-            done = run_pass(nodes, state, run)
+            done = nodes.run_pass(state, run)
             state = done.state
         call = lambda s: inner.invoke(model_input(s), config)  # noqa: E731
-        output = drive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else call(state)
+        output = nodes.recover(state, run, call) if recover else call(state)
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config, state)
+        run = nodes.where(config, state)
         done = None
         if pushed(config) or not passed.check(
             config, state_value(state, "compaction"), state_value(state, "messages") or []
         ):
-            done = await arun_pass(nodes, state, run)
+            done = await nodes.arun_pass(state, run)
             state = done.state
 
         async def call(s: Any) -> Any:
             return await inner.ainvoke(model_input(s), config)
 
-        output = (
-            await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else await call(state)
-        )
+        output = await nodes.arecover(state, run, call) if recover else await call(state)
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
@@ -262,7 +260,7 @@ def add_compaction(
     agent_model: Any = None,
     system_prompt: Any = None,
     overflow_recovery: bool = True,
-) -> CompactionNodes:
+) -> CompactionEngine:
     """Insert gate -> (flush | offload) -> summarize in front of ``before``; return the nodes.
 
     Call it after the graph's own nodes and edges exist: every edge that led
@@ -307,7 +305,7 @@ def add_compaction(
             f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__}
         )
 
-    nodes = CompactionNodes(
+    nodes = CompactionEngine(
         before=before,
         model=model,
         config=config,

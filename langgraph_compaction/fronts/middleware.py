@@ -30,10 +30,8 @@ from langgraph.types import Command
 
 from ..core.calibration import fixed_tokens
 from ..core.config import CompactionConfig
-from ..engine import arun_pass, run_pass
 from ..engine.nesting import check_nesting
-from ..engine.nodes import CompactionNodes
-from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps
+from ..engine.nodes import CompactionEngine
 from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
 from .tools import make_compaction_tools
@@ -89,7 +87,7 @@ class CompactionMiddleware(AgentMiddleware):
         name: str | None = None,
     ) -> None:
         super().__init__()
-        self.nodes = CompactionNodes(
+        self.nodes = CompactionEngine(
             before="model", model=model, config=config, storage=storage, flush_model=flush_model
         )
         # each agent level gets steps of its own over the same settings and the same opened storage
@@ -99,14 +97,14 @@ class CompactionMiddleware(AgentMiddleware):
         self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if add_tools else []
         self.overflow_recovery = overflow_recovery
         self._name = name or type(self).__name__
-        self._levels: dict[tuple, tuple[CompactionNodes, list]] = {}
+        self._levels: dict[tuple, tuple[CompactionEngine, list]] = {}
         self._levels_lock = threading.Lock()
 
     @property
     def name(self) -> str:
         return self._name
 
-    def _level(self, config: RunnableConfig) -> tuple[CompactionNodes, list]:
+    def _level(self, config: RunnableConfig) -> tuple[CompactionEngine, list]:
         """Return the steps and the counted-request cache of the agent this call belongs to.
 
         deepagents runs the same middleware instance in the agent and in its
@@ -118,7 +116,7 @@ class CompactionMiddleware(AgentMiddleware):
         key = ((config.get("metadata") or {}).get("lc_agent_name"), namespace.count("|"))
         with self._levels_lock:
             if key not in self._levels:
-                self._levels[key] = (CompactionNodes(**self._settings) if self._levels else self.nodes, [None])
+                self._levels[key] = (CompactionEngine(**self._settings) if self._levels else self.nodes, [None])
             return self._levels[key]
 
     # -- before every model call
@@ -127,17 +125,17 @@ class CompactionMiddleware(AgentMiddleware):
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
         state, writes = with_message_ids(state)
-        return _with_writes(writes, run_pass(nodes, state, nodes._run(config, state)).update)
+        return _with_writes(writes, nodes.run_pass(state, nodes.where(config, state)).update)
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict | None:
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
         state, writes = with_message_ids(state)
-        return _with_writes(writes, (await arun_pass(nodes, state, nodes._run(config, state))).update)
+        return _with_writes(writes, (await nodes.arun_pass(state, nodes.where(config, state))).update)
 
     # -- around the model call
-    def _count_request(self, request: ModelRequest, nodes: CompactionNodes, counted: list) -> None:
+    def _count_request(self, request: ModelRequest, nodes: CompactionEngine, counted: list) -> None:
         """Count the system prompt and tool schemas this request carries (used from the next pass on).
 
         The first request of an agent in a process is not counted yet; if it
@@ -152,7 +150,7 @@ class CompactionMiddleware(AgentMiddleware):
         counted[0] = key
 
     @staticmethod
-    def _model_request(request: ModelRequest, state: Any, nodes: CompactionNodes) -> ModelRequest:
+    def _model_request(request: ModelRequest, state: Any, nodes: CompactionEngine) -> ModelRequest:
         """Return the request for ``state``: its messages, or in view mode the compacted view of them (and the status line)."""
         if nodes.sends_other_messages():
             return request.override(messages=nodes.model_messages(state), state=state)
@@ -172,14 +170,14 @@ class CompactionMiddleware(AgentMiddleware):
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return handler(self._model_request(request, request.state, nodes))
-        run = nodes._run(config, request.state)
+        run = nodes.where(config, request.state)
         responses: list[ModelResponse] = []
 
         def call(state: Any) -> dict:
             responses.append(handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = drive_recovery(nodes, recovery_steps(nodes, request.state, run), run, call)
+        output = nodes.recover(request.state, run, call)
         return self._response(output, responses[-1])
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
@@ -188,12 +186,12 @@ class CompactionMiddleware(AgentMiddleware):
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return await handler(self._model_request(request, request.state, nodes))
-        run = nodes._run(config, request.state)
+        run = nodes.where(config, request.state)
         responses: list[ModelResponse] = []
 
         async def call(state: Any) -> dict:
             responses.append(await handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = await adrive_recovery(nodes, recovery_steps(nodes, request.state, run), run, call)
+        output = await nodes.arecover(request.state, run, call)
         return self._response(output, responses[-1])

@@ -17,9 +17,8 @@ from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.utils.runnable import RunnableCallable
 
 from ..core.config import CompactionConfig
-from ..engine import PassResult, arun_pass, run_pass
 from ..engine.nesting import check_nesting
-from ..engine.nodes import CompactionNodes
+from ..engine.nodes import CompactionEngine, PassResult
 from ..engine.state import merge_compaction
 
 
@@ -49,7 +48,7 @@ def make_pre_model_hook(
         hook = make_pre_model_hook(model=summarizer, storage="./.compaction")
         agent = create_react_agent(llm, tools, pre_model_hook=hook, state_schema=hook.state_schema)
     """
-    nodes = CompactionNodes(
+    nodes = CompactionEngine(
         before="agent",
         model=model,
         config=config,
@@ -67,11 +66,11 @@ def make_pre_model_hook(
 
     def hook(state: Any, config: RunnableConfig) -> dict:
         check_nesting(nodes, state, config)
-        return update(run_pass(nodes, state, nodes._run(config, state)))
+        return update(nodes.run_pass(state, nodes.where(config, state)))
 
     async def ahook(state: Any, config: RunnableConfig) -> dict:
         check_nesting(nodes, state, config)
-        return update(await arun_pass(nodes, state, nodes._run(config, state)))
+        return update(await nodes.arun_pass(state, nodes.where(config, state)))
 
     node = RunnableCallable(hook, ahook, name="compaction", trace=False)
     node.state_schema = CompactionReactState

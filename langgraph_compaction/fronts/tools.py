@@ -43,7 +43,7 @@ from ..core.fidelity import active_pins, pin_constraint, pin_id, unpin_constrain
 from ..core.plan import find_cutoff
 from ..core.summary import render_message
 from ..core.tokens import TokenCounter
-from ..engine.nodes import run_thread_id, run_user_id
+from ..engine.run import run_thread_id, run_user_id
 from ..engine.state import read_compaction
 from ..memory.ledger import MEMORY_FILE, is_memory_text, memory_lines, search_terms
 from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage
