@@ -91,6 +91,9 @@ def test_the_example_runs_as_written_offline(example, tmp_path, monkeypatch):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         for block in example.blocks:
-            exec(compile(block, example.name, "exec"), namespace)  # noqa: S102 - the page's own example
+            # compiled as a reader's script is: without this file's postponed annotations, which would leave a
+            # state class's annotations as names LangGraph looks up in the wrong module
+            code = compile(block, example.name, "exec", dont_inherit=True)
+            exec(code, namespace)  # noqa: S102 - the page's own example
     missing = [line for line in example.prints if line not in printed.getvalue()]
     assert not missing, f"{example.name} did not print {missing}; it printed:\n{printed.getvalue()}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, get_type_hints
 
@@ -29,13 +29,15 @@ from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import TypedDict
 
 from ..core.config import CompactionConfig
+from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting, writing_back
 from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
 from ..engine.overflow import in_front
-from ..engine.run import RUN_THREAD, state_value
 from ..engine.passes import replaced_state
+from ..engine.run import RUN_THREAD, state_value
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
+from .models import chat_model
 
 
 def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
@@ -260,27 +262,47 @@ def add_compaction(
     agent_model: Any = None,
     system_prompt: Any = None,
     overflow_recovery: bool = True,
+    trigger: Trigger | None = None,
+    keep: ContextSize | None = None,
+    token_counter: Callable[..., int] | None = None,
+    summary_prompt: str | None = None,
 ) -> CompactionEngine:
     """Insert gate -> (flush | offload) -> summarize in front of ``before``; return the nodes.
 
     Call it after the graph's own nodes and edges exist: every edge that led
     to ``before`` (plain, waiting or conditional) leads to the gate instead.
-    ``model`` is the summarizer; ``storage`` a directory path, a LangGraph
-    ``BaseStore``, or None for the store the graph is compiled or served with.
     A ``compaction`` key is added to the state when the schema lacks one.
+    ``before`` is wrapped, keeping its name: a call that did not come through
+    the gate (``Command(goto=...)``, ``Send``, a resume) compacts first; with
+    ``config.mode == "view"`` it is sent the compacted view while the state
+    keeps every message. It may return a dict, a ``Command`` or a list of them.
 
-    ``agent_model`` (the model ``before`` calls, tools bound) and
-    ``system_prompt`` (what ``before`` puts in front of the messages) are
-    counted in every request. ``before`` is wrapped, keeping its name: a call
-    that did not come through the gate (``Command(goto=...)``, ``Send``, a
-    resume) compacts first; with ``config.mode == "view"`` it is sent the
-    compacted view while the state keeps every message; with
-    ``overflow_recovery`` (the default), when its model refuses the request as
-    too long, the history is compacted at once and the call retried once (see
-    ``overflow``). It may return a dict, a ``Command`` or a list of them.
+    Args:
+        builder: The user's ``StateGraph``, before ``compile()``; its state has ``messages``.
+        before: The node that calls the model.
+        model: The summarizer: a chat model, a name resolved as LangChain's
+            ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
+            extractive summaries.
+        config: The settings; None for the defaults.
+        storage: A directory path, a LangGraph ``BaseStore``, or None for the
+            store the graph is compiled or served with.
+        flush_model: Extracts memories (a model or a name); None: ``model``.
+        agent_model: The model ``before`` calls, tools bound: counted in every
+            request, and its window used when ``config.context_window`` is not set.
+        system_prompt: What ``before`` puts in front of the messages: counted in every request.
+        overflow_recovery: When ``before``'s model refuses the request as too
+            long, compact at once and retry the call once (see ``overflow``).
+        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
+            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
+            of the window, or a list of them (when any is met).
+        keep: The tail a compaction keeps: one such pair.
+        token_counter: A callable(messages) -> int counting a list of messages.
+        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
 
-    Raises ValueError when ``before`` is not a node of the graph or the state
-    has no ``messages`` key.
+    Raises:
+        ValueError: ``before`` is not a node of the graph, the state has no
+            ``messages`` key, a model name names no model, or ``trigger``,
+            ``keep`` or an argument that contradicts ``config`` is refused.
     """
     if not isinstance(builder, StateGraph):
         raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
@@ -305,6 +327,10 @@ def add_compaction(
             f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__}
         )
 
+    config = settings_with(
+        config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+    )
+    model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
     nodes = CompactionEngine(
         before=before,
         model=model,

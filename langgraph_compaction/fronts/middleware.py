@@ -30,10 +30,12 @@ from langgraph.types import Command
 
 from ..core.calibration import fixed_tokens
 from ..core.config import CompactionConfig
+from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine
 from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
+from .models import chat_model
 from .tools import make_compaction_tools
 
 
@@ -63,30 +65,64 @@ def _tool_schema(tool: Any) -> Any:
 class CompactionMiddleware(AgentMiddleware):
     """Keep a ``create_agent`` / ``create_deep_agent`` conversation inside its model's window.
 
-    ``model`` summarizes and ``flush_model`` (default: ``model``) extracts
-    memories; ``storage`` is a directory, a LangGraph ``BaseStore``, or None
-    for the store the agent is compiled with. ``add_tools`` gives the agent
-    the memory tools and ``compact`` (``make_compaction_tools``).
-    ``overflow_recovery`` compacts and retries once when the model refuses a
-    request as too long. ``name`` is the middleware's name: deepagents
-    replaces its own summarization with a middleware named
+    It takes what LangChain's ``SummarizationMiddleware`` takes (a model or
+    a model name, ``trigger``, ``keep``, ``token_counter``,
+    ``summary_prompt``) and adds the settings of ``CompactionConfig``::
+
+        CompactionMiddleware("openai:gpt-4o-mini", trigger=("tokens", 4000), keep=("messages", 20))
+
+    deepagents replaces its own summarization with a middleware named
     ``"SummarizationMiddleware"`` (see the README).
+
+    Args:
+        model: The summarizer: a chat model, a name resolved as LangChain's
+            ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
+            extractive summaries. Its ``profile["max_input_tokens"]`` is the
+            window when ``config.context_window`` is not set.
+        config: The settings; None for the defaults.
+        storage: A directory, a LangGraph ``BaseStore``, or None for the store
+            the agent is compiled with.
+        flush_model: Extracts memories (a model or a name); None: ``model``.
+        add_tools: Give the agent the memory tools and ``compact``
+            (``make_compaction_tools``).
+        overflow_recovery: Compact and retry once when the model refuses a
+            request as too long.
+        name: The middleware's name; None: the class name.
+        trigger: When to compact, as LangChain says it: ``("tokens", n)``,
+            ``("messages", n)``, ``("fraction", f)`` of the window, or a list
+            of them (when any is met). Written onto ``config``.
+        keep: The tail a compaction keeps: one such pair.
+        token_counter: A callable(messages) -> int counting a list of messages.
+        summary_prompt: The summarizer's prompt: ``{messages}`` and the four
+            section names (LangChain's default prompt has them).
+
+    Raises:
+        ValueError: a model name that names no model, a bad ``trigger`` or
+            ``keep``, or an argument that contradicts ``config``.
     """
 
     state_schema = CompactionAgentState
 
     def __init__(
         self,
-        *,
         model: Any,
+        *,
         config: CompactionConfig | None = None,
         storage: Any = None,
         flush_model: Any = None,
         add_tools: bool = True,
         overflow_recovery: bool = True,
         name: str | None = None,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
+        token_counter: Callable[..., int] | None = None,
+        summary_prompt: str | None = None,
     ) -> None:
         super().__init__()
+        config = settings_with(
+            config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+        )
+        model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
         self.nodes = CompactionEngine(
             before="model", model=model, config=config, storage=storage, flush_model=flush_model
         )
@@ -151,7 +187,7 @@ class CompactionMiddleware(AgentMiddleware):
 
     @staticmethod
     def _model_request(request: ModelRequest, state: Any, nodes: CompactionEngine) -> ModelRequest:
-        """Return the request for ``state``: its messages, or in view mode the compacted view of them (and the status line)."""
+        """Return the request for ``state``: its messages, or in view mode their compacted view and status line."""
         if nodes.sends_other_messages():
             return request.override(messages=nodes.model_messages(state), state=state)
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)

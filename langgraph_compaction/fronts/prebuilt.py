@@ -10,6 +10,7 @@ model is sent the view (``llm_input_messages``). Its state needs a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, NotRequired
 
 from langchain_core.runnables import RunnableConfig
@@ -17,9 +18,11 @@ from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.utils.runnable import RunnableCallable
 
 from ..core.config import CompactionConfig
+from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine, PassResult
 from ..engine.state import merge_compaction
+from .models import chat_model
 
 
 class CompactionReactState(AgentState):
@@ -36,18 +39,42 @@ def make_pre_model_hook(
     flush_model: Any = None,
     agent_model: Any = None,
     system_prompt: Any = None,
+    trigger: Trigger | None = None,
+    keep: ContextSize | None = None,
+    token_counter: Callable[..., int] | None = None,
+    summary_prompt: str | None = None,
 ) -> RunnableCallable:
     """Return a ``pre_model_hook`` node that compacts the history before every model call.
 
-    ``model`` summarizes, ``flush_model`` (default: ``model``) extracts
-    memories, ``storage`` is a directory, a ``BaseStore`` or None for the
-    agent's store. ``agent_model`` (the agent's model, tools bound) and
-    ``system_prompt`` (its ``prompt``) are counted in every request. The
-    hook's ``.state_schema`` is the state it needs::
+    The hook's ``.state_schema`` is the state it needs::
 
         hook = make_pre_model_hook(model=summarizer, storage="./.compaction")
         agent = create_react_agent(llm, tools, pre_model_hook=hook, state_schema=hook.state_schema)
+
+    Args:
+        model: The summarizer: a chat model, a name resolved as LangChain's
+            ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
+            extractive summaries.
+        config: The settings; None for the defaults.
+        storage: A directory, a ``BaseStore``, or None for the agent's store.
+        flush_model: Extracts memories (a model or a name); None: ``model``.
+        agent_model: The agent's model, tools bound: counted in every request.
+        system_prompt: The agent's ``prompt``: counted in every request.
+        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
+            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
+            of the window, or a list of them (when any is met).
+        keep: The tail a compaction keeps: one such pair.
+        token_counter: A callable(messages) -> int counting a list of messages.
+        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
+
+    Raises:
+        ValueError: a model name that names no model, a bad ``trigger`` or
+            ``keep``, or an argument that contradicts ``config``.
     """
+    config = settings_with(
+        config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+    )
+    model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
     nodes = CompactionEngine(
         before="agent",
         model=model,

@@ -255,7 +255,10 @@ def compact_answer(messages: Sequence[BaseMessage], focus: str | None, config: C
     """
     counter = TokenCounter(config.token_counter if config else None)
     counts = counter.counts(messages)
-    budget = config.resolve() if config else None
+    try:
+        budget = config.resolve() if config else None
+    except ValueError:  # a share of a window only the agent's model reports: the tail is counted by messages
+        budget = None
     cut = find_cutoff(messages, counts, budget.keep_tokens if budget else 0, budget.keep_messages if budget else 1)
     if cut is None:
         return None
