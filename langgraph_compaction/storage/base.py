@@ -45,14 +45,23 @@ class CompactionStorage(Protocol):
     """The storage protocol: transcripts per thread, memory files per user, each method with an async twin.
 
     Thread and user ids are given as they are; a backend names them with
-    ``names.safe_label``.
+    ``names.safe_label``. The model is told where a thread's transcript is by
+    what ``append_transcript`` returns: a location relative to the storage
+    (``sessions/<name>.jsonl``) or a logical name
+    (``store://compaction/transcripts/<name>``), never a path of the machine.
+    ``transcript_location`` and ``memory_location`` are the operator's way to
+    the real file or item.
     """
 
     def transcript_location(self, thread_id: str) -> str:
-        """Return where the thread's transcript is, as the summary names it."""
+        """Return where an operator finds the thread's transcript (a file's absolute path, a store namespace)."""
 
     def append_transcript(self, thread_id: str, records: list[dict]) -> str:
-        """Append the records not stored yet (by message id and revision) and return the location."""
+        """Append the records not stored yet (by message id and revision) and return the transcript's location.
+
+        The location is what the summary, its compaction note and the context
+        status name: relative to the storage or a logical name.
+        """
 
     def read_transcript(self, thread_id: str) -> list[dict]:
         """Return every stored version of every message, in the order first written."""
@@ -83,7 +92,7 @@ class CompactionStorage(Protocol):
         """Return the relative paths of the user's memory files, sorted."""
 
     def memory_location(self, user_id: str, relpath: str) -> str:
-        """Return where a memory file is, for messages and provenance."""
+        """Return where an operator finds a memory file (a file's absolute path, a store key), for provenance."""
 
     async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str: ...
     async def aread_transcript(self, thread_id: str) -> list[dict]: ...

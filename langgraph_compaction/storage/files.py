@@ -134,9 +134,11 @@ class FileStorage:
     ``flock``, then ``fsync``. Under that lock a transcript append first reads
     the (id, revision) of every line, and a ledger append re-reads the file,
     so concurrent writers (threads, processes) never write a thing twice.
-    No path below the folder is followed through a link. The async methods
-    run the sync ones in a worker thread: the LangGraph dev server forbids
-    blocking file-system calls inside async nodes.
+    No path below the folder is followed through a link. ``append_transcript``
+    returns the transcript's path relative to the folder, which is what the
+    model is told; ``transcript_location`` gives the absolute one. The async
+    methods run the sync ones in a worker thread: the LangGraph dev server
+    forbids blocking file-system calls inside async nodes.
 
     Args:
         root: The storage folder; a relative one is made absolute now, so a
@@ -154,8 +156,13 @@ class FileStorage:
             raise ValueError(f"{what} is reached through a link ({path}); storage never follows links")
         return path
 
+    @staticmethod
+    def _transcript_name(thread_id: str) -> str:
+        """Return the transcript's path relative to the storage folder: what the model is told, no machine path."""
+        return f"sessions/{safe_label(thread_id)}.jsonl"
+
     def _transcript_path(self, thread_id: str) -> Path:
-        return self._contained(self.root / "sessions" / f"{safe_label(thread_id)}.jsonl", "the transcript")
+        return self._contained(self.root / self._transcript_name(thread_id), "the transcript")
 
     def _user_root(self, user_id: str) -> Path:
         if not user_id or user_id == DEFAULT_USER:
@@ -190,7 +197,7 @@ class FileStorage:
                 _write_all(fd, "".join(fresh).encode("utf-8", "surrogatepass"))
         finally:
             os.close(fd)
-        return str(path)
+        return self._transcript_name(thread_id)
 
     def read_transcript(self, thread_id: str) -> list[dict]:
         path = self._transcript_path(thread_id)
