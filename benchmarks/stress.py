@@ -70,7 +70,7 @@ HOSTILE_IDS = [
     "a/b",
     "a.b",
     "langgraph",
-    # built to collide: an id, its storage name in an earlier release and in this one, case, the default
+    # built to collide: an id, a slug-and-hash spelling of it, its storage name, case, the default
     "user:42",
     "user-42-ea3fd43be1e57d62",
     "~user+3a42",

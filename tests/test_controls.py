@@ -503,7 +503,7 @@ def test_the_context_status_ends_the_view_and_is_never_stored(tmp_path):
     *view, status = result.view
     assert view == result.messages, "after the newest message: what is sent before it is what is kept"
     assert status.content.startswith("[Context status: ") and "of 30,000 tokens used" in status.content
-    assert "1 compaction so far" in status.content and str(tmp_path) in status.content
+    assert "1 compaction so far" in status.content and "full transcript: sessions/b.jsonl" in status.content
     assert status.id not in {m.id for m in result.messages}
 
 

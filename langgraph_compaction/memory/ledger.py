@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 from langchain_core.messages import BaseMessage
 
 from ..core.conversation import is_injected, is_summary
+from ..core.ledger_format import bullet_item, entry_text, normalize_bullet, parse_bullets
 from ..core.prompts import NO_REPLY, memory_request
 from ..core.summary import render_messages
 from ..core.tokens import estimate_text_tokens
@@ -30,7 +31,6 @@ from ..core.tokens import estimate_text_tokens
 MEMORY_FILE = "MEMORY.md"
 ARCHIVE_DIR = "memory/archive"
 BACKUP_DIR = "memory/backups"
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*\S)\s*$")
 _DAILY = re.compile(r"memory/(?:archive/)?(\d{4}-\d{2}-\d{2})\.md")
 _FLUSH_HEADER = re.compile(r"^##\s+Flush\s+(\S+)")
 _MARKER = re.compile(r"^<!--\s*flush:([0-9a-f]+)\s*-->$")
@@ -89,8 +89,7 @@ def memory_lines(relpath: str, text: str) -> list[MemoryLine]:
             continue
         if not line or line.startswith("#") or _MARKER.match(line):
             continue
-        bullet = _BULLET.match(line)
-        out.append(MemoryLine(relpath, number, bullet.group(1) if bullet else line, date))
+        out.append(MemoryLine(relpath, number, bullet_item(line) or line, date))
     return out
 
 
@@ -161,16 +160,6 @@ def search_terms(text: str) -> list[str]:
     return terms
 
 
-def normalize_bullet(text: str) -> str:
-    """Return a bullet's text folded for duplicate detection (case, spaces, end punctuation)."""
-    return re.sub(r"\s+", " ", text).strip().rstrip(".;").casefold()
-
-
-def parse_bullets(text: str) -> list[str]:
-    """Return the bullet items of a markdown answer (other lines are ignored)."""
-    return [m.group(1) for line in text.splitlines() if (m := _BULLET.match(line))]
-
-
 def flush_problem(answer: object) -> str | None:
     """Return why a memory-extraction answer is unusable (neither ``NO_REPLY`` nor bullets), or None."""
     if not isinstance(answer, str):
@@ -212,12 +201,6 @@ def ledger_entry(
         return None
     header = f"## Flush {now.isoformat(timespec='seconds')}\n" + (f"{marker}\n" if marker else "")
     return entry_text(existing, header, fresh)
-
-
-def entry_text(existing: str, header: str, bullets: Sequence[str]) -> str:
-    """Return a ledger entry as appended after ``existing``: a separating blank line, the header, the bullets."""
-    lead = "" if not existing or existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
-    return lead + header + "\n" + "".join(f"- {b}\n" for b in bullets) + "\n"
 
 
 # --- consolidation, the pure part ------------------------------------------------
