@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
-from langchain_core.messages import BaseMessage, message_to_dict
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage, message_to_dict
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.calibration import calibrated_budget, observe_usage, read_calibration, usage_event
 from ..core.config import Budget
@@ -160,7 +161,7 @@ def new_pending(
 class GateUpdate:
     """What one gate call writes: messages, the ``compaction`` delta, and the events it keeps."""
 
-    messages: list | None = None
+    messages: list = field(default_factory=list)
     compaction: dict[str, Any] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
 
@@ -189,13 +190,21 @@ def _layer_edits(
         edited = {m.id: message_to_dict(m) for m in plan.edits.values()}
         out.compaction["view_edits"] = {**kept_edits(record["view_edits"], messages), **edited}
     else:
-        out.messages = list(plan.edits.values())
+        out.messages.extend(plan.edits.values())
     out.compaction["counts"] = {layer: 1 for layer in plan.layer_counts}
     out.compaction["edited_messages"] = dict(plan.layer_counts)
     layer = {"layer": "+".join(plan.layer_counts), "edited": len(plan.edits)}
     tokens = {"tokens_before": plan.tokens_before, "tokens_after": plan.tokens_after_layers}
     out.events.append(emit_event({"stage": "gate", **layer, **tokens}))
     return True
+
+
+def _write_repair(repaired: Sequence[BaseMessage], added: Sequence[ToolMessage], out: GateUpdate) -> None:
+    """Write the history with its unanswered calls answered, in place of the state's, and say which were."""
+    out.messages.extend([RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired])
+    calls = [m.tool_call_id for m in added]
+    note = f"answered {len(calls)} tool call(s) that had no result (not run): a crash or a refused approval left them"
+    out.events.append(emit_event({"stage": "gate", "repaired": calls, "note": note}))
 
 
 def _ask_for_summary(
@@ -232,8 +241,15 @@ def gate_steps(
     record: CompactionRecord,
     run: Run,
     overflow: bool = False,
+    repair: tuple[Sequence[BaseMessage], Sequence[ToolMessage]] | None = None,
 ) -> Steps[dict]:
-    """The gate's steps over the messages compaction works on; return the node's update."""
+    """The gate's steps over the messages compaction works on; return the node's update.
+
+    ``repair`` is the state's history with its unanswered tool calls answered
+    and the results added (``core.repair.answer_unanswered``), when some were:
+    the history is written first, in place of the state's, and ``messages``
+    are already taken from it.
+    """
     manual = record["manual"]
     memo = memos.get(run.thread_id, messages, setup.counter)
     budget, calibration = calibrated(setup, messages, record, run.budget, memo.counts)
@@ -251,6 +267,8 @@ def gate_steps(
         floor=floor,
     )
     out = GateUpdate(compaction={"calibration": calibration} if calibration else {})
+    if repair is not None:
+        _write_repair(*repair, out)
     if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
         emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
     if calibration and "usage" in calibration:  # the newest reply's usage, as its provider reported it (streamed)
@@ -260,7 +278,7 @@ def gate_steps(
         outcome = yield from background_steps(setup, jobs, messages, memo, record, plan, budget, new_tokens, run)
         out.events.extend(outcome.compaction.pop("events", []))
         out.compaction.update(outcome.compaction)
-        out.messages = outcome.messages
+        out.messages.extend(outcome.messages or [])
         applied, blocked = outcome.applied, outcome.blocked
     settled = not plan.edits or applied
     if plan.edits and not applied:  # a summary applied now replaces what the edits would shorten
@@ -281,7 +299,7 @@ def gate_steps(
 
 def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> dict:
     """Return the gate's node update, with ``seen_messages`` refreshed when the record is due to be written."""
-    update: dict[str, Any] = {} if out.messages is None else {"messages": out.messages}
+    update: dict[str, Any] = {"messages": out.messages} if out.messages else {}
     compaction = out.compaction
     if out.events:
         compaction["events"] = out.events

@@ -25,6 +25,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.config import Budget, CompactionConfig
 from ..core.plan import CompactionPlan
+from ..core.repair import answer_unanswered
 from ..storage import StoreStorage
 from .driver import Performer, adrive, drive, guarded
 from .effects import Steps
@@ -190,9 +191,12 @@ class CompactionEngine:
         return self.setup.messages_of(state_value(state, "messages") or [], record), record
 
     def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict]:
-        """The gate's steps over ``state``: layers 1-2 and the decision to summarize."""
-        messages, record = self._read(state)
-        return gate_steps(self.setup, self.memos, self.jobs, messages, record, run, overflow)
+        """The gate's steps over ``state``: answer calls left unanswered, layers 1-2 and the decision to summarize."""
+        record = read_compaction(state_value(state, "compaction"))
+        repaired, added = answer_unanswered(state_value(state, "messages") or [])
+        messages = self.setup.messages_of(repaired, record)
+        repair = (repaired, added) if added else None
+        return gate_steps(self.setup, self.memos, self.jobs, messages, record, run, overflow, repair)
 
     def offload_steps(self, state: Any, run: Run) -> Steps[dict]:
         """The offload's steps over ``state``: every message the transcript lacks, appended."""

@@ -19,7 +19,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.conversation import is_injected
 from ..core.fidelity import complete_summary
-from ..core.hooks import CompactionInfo, before_summary_answer, injected_messages
+from ..core.hooks import CompactionInfo, before_summary_answer, injected_messages, pairing_problem
 from ..core.plan import compacted_view, over_budget_reason
 from ..core.redact import redact_secrets
 from ..core.summary import build_summary_message, compaction_note, extractive_summary, finish_summary
@@ -173,10 +173,15 @@ def _ask_after(setup: Setup, info: CompactionInfo, composed: Composed, events: l
     made = dataclasses.replace(info, summary=composed.text, summary_id=composed.summary.id)
     try:
         answer = yield CallHook(setup.config.after_compaction, (made,))
-        return injected_messages(answer, composed.summary.id)
+        injected = injected_messages(answer, composed.summary.id)
     except Exception as exc:  # noqa: BLE001 - a failing hook adds nothing; the summary stands
         events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)}))
         return []
+    if problem := pairing_problem(injected):  # an orphan result or an unanswered call would be in every request
+        error = f"its messages were refused, they would break tool-call pairing: {problem}"
+        events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": error}))
+        return []
+    return injected
 
 
 def record_summary(setup: Setup, summary: BaseMessage, run: Run, offload_on: bool) -> Steps[list[dict]]:

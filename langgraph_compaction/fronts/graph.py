@@ -23,7 +23,7 @@ from typing import Any, get_type_hints
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import StateGraph
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.types import Send
 from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import TypedDict
@@ -110,7 +110,8 @@ def _after(state: Any, update: Any) -> list[BaseMessage]:
     at = max(
         (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None
     )
-    return writes[at + 1 :] if at is not None else state_value(state, "messages") or []
+    # after a rewrite, edits by id may follow it (the gate answers unanswered calls, then layers 1-2 edit)
+    return add_messages([], writes[at + 1 :]) if at is not None else state_value(state, "messages") or []
 
 
 def _compaction_nodes(nodes: CompactionEngine, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
