@@ -273,25 +273,27 @@ def run_demo(options: DemoOptions, out: Any | None = None) -> DemoReport:
     config = demo_config(options.window)
     budget = config.resolve()
     rounds: dict[str, int] = {}
-    mode, decide, summarizer, flush_model, consolidator, tools = _models(options, counter, rounds)
-    console.print(mode)
-    console.print(
-        f"thread {thread} · window {options.window:,} tokens · compaction at {budget.trigger_tokens:,} tokens or "
-        f"{budget.trigger_messages} messages · tail kept {budget.keep_tokens:,} tokens · storage {root}/",
-        markup=False,
-    )
-    report = DemoReport(mode=mode.split(":")[0], thread=thread, window=options.window, trigger=budget.trigger_tokens)
-    usage = CompactionModelUsage(counter)
-
-    def on_call(messages: list[BaseMessage], reply: AIMessage) -> None:
-        reported = (getattr(reply, "usage_metadata", None) or {}).get("input_tokens")
-        if isinstance(reported, int):
-            report.usage = add_usage(report.usage, reported, cache_details(reply))
-        last_id = messages[-1].id if messages else None
-        report.calls.append(CallRecord(counter.total(messages), last_id, usage.take()))
-
-    conn = _open_checkpoints(root, options.storage)
+    conn = _open_checkpoints(root, options.storage)  # first: a folder it may not write is all it says
     try:
+        mode, decide, summarizer, flush_model, consolidator, tools = _models(options, counter, rounds)
+        console.print(mode)
+        console.print(
+            f"thread {thread} · window {options.window:,} tokens · compaction at {budget.trigger_tokens:,} tokens or "
+            f"{budget.trigger_messages} messages · tail kept {budget.keep_tokens:,} tokens · storage {root}/",
+            markup=False,
+        )
+        report = DemoReport(
+            mode=mode.split(":")[0], thread=thread, window=options.window, trigger=budget.trigger_tokens
+        )
+        usage = CompactionModelUsage(counter)
+
+        def on_call(messages: list[BaseMessage], reply: AIMessage) -> None:
+            reported = (getattr(reply, "usage_metadata", None) or {}).get("input_tokens")
+            if isinstance(reported, int):
+                report.usage = add_usage(report.usage, reported, cache_details(reply))
+            last_id = messages[-1].id if messages else None
+            report.calls.append(CallRecord(counter.total(messages), last_id, usage.take()))
+
         checkpointer = SqliteSaver(conn)
         _check_thread(checkpointer, thread, options.resume, root)
         graph = build_demo_graph(decide, tools, summarizer, flush_model, config, storage, checkpointer, on_call)

@@ -1,0 +1,32 @@
+"""The command line's errors, printed as one line each, and the console the commands print to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+USAGE_ERROR = 2
+DEMO_EXTRA = "pip install 'langgraph-compaction[demo]'"
+
+
+class CommandError(Exception):
+    """A run that could not be done (an API that refused it): printed as one line, exit status 1."""
+
+    status = 1
+
+
+class UsageError(CommandError):
+    """A mistake in the command line or its inputs: printed as one line, exit status 2."""
+
+    status = USAGE_ERROR
+
+
+def console() -> Any:
+    """Return the console the commands print to, once the packages of the ``[demo]`` extra they use are there."""
+    try:
+        import langgraph.checkpoint.sqlite  # noqa: F401 - demo writes and inspect reads the SQLite checkpoints
+        from rich.console import Console
+    except ImportError as exc:
+        raise UsageError(
+            f"the command needs rich, matplotlib and langgraph-checkpoint-sqlite ({exc}): {DEMO_EXTRA}"
+        ) from exc
+    return Console(highlight=False, soft_wrap=True)
