@@ -78,7 +78,8 @@ def test_memory_search_ranks_with_bm25_and_gives_path_line_and_date(memory_dir):
     answer = _call(graph, "memory_search", {"query": "postgres migration"})
     rows = answer.splitlines()[1:]
     assert rows == [
-        "memory/2026-11-28.md#4 [2026-11-28T09:30:00+00:00] The staging deploy of module7 failed on a missing Postgres migration",
+        "memory/2026-11-28.md#4 [2026-11-28T09:30:00+00:00] "
+        "The staging deploy of module7 failed on a missing Postgres migration",
         "MEMORY.md#4 [curated] The project database is Postgres 16 on db-main",
     ]
     assert _call(graph, "memory_search", {"query": "周五发布"}).splitlines()[1] == (
