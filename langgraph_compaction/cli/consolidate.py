@@ -88,7 +88,7 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
         import psycopg
         from langgraph.store.postgres import PostgresStore
 
-        from .inspect import hidden_password
+        from .errors import hidden_password
 
         try:
             store = stack.enter_context(PostgresStore.from_conn_string(spec))

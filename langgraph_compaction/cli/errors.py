@@ -1,4 +1,4 @@
-"""The command line's errors, printed as one line each, and the console the commands print to."""
+"""The command line's errors, printed as one line each, the console the commands print to, and DSNs as they print."""
 
 from __future__ import annotations
 
@@ -30,3 +30,18 @@ def console() -> Any:
             f"the command needs rich, matplotlib and langgraph-checkpoint-sqlite ({exc}): {DEMO_EXTRA}"
         ) from exc
     return Console(highlight=False, soft_wrap=True)
+
+
+def hidden_password(dsn: str) -> str:
+    """Return the DSN with its password replaced by ``***``, for messages that print it.
+
+    Args:
+        dsn: a ``postgresql://`` URL.
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))

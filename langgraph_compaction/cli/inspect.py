@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_STORAGE
-from .errors import UsageError, console
+from .errors import UsageError, console, hidden_password
 
 
 @dataclass
@@ -105,21 +105,6 @@ def _copy_database(path: Path, copy: Path, flag: str) -> Path:
             f"{flag} {path}: cannot read it ({exc.strerror}); run as a user who may read it, or inspect a copy"
         ) from exc
     return copy
-
-
-def hidden_password(dsn: str) -> str:
-    """Return the DSN with its password replaced by ``***``, for messages that print it.
-
-    Args:
-        dsn: a ``postgresql://`` URL.
-    """
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 @contextmanager

@@ -65,10 +65,11 @@ def offline_agent(seed: int, counter: TokenCounter, steps: dict[str, int]) -> Ca
     cache = PromptCache(counter)
 
     def decide(messages: list[BaseMessage]) -> AIMessage:
-        request = messages[latest_user_index(messages)]
+        request = messages[latest_user_index(messages) or 0]  # a demo request is always there
         turn = int(str(request.content).split()[1].rstrip(":")) - 1
-        step = steps.get(request.id, 0)
-        steps[request.id] = step + 1
+        key = str(request.id)
+        step = steps.get(key, 0)
+        steps[key] = step + 1
         reply = scripted_round(turn, step, seed)
         return reply.model_copy(update={"usage_metadata": cache.usage(messages, reply)})
 

@@ -253,7 +253,8 @@ def semantic_ranking(store: Any, user_id: str, lines: Sequence[MemoryLine], quer
     keys: dict[str, int] = {}
     for i, line in enumerate(lines):
         keys.setdefault(_line_key(line), i)
-    stored, offset = set(), 0
+    stored: set[str] = set()
+    offset = 0
     while batch := store.search(namespace, limit=500, offset=offset):
         stored.update(item.key for item in batch)
         offset += len(batch)
