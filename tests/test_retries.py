@@ -179,7 +179,6 @@ def _serve_tools(root: str, worker: str, die_in_tool: bool) -> None:
     Path(root, f"problems-{worker}.json").write_text(json.dumps(agent.problems))
 
 
-@pytest.mark.xfail(strict=True, reason="a request retried after a worker died in a tool sends the calls unanswered")
 def test_a_request_retried_after_a_worker_died_in_a_tool_sends_every_call_answered(tmp_path):
     import json
 

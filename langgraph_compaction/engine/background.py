@@ -35,6 +35,7 @@ from ..core.background import (
     cut_index,
     kept_tokens,
     prepared_problem,
+    record_problem,
     start_budget,
     swap_before_trigger,
     wait_limit,
@@ -370,7 +371,7 @@ def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None] | None
     setup, messages, counts, run = gate.setup, gate.messages, gate.counts, gate.run
     usage = prepared.get("usage") or {}
     tokens = {"prepared_id": prepared.get("id"), "tokens_before": sum(counts), "usage": usage}
-    problem = prepared_problem(prepared, messages)
+    problem = record_problem(prepared) or prepared_problem(prepared, messages)
     if problem is None:
         (summary,) = messages_from_dict([prepared["summary"]])
         injected = messages_from_dict(prepared.get("injected") or [])

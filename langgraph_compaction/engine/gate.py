@@ -29,6 +29,7 @@ from .effects import Steps
 from .events import describe_error, emit_event
 from .jobs import BackgroundJobs
 from .offload import offload_messages
+from .passes import message_writes
 from .run import RUN_THREAD, Run
 from .setup import Setup
 from .state import COMPACTION_REFRESH_MESSAGES, CompactionRecord, Pending
@@ -299,7 +300,7 @@ def gate_steps(
 
 def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> dict:
     """Return the gate's node update, with ``seen_messages`` refreshed when the record is due to be written."""
-    update: dict[str, Any] = {"messages": out.messages} if out.messages else {}
+    update: dict[str, Any] = {"messages": message_writes(out.messages)} if out.messages else {}
     compaction = out.compaction
     if out.events:
         compaction["events"] = out.events

@@ -19,9 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.config import Budget, CompactionConfig
 from ..core.plan import CompactionPlan
@@ -34,7 +33,7 @@ from .gate import GATE, Memo, Memos, gate_steps, plan_for
 from .jobs import BackgroundJobs
 from .offload import OFFLOAD, offload_steps
 from .overflow import recovery_steps
-from .passes import pass_steps, stage_name, update_delta
+from .passes import message_writes, pass_steps, stage_name, update_delta
 from .run import CONTEXT_THRESHOLDS, Run, context_value, current_runtime, run_thread_id, run_user_id, state_value
 from .setup import Setup
 from .state import read_compaction
@@ -62,9 +61,8 @@ def combined(updates: Sequence[dict]) -> dict:
     update: dict[str, Any] = {}
     writes = [m for u in updates for m in (u.get("messages") or [])]
     if writes:
-        # a rewrite (the summary) makes every earlier edit part of it: keep what follows the last one
-        rewrites = (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES)
-        update["messages"] = writes[max(rewrites, default=0) :]
+        # a rewrite (the summary) makes every earlier edit part of it: what follows the last one is the history
+        update["messages"] = message_writes(writes)
     if any(u.get("compaction") for u in updates):  # {"pending": None} alone is a write too
         update["compaction"] = update_delta(list(updates))
     return update

@@ -103,6 +103,21 @@ def with_message_ids(state: Any) -> tuple[Any, list]:
     return replaced_state(state, messages=messages), [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
 
 
+def message_writes(writes: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return message writes equal to ``writes`` applied in order, as one list ``add_messages`` applies the same way.
+
+    ``add_messages`` keeps what follows the last remove-all exactly as given,
+    so edits by id written after a rewrite would stand twice in the history:
+    they are folded into the rewrite here.
+    """
+    at = max(
+        (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None
+    )
+    if at is None:
+        return list(writes)
+    return [writes[at], *add_messages([], list(writes[at + 1 :]))]
+
+
 def update_delta(updates: list[dict]) -> dict:
     """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
     out: dict[str, Any] = {"counts": {}, "edited_messages": {}, "events": []}

@@ -8,6 +8,9 @@ setup or the store the graph runs with.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -77,6 +80,17 @@ THREADLESS_WARNING = (
 )
 _THREADLESS_WARNED = threading.Event()  # the warning is given once per process
 _WARNING_LOCK = threading.Lock()
+#: Signs the transcript names this process draws, so a name found in the state is used only if it was drawn here.
+_NAME_KEY = os.urandom(32)
+
+
+def _signed(name: str) -> str:
+    return f"{name}.{hmac.new(_NAME_KEY, name.encode('utf-8'), hashlib.sha256).hexdigest()[:16]}"
+
+
+def _drawn_here(value: str) -> bool:
+    name, _, _ = value.rpartition(".")
+    return bool(name) and hmac.compare_digest(_signed(name).encode("utf-8"), value.encode("utf-8"))
 
 
 def run_thread_id(config: RunnableConfig, state: Any, user_id: str) -> tuple[str, bool]:
@@ -85,21 +99,22 @@ def run_thread_id(config: RunnableConfig, state: Any, user_id: str) -> tuple[str
     A run with a ``thread_id`` uses it. A run without one (a stateless
     service: no checkpointer) never shares a transcript: the first gate of the
     run draws ``no-thread:<user>:<random>`` and keeps it in the run's
-    ``compaction`` state (``RUN_THREAD``), where the later steps and the
-    tools of the same run find it; the next run, starting from fresh state,
-    draws its own. The first such run of a process logs a warning and streams
-    it as an event.
+    ``compaction`` state (``RUN_THREAD``), signed, where the later steps and
+    the tools of the same run find it; the next run, starting from fresh
+    state, draws its own. A name in the state that this process did not draw
+    (written there by anyone else) is never used. The first such run of a
+    process logs a warning and streams it as an event.
     """
     thread = (config.get("configurable") or {}).get("thread_id")
     if thread is not None:
         return thread_key(thread), False
     raw = state_value(state, "compaction")
     known = raw.get(RUN_THREAD) if isinstance(raw, dict) else None
-    if isinstance(known, str) and known:
+    if isinstance(known, str) and _drawn_here(known):
         return known, True
     with _WARNING_LOCK:  # two runs starting at once: still one warning
         first = not _THREADLESS_WARNED.is_set()
         _THREADLESS_WARNED.set()
     if first:
         emit_event({"stage": "storage", "warning": THREADLESS_WARNING})
-    return f"no-thread:{user_id}:{uuid.uuid4().hex}", True
+    return _signed(f"no-thread:{user_id}:{uuid.uuid4().hex}"), True

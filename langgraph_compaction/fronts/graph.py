@@ -252,6 +252,25 @@ def _redirect(target: Any, before: str) -> Any:
     return target
 
 
+def _input_without_compaction(builder: StateGraph) -> None:
+    """Take ``compaction`` out of the graph's input: a run's caller controls its messages, never this record.
+
+    A graph behind an endpoint takes the client's JSON as its input; a
+    ``compaction`` key there would become state (a transcript's name, pins, a
+    prepared summary). Operators keep ``update_state``. Only a TypedDict input
+    schema is narrowed (LangGraph's own default, the state schema, included).
+    """
+    schema = builder.input_schema
+    if not (isinstance(schema, type) and issubclass(schema, dict)):
+        return
+    hints = get_type_hints(schema, include_extras=True)
+    if "compaction" not in hints:
+        return
+    narrowed = TypedDict(f"{schema.__name__}Input", {k: v for k, v in hints.items() if k != "compaction"})
+    builder.input_schema = narrowed
+    builder._add_schema(narrowed, allow_managed=False)  # registers its keys as the graph's input, as __init__ does
+
+
 def add_compaction(
     builder: StateGraph,
     *,
@@ -320,6 +339,7 @@ def add_compaction(
     taken = [n for n in (GATE, FLUSH, OFFLOAD, SUMMARIZE) if n in builder.nodes]
     if taken:
         raise ValueError(f"the graph already has node(s) {taken}; add_compaction can be called once per graph")
+    _input_without_compaction(builder)
     input_schema = None
     if "compaction" not in builder.channels:
         # the nodes read the user's keys plus ``compaction``: a schema of both adds the channel

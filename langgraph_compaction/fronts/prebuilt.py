@@ -4,8 +4,10 @@ The hook runs one whole compaction pass (``engine.run_pass``) before every
 model call and returns its update; the history it rewrites is the state's, so
 the model, the checkpoint and the next call see the same thing. In view mode
 (``CompactionConfig(mode="view")``) the state keeps every message and the
-model is sent the view (``llm_input_messages``). Its state needs a
-``compaction`` key: pass ``state_schema=hook.state_schema``.
+model is sent the view (``llm_input_messages``). The hook's node reads and
+writes a ``compaction`` key of its own (``CompactionReactState``, found by
+LangGraph from the hook's signature), which is not part of the agent's input:
+a run's caller controls its messages only.
 """
 
 from __future__ import annotations
@@ -26,9 +28,18 @@ from .models import chat_model
 
 
 class CompactionReactState(AgentState):
-    """``create_react_agent``'s state plus ``compaction``."""
+    """``create_react_agent``'s state plus ``compaction``: what the hook's node reads."""
 
     compaction: NotRequired[Annotated[dict, merge_compaction]]
+
+
+class PreModelHook(RunnableCallable):
+    """The hook's node. LangGraph reads the state it takes from ``__call__``'s signature and adds its
+    ``compaction`` key to the agent's state, outside the agent's input (``StateGraph.add_node`` infers a node's
+    input schema so)."""
+
+    def __call__(self, state: CompactionReactState, config: RunnableConfig) -> dict:
+        return self.invoke(state, config)
 
 
 def make_pre_model_hook(
@@ -43,13 +54,17 @@ def make_pre_model_hook(
     keep: ContextSize | None = None,
     token_counter: Callable[..., int] | None = None,
     summary_prompt: str | None = None,
-) -> RunnableCallable:
+) -> PreModelHook:
     """Return a ``pre_model_hook`` node that compacts the history before every model call.
 
-    The hook's ``.state_schema`` is the state it needs::
+    The agent's state gains a ``compaction`` key that is not part of its
+    input (read it with ``agent.get_state(config).values["compaction"]``)::
 
         hook = make_pre_model_hook(model=summarizer, storage="./.compaction")
-        agent = create_react_agent(llm, tools, pre_model_hook=hook, state_schema=hook.state_schema)
+        agent = create_react_agent(llm, tools, pre_model_hook=hook)
+
+    ``hook.state_schema`` is ``create_react_agent``'s own state, for code that
+    passes ``state_schema=hook.state_schema``.
 
     Args:
         model: The summarizer: a chat model, a name resolved as LangChain's
@@ -99,7 +114,7 @@ def make_pre_model_hook(
         check_nesting(nodes, state, config)
         return update(await nodes.arun_pass(state, nodes.where(config, state)))
 
-    node = RunnableCallable(hook, ahook, name="compaction", trace=False)
-    node.state_schema = CompactionReactState
+    node = PreModelHook(hook, ahook, name="compaction", trace=False)
+    node.state_schema = AgentState
     node.nodes = nodes
     return node
