@@ -1,25 +1,29 @@
 """Flush: long-term memories extracted from the evicted prefix into today's ledger, once per message.
 
-A flushed message's id joins ``flushed_ids``; a re-run after a crash finds
-its entry's marker in the ledger and writes nothing twice. Memory is best
-effort: a failure is recorded and summarizing goes on.
+A flushed message's id joins ``flushed_ids``, and its entry's marker names
+it by content (``memory.ledger.content_key``): a flush run again (a crash, a
+client's retry whose tools ran again under new ids, another worker) finds in
+the ledger the messages it came from and asks the model only about the
+others. Memory is best effort: a failure is recorded and summarizing goes on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ..memory.ledger import (
     MEMORY_FILE,
+    content_key,
     flush_input,
     flush_instruction,
     flush_marker,
     flush_problem,
     flush_prompt,
-    has_flush_marker,
+    flushed_keys,
     ledger_entry,
     ledger_relpath,
     local_now,
@@ -81,19 +85,25 @@ def flush_steps(
         }
     now = local_now(setup.config.timezone)
     day = now.date().isoformat()
-    marker = flush_marker(m.id for m in todo)
     asking = False  # True while a failure is the model's (its call or its answer), not the storage's
     tripped: dict[str, Any] = {}
     try:
         memory_md = (yield StorageCall("read_memory_file", (run.user_id, MEMORY_FILE))) or ""
         ledger = (yield StorageCall("read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
+        # a retry just after midnight finds the first attempt's entry in yesterday's ledger
+        yesterday = (yield StorageCall("read_memory_file", (run.user_id, _day_before(now)))) or ""
+        known = flushed_keys(ledger, yesterday)
+        asked = [
+            m for m in todo if content_key(m, run.thread_id) not in known
+        ]  # the others' memories are in the ledger already
         entry = None
-        if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
+        if asked:
             asking = True
-            answer = yield from _ask(setup, messages, todo, record, memory_md, ledger, day)
+            answer = yield from _ask(setup, messages, asked, record, memory_md, ledger, day)
             if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                 raise ValueError(problem)
             asking, tripped = False, {key: breaker_after(breaker, None, 0, 0)}  # a success closes it
+            marker = flush_marker(asked, run.thread_id)
             if not commit:
                 held = {"text": answer, "ids": [m.id for m in todo], "marker": marker}
                 return {"compaction": tripped, "flush_answer": held}
@@ -111,14 +121,19 @@ def write_memory(setup: Setup, run: Run, answer: str, marker: str, now: Any) -> 
     """Append the memory model's answer to the ledger of ``now``'s day once (its marker); return the entry, or None."""
 
     def compose(current: str) -> str | None:
-        # the ledger as it is now, under the storage's lock: another thread's flush may have just written
-        if has_flush_marker(current, marker):
+        # the ledger as it is now, under the storage's lock: another flush may have just written one of these
+        # messages' memories (a retry's first attempt, another worker)
+        if flushed_keys(current) & flushed_keys(marker):
             return None
         return ledger_entry(answer, current, now, redact=setup.config.redactor, marker=marker)
 
     relpath = ledger_relpath(now.date().isoformat())
     _, entry = yield StorageCall("append_memory_entry", (run.user_id, relpath, compose))
     return entry
+
+
+def _day_before(now: Any) -> str:
+    return ledger_relpath((now - timedelta(days=1)).date().isoformat())
 
 
 def flushed(messages: Sequence[BaseMessage], record: CompactionRecord, ids: Sequence[str], entry: str | None) -> dict:
