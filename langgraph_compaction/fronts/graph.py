@@ -24,7 +24,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
-from langgraph.types import Send
+from langgraph.types import Command, Send
 from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import TypedDict
 
@@ -217,6 +217,11 @@ def _subgraph_update(before: Any, after: dict) -> dict:
     return out
 
 
+def _whole_state(state: Any) -> Command:
+    """Return the parent's state as an update of the agent's: its ``compaction`` too, which the agent's input omits."""
+    return Command(update=dict(state) if isinstance(state, dict) else state)
+
+
 def subgraph_node(graph: Any, *, name: str | None = None) -> RunnableCallable:
     """Return a node that runs a compiled compacting agent as a subgraph of a parent with the same ``messages``.
 
@@ -232,11 +237,11 @@ def subgraph_node(graph: Any, *, name: str | None = None) -> RunnableCallable:
 
     def invoke(state: Any, config: RunnableConfig) -> dict:
         with writing_back(config):
-            return _subgraph_update(state, graph.invoke(state, config))
+            return _subgraph_update(state, graph.invoke(_whole_state(state), config))
 
     async def ainvoke(state: Any, config: RunnableConfig) -> dict:
         with writing_back(config):
-            return _subgraph_update(state, await graph.ainvoke(state, config))
+            return _subgraph_update(state, await graph.ainvoke(_whole_state(state), config))
 
     return RunnableCallable(invoke, ainvoke, name=name or getattr(graph, "name", None) or "agent", trace=False)
 
