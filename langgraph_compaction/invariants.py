@@ -25,29 +25,13 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
 
-from .core.conversation import is_user_turn, tool_calls_of
+from .core.conversation import is_user_turn
+from .core.validation import broken_tool_ids
 from .memory.ledger import normalize_bullet, parse_bullets
 from .storage import message_records, record_id
 from .storage.codec import encode, revision, same_version
 
 INVARIANTS = ("valid_history", "nothing_lost", "bounded", "exactly_once", "contained")
-
-
-def broken_tool_ids(messages: Sequence[BaseMessage]) -> set[tuple[str, str]]:
-    """Return ``("orphan", id)`` / ``("unanswered", id)`` for each tool id a provider would reject."""
-    broken: set[tuple[str, str]] = set()
-    open_calls: set[str] = set()
-    for m in messages:
-        if isinstance(m, ToolMessage):
-            if m.tool_call_id in open_calls:
-                open_calls.discard(m.tool_call_id)
-            else:
-                broken.add(("orphan", str(m.tool_call_id)))
-            continue
-        broken.update(("unanswered", str(i)) for i in open_calls)
-        open_calls = {str(c.get("id")) for c in tool_calls_of(m)}
-    broken.update(("unanswered", str(i)) for i in open_calls)
-    return broken
 
 
 def _leading_system(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

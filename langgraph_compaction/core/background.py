@@ -25,6 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, mes
 from .config import MIN_KEEP_TOKENS, Budget
 from .conversation import is_injected, is_summary, latest_user_index, leading_systems
 from .hooks import pairing_problem
+from .validation import broken_tool_ids
 
 
 def message_digest(message: BaseMessage) -> str:
@@ -89,6 +90,35 @@ def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_i
     """Return the tokens of the tail: what arrived after a summary's cut (0 when the cut point is gone)."""
     end = cut_index(messages, cutoff_id)
     return sum(counts[end:]) if end is not None else 0
+
+
+def turn_tokens(messages: Sequence[BaseMessage], counts: Sequence[int]) -> int:
+    """Return the tokens the newest turn added: the newest model reply and everything after it (tool results, a request)."""
+    turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
+    return sum(counts[turn:])
+
+
+def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_ready: float) -> bool:
+    """Return True when a summary should start being prepared now, before the trigger.
+
+    At ``start`` of the trigger at the latest; earlier when the thread grows
+    fast: a job takes about ``turns_to_ready`` turns, and if turns the size of
+    the newest one (``turn`` tokens) would reach the trigger before it is
+    ready, it starts now, so that it is ready when the trigger comes. Never
+    before half the trigger: a summary of less would be made again soon.
+    """
+    trigger = budget.trigger_tokens
+    if tokens >= trigger or tokens < trigger // 2:
+        return False
+    return tokens >= trigger * start or tokens + turn * (turns_to_ready + 1) >= trigger
+
+
+def new_pairing_problem(before: Sequence[BaseMessage], after: Sequence[BaseMessage]) -> str | None:
+    """Return how ``after`` breaks tool-call pairing where ``before`` did not (None: it adds no broken pair)."""
+    added = sorted(broken_tool_ids(after) - broken_tool_ids(before))
+    if not added:
+        return None
+    return "; ".join(f"tool call {tid!r} would be {kind}" for kind, tid in added[:5])
 
 
 def swap_before_trigger(

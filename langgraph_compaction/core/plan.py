@@ -174,6 +174,7 @@ def plan_compaction(
     new_tokens: int | None = None,
     overflow: bool = False,
     settled: int = 0,
+    frozen: int = 0,
 ) -> CompactionPlan:
     """Return the plan for one model call: layer 1-2 edits, then whether and where to summarize.
 
@@ -194,6 +195,9 @@ def plan_compaction(
     summary back while under ``min_new_tokens``, unless the window would
     overflow. ``overflow=True`` plans for a request the model refused as too
     long: layers 1-2 over the whole history and half the keep budget.
+
+    ``frozen``: layers 1-2 edit no message before this index (a summary
+    being prepared covers them, and must find them as it saw them).
 
     ``settled`` (from an earlier plan of the same thread) is where layers 1-2
     start looking.
@@ -216,6 +220,8 @@ def plan_compaction(
 
     def apply(name: str, changed: dict[int, BaseMessage]) -> None:
         nonlocal working, sizes, protected
+        if frozen and changed:
+            changed = {i: m for i, m in changed.items() if i >= frozen}
         if changed and working_set_tokens > 0:
             # layers 1-2 never shorten what the working set keeps (worked out once, only when a layer edits)
             if protected is None:

@@ -39,6 +39,23 @@ def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
     return problems
 
 
+def broken_tool_ids(messages: Sequence[BaseMessage]) -> set[tuple[str, str]]:
+    """Return ``("orphan", id)`` / ``("unanswered", id)`` for each tool id a provider would reject."""
+    broken: set[tuple[str, str]] = set()
+    open_calls: set[str] = set()
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            if m.tool_call_id in open_calls:
+                open_calls.discard(m.tool_call_id)
+            else:
+                broken.add(("orphan", str(m.tool_call_id)))
+            continue
+        broken.update(("unanswered", str(i)) for i in open_calls)
+        open_calls = {str(c.get("id")) for c in tool_calls_of(m)}
+    broken.update(("unanswered", str(i)) for i in open_calls)
+    return broken
+
+
 def anthropic_violations(messages: Sequence[BaseMessage], *, thinking: bool | None = None) -> list[str]:
     """Return the reasons Anthropic's messages API would reject this order (empty if none).
 

@@ -1,22 +1,26 @@
-"""Background compaction: a summary prepared next to the agent, swapped in at the trigger.
+"""Background compaction: a summary prepared next to the agent, applied at the trigger, never a request over it.
 
-When the context passes ``background_start`` of the trigger, the gate cuts
-the history as it stands and starts a *job* (``jobs``): offload, then the
-summary and the memory model side by side (nothing is removed before the
-swap, so the summary need not wait for the memory), while the model call goes
-on. The next gate call that finds the job done writes its result into the
-checkpointed ``compaction["prepared"]`` (``compaction_ready``), where any
-worker can apply it. At the trigger the gate applies a ready, still valid
-summary at once (``compaction_applied``); a job still running is waited for
-only while the request stays under ``wait_limit``; a summary whose messages
-changed is dropped (``compaction_discarded``, with why), and the gate compacts
-as it would without background.
+Before the trigger, the gate cuts the history as it stands and starts a *job*
+(``jobs``): offload, then the summary and the memory model side by side, while
+the agent goes on. It starts early enough to be ready when the trigger comes
+(``core.background.should_start``: at ``background_start`` of the trigger, or
+sooner when the thread grows fast). The job publishes its result to the
+storage, and the gate that finds it done writes it into the checkpointed
+``compaction["prepared"]`` (``compaction_ready``): whichever worker serves the
+thread next applies it.
 
-What the job does before the swap is durable (the transcript) or nothing
-(the memory model's answer is held in the record and written to the ledger
-when the summary is applied, so a discarded summary leaves no memory and
-every message is flushed once). A job in progress lives in this process
-only: lost with it, it is started again by the next gate that needs one.
+At the trigger the gate applies a ready summary (``compaction_applied``),
+waits for one still being prepared (here or by another worker), and compacts
+in front of the model call only when none is coming. A summary is applied
+while what it covers is unchanged and what it produces keeps every tool call
+paired (else ``compaction_discarded``, with why); one whose tail outgrew the
+target is applied all the same, and the gate compacts the rest at once if the
+request is still over the trigger. The application's ``after_compaction``
+hook runs when a summary is applied, and memory is written then, once.
+
+One worker prepares a conversation's next summary at a time: the job's
+*lease* in the checkpointed state names its worker until the job should be
+done; the others wait for what it publishes, or take over once the lease lapses.
 """
 
 from __future__ import annotations
@@ -33,26 +37,29 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 from ..core.background import (
     covered,
     cut_index,
-    kept_tokens,
+    new_pairing_problem,
     prepared_problem,
     record_problem,
+    should_start,
     start_budget,
     swap_before_trigger,
-    wait_limit,
+    turn_tokens,
 )
 from ..core.config import Budget
-from ..core.conversation import is_injected, leading_systems
-from ..core.plan import CompactionPlan, plan_compaction
+from ..core.conversation import leading_systems
+from ..core.hooks import CompactionInfo
+from ..core.plan import CompactionPlan, compacted_view, plan_compaction
 from .driver import Performer, adrive, drive, guarded
-from .effects import Parallel, StartJob, Steps, WaitJob
-from .events import emit_event
+from .effects import Parallel, StartJob, Steps, StorageCall, WaitJob
+from .events import describe_error, emit_event
 from .flush import commit_flush, flush_steps
-from .jobs import BackgroundJobs, Job
-from .offload import offload_steps
+from .jobs import BackgroundJobs, Job, Published, owner_gone
+from .offload import offload_messages, offload_steps
 from .run import Run
 from .setup import Setup
-from .state import CompactionRecord, merge_compaction, read_compaction
-from .summarize import record_summary, summarize_steps, summary_update
+from .breaker import breaker_after
+from .state import CompactionRecord, Lease, merge_compaction, read_breaker, read_compaction
+from .summarize import ask_after, record_summary, summarize_steps, summary_update
 
 
 def job_key(run: Run, messages: Sequence[BaseMessage]) -> tuple:
@@ -64,18 +71,24 @@ def job_key(run: Run, messages: Sequence[BaseMessage]) -> tuple:
     return run.thread_id, messages[lead].id if lead < len(messages) else None
 
 
+def _published_key(key: tuple) -> str:
+    """Return the name a conversation's prepared summary is published under in the storage."""
+    return str(key[1] or "conversation")
+
+
 @dataclass
 class Outcome:
     """The background part of one gate call.
 
     ``applied`` says a prepared summary replaced its messages in this update
-    (``messages``); ``blocked`` is None when the gate need not compact in front
-    of the model call (nothing due, a summary applied, or one being prepared
-    while the request fits), otherwise why it compacts as without background.
+    (``messages``, the writes; ``after``, what the messages are now);
+    ``blocked`` is None when the gate need not compact in front of the model
+    call, otherwise why it compacts as without background.
     """
 
     compaction: dict[str, Any] = field(default_factory=dict)
     messages: list | None = None
+    after: list[BaseMessage] | None = None
     applied: bool = False
     blocked: str | None = None
 
@@ -88,13 +101,14 @@ def _event(name: str, **fields: Any) -> dict:
 
 
 def prepare_steps(
-    setup: Setup, meta: dict, messages: list[BaseMessage], record: CompactionRecord, run: Run
+    setup: Setup, meta: dict, key: tuple, messages: list[BaseMessage], record: CompactionRecord, run: Run
 ) -> Steps[dict]:
     """The job's steps: offload, then the summary and the memory model side by side; return the job's record.
 
     Offload comes first (summarize checks that what it covers is in the
     transcript); nothing is removed before the swap, so the summary need not
-    wait for the memory.
+    wait for the memory. The record is published to the storage, where the
+    thread's other workers find it.
     """
     side: list[dict] = []
     if run.storage is not None and setup.config.offload_before_compact:
@@ -104,7 +118,15 @@ def prepare_steps(
     if run.storage is not None and setup.config.flush_before_compact:
         steps.append(guarded("flush", flush_steps(setup, messages, record, run, commit=False)))
     summary, *flush = yield Parallel(tuple(steps))
-    return job_record(setup, meta, [*side, *flush], summary, run.usage)
+    made = job_record(setup, meta, [*side, *flush], summary, run.usage)
+    if run.storage is not None and made.get("status") == "ready":
+        try:
+            yield StorageCall("write_prepared", (run.thread_id, _published_key(key), made))
+        except Exception as exc:  # noqa: BLE001 - this worker's own gate still finds the record in its job
+            emit_event(
+                {"stage": "background", "error": f"the prepared summary was not published: {describe_error(exc)}"}
+            )
+    return made
 
 
 def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage: dict) -> dict:
@@ -113,20 +135,18 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
     breakers = {k: v for u in [*side, summary] for k, v in (u.get("compaction") or {}).items() if k.endswith("breaker")}
     flush = next((u["flush_answer"] for u in side if "flush_answer" in u), None)
     if not done.get("summary_id"):
-        why = done.get("last_error") or next((e.get("note") for e in done.get("events") or [] if e.get("note")), None)
+        notes = (e.get("note") for e in done.get("events") or [] if e.get("note"))
+        why = done.get("last_error") or next(notes, None)
         return {"error": why or "no summary was made", "breakers": breakers, "usage": usage}
     if setup.config.mode == "view":
         made = done["view"]["summary"]
-        injected = done["view"].get("after") or []
     else:
         made = next(message_to_dict(m) for m in summary["messages"] if getattr(m, "id", None) == done["summary_id"])
-        injected = [message_to_dict(m) for m in summary["messages"] if is_injected(m)]  # an after_compaction hook's
     event = next((e for e in done.get("events") or [] if e.get("stage") == "summarize" and "tokens_after" in e), {})
     return {
         **meta,
         "status": "ready",
         "summary": made,
-        "injected": injected,
         "pins": done.get("pins") or [],
         "kind": next(iter(done.get("counts") or {"summarize": 1})),
         "offload_path": done.get("offload_path"),
@@ -141,11 +161,18 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
 # -- the gate's part
 
 
+def _lease_held_elsewhere(lease: Lease | None, jobs: BackgroundJobs) -> bool:
+    """Return True while another worker (or engine) prepares the conversation's summary under an unexpired lease."""
+    if lease is None or lease["state"] != "preparing" or lease["owner"] == jobs.owner:
+        return False
+    return lease["until"] > time.time() and not owner_gone(lease["owner"])
+
+
 def background_floor(jobs: BackgroundJobs, run: Run, messages: Sequence[BaseMessage], record: CompactionRecord) -> int:
-    """Return where layers 1-2 may start editing: after the cut of a summary being prepared (its messages must not change)."""
-    prepared = record["prepared"]
+    """Return where the gate's own edits may start: after the cut of a summary being prepared (it must not change)."""
     job = jobs.get(job_key(run, messages))
-    meta = prepared if prepared is not None else job.meta if job is not None else None
+    lease = record["lease"] if _lease_held_elsewhere(record["lease"], jobs) else None
+    meta = record["prepared"] or (job.meta if job is not None else None) or lease
     if meta is None:
         return 0
     return cut_index(messages, meta.get("cutoff_id")) or 0
@@ -162,6 +189,7 @@ class _Gate:
     record: CompactionRecord
     budget: Budget
     run: Run
+    key: tuple
     out: Outcome = field(default_factory=Outcome)
     events: list[dict] = field(default_factory=list)
 
@@ -188,38 +216,59 @@ def background_steps(
     run: Run,
 ) -> Steps[Outcome]:
     """Yield the background part of one gate call; return its ``Outcome``."""
-    gate = _Gate(setup, jobs, messages, memo.counts, record, budget, run)
     key = job_key(run, messages)
+    gate = _Gate(setup, jobs, messages, memo.counts, record, budget, run, key)
     job = jobs.get(key)
     prepared: dict | None = record["prepared"]  # type: ignore[assignment]
-    if job is not None and job.done():
+    if job is not None and not job.done():
+        job.calls += 1
+    elif job is not None:
         prepared = _harvest(gate, job, prepared)
-    keep_max = max(setup.config.keep_tokens_max, budget.keep_tokens)
-    if not plan.summarize and prepared is not None and swap_before_trigger(prepared, messages, gate.counts, keep_max):
-        if (yield from _swap(gate, prepared)):
-            return gate.finish()
-        prepared = None
     if not plan.summarize:
-        if job is None:  # a job harvested just now is not followed by another in the same call
-            yield from _maybe_start_early(gate, plan, prepared, key, memo, new_tokens)
+        keep_max = max(setup.config.keep_tokens_max, budget.keep_tokens)
+        if prepared is not None and swap_before_trigger(prepared, messages, gate.counts, keep_max):
+            if (yield from _swap(gate, prepared)):
+                return gate.finish()
+            prepared = None
+        if job is None and prepared is None and not _lease_held_elsewhere(record["lease"], jobs):
+            yield from _maybe_start(gate, plan, memo, new_tokens)
         return gate.finish()
     if prepared is not None and (yield from _swap(gate, prepared)):
         return gate.finish()
-    return (yield from _at_trigger(gate, plan, key, memo, new_tokens))
+    if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens:
+        return (yield from _at_message_trigger(gate, plan, memo, new_tokens))
+    waited = yield from _wait(gate, plan)
+    if waited is not None and (yield from _swap(gate, waited)):
+        return gate.finish()
+    gate.out.blocked = gate.out.blocked or "no summary was prepared in time"
+    return gate.finish()
 
 
-def _maybe_start_early(
-    gate: _Gate, plan: CompactionPlan, prepared: dict | None, key: tuple, memo: Any, new_tokens: int | None
-) -> Steps[None]:
-    """Start a job once the context passes ``background_start`` of the trigger, if none is prepared."""
-    early = start_budget(gate.budget, gate.setup.config.background_start)
-    near = plan.tokens_after_layers >= early.trigger_tokens or (
-        early.trigger_messages and len(gate.messages) >= early.trigger_messages
-    )
-    if near and prepared is None and plan.held is None and gate.may_prepare():
-        planned = _plan(gate, early, memo, new_tokens)
+def _maybe_start(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int | None) -> Steps[None]:
+    """Start a job when the thread will reach the trigger before one started later would be ready."""
+    tokens, budget = plan.tokens_after_layers, gate.budget
+    start, turns = gate.setup.config.background_start, gate.jobs.turns_to_ready
+    if (
+        plan.held is None
+        and gate.may_prepare()
+        and should_start(tokens, turn_tokens(gate.messages, gate.counts), budget, start, turns)
+    ):
+        planned = _plan(gate, start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), memo, new_tokens)
         if planned.summarize:
             yield from _start(gate, planned)
+
+
+def _at_message_trigger(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int | None) -> Steps[Outcome]:
+    """The message-count trigger with the tokens under their trigger: a job is started (or awaited), not waited for."""
+    if gate.jobs.get(gate.key) is not None or _lease_held_elsewhere(gate.record["lease"], gate.jobs):
+        emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
+        return gate.finish()
+    if gate.may_prepare():
+        planned = _plan(gate, start_budget(gate.budget), memo, new_tokens)
+        yield from _start(gate, planned if planned.summarize else plan)
+        return gate.finish()
+    gate.out.blocked = "a summary cannot be prepared now (no summarizer, or its breaker is open)"
+    return gate.finish()
 
 
 def _plan(gate: _Gate, budget: Budget, memo: Any, new_tokens: int | None) -> CompactionPlan:
@@ -235,51 +284,52 @@ def _plan(gate: _Gate, budget: Budget, memo: Any, new_tokens: int | None) -> Com
     )
 
 
-def _at_trigger(gate: _Gate, plan: CompactionPlan, key: tuple, memo: Any, new_tokens: int | None) -> Steps[Outcome]:
-    """Yield what the gate does at the trigger with no ready summary: wait for a job, start one, or block."""
-    fits = plan.tokens_after_layers < wait_limit(gate.budget)
-    job = gate.jobs.get(key)
-    problem = prepared_problem(job.meta, gate.messages) if job is not None and not job.done() else None
-    if job is not None and problem is not None:
-        # what it covers changed: it could not be applied once ready; start again from here, or compact now
-        gate.jobs.drop(job)
-        gate.events.append(_discarded(problem, job.meta, plan.tokens_after_layers))
-    elif job is not None and not job.done():
-        if fits:
-            emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
-            return gate.finish()
-        if (yield WaitJob(job, gate.setup.config.summary_timeout)):
-            prepared = _harvest(gate, job, None)
-            if prepared is not None and (yield from _swap(gate, prepared)):
-                return gate.finish()
-            gate.out.blocked = "the prepared summary could not be applied"
-            return gate.finish()
-        gate.jobs.drop(job)
-        why = "not ready before the request outgrew the wait"
-        gate.events.append(_discarded(why, job.meta, plan.tokens_after_layers))
-        gate.out.blocked = f"the prepared summary was {why}"
-        return gate.finish()
-    if fits and plan.reason in ("tokens", "messages") and gate.may_prepare():
-        now = _plan(gate, start_budget(gate.budget), memo, new_tokens)
-        yield from _start(gate, now if now.summarize else plan)
-        return gate.finish()
-    why = (
-        "a summary cannot be prepared now (no summarizer, or its breaker is open)"
-        if fits
-        else ("the request is over the wait limit")
-    )
-    if problem is not None:
-        why = f"the summary being prepared cannot apply ({problem}) and {why}"
-    gate.out.blocked = why
-    return gate.finish()
+def _wait(gate: _Gate, plan: CompactionPlan) -> Steps[dict | None]:
+    """Wait for the summary being prepared (here, or by the lease's worker); return it, or None when none comes.
+
+    The request is at or over the trigger, which is the user's budget: rather
+    than send it, the gate waits for what remains of the job, which is less
+    than a summary made now would take.
+    """
+    job = gate.jobs.get(gate.key)
+    timeout = gate.setup.config.summary_timeout
+    lease = gate.record["lease"]
+    if job is None and _lease_held_elsewhere(lease, gate.jobs) and gate.run.storage is not None:
+        assert lease is not None
+        runner = Published(gate.run.storage, gate.run.thread_id, _published_key(gate.key))
+        job = Job(gate.key, {"id": lease["id"], "tokens_before": plan.tokens_after_layers}, runner)
+        timeout = (
+            max(0.0, lease["until"] - time.time()) if timeout is None else min(timeout, lease["until"] - time.time())
+        )
+        if (yield WaitJob(job, max(0.0, timeout))):
+            return job.outcome()
+        gate.out.blocked = "the summary another worker prepares was not ready in time"
+        return None
+    if job is None:
+        return None
+    if (yield WaitJob(job, timeout)):
+        return _harvest(gate, job, None)
+    gate.jobs.drop(job)
+    gate.events.append(_discarded("not ready before the wait ran out", job.meta, plan.tokens_after_layers))
+    gate.out.blocked = "the prepared summary was not ready before the wait ran out"
+    return None
 
 
 def _discarded(why: str, meta: dict, tokens_before: int) -> dict:
     return _event("compaction_discarded", why=why, prepared_id=meta["id"], tokens_before=tokens_before, usage={})
 
 
+def lease_seconds(setup: Setup) -> float:
+    """Return how long a worker's lease on a conversation's next summary holds: its job is done by then.
+
+    Each of the job's model calls ends within ``summary_timeout``; the offload
+    and the publishing take a little more.
+    """
+    return (setup.config.summary_timeout or 300.0) + 30.0
+
+
 def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
-    """Yield the effect that starts a job for the plan's cut of the messages."""
+    """Yield the effect that starts a job for the plan's cut of the messages, and take the conversation's lease."""
     setup, messages, run = gate.setup, gate.messages, gate.run
     cut = plan.cut
     assert cut is not None
@@ -305,12 +355,13 @@ def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
     job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
     snapshot = list(messages)
     performer = Performer(job_run, setup.config.summary_timeout)
+    key = gate.key
     job = Job(
-        job_key(run, messages),
+        key,
         meta,
         gate.jobs.runner(),
-        work=lambda: drive(prepare_steps(setup, meta, snapshot, record, job_run), performer),
-        awork=lambda: adrive(prepare_steps(setup, meta, snapshot, record, job_run), performer),
+        work=lambda: drive(prepare_steps(setup, meta, key, snapshot, record, job_run), performer),
+        awork=lambda: adrive(prepare_steps(setup, meta, key, snapshot, record, job_run), performer),
     )
     gate.jobs.add(job)
     try:
@@ -319,6 +370,15 @@ def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
         gate.jobs.drop(job)
         gate.events.append(_discarded(f"it could not be started: {exc}", meta, plan.tokens_after_layers))
         return
+    until = meta["started_at"] + lease_seconds(setup)
+    lease = {
+        "id": meta["id"],
+        "owner": gate.jobs.owner,
+        "until": until,
+        "state": "preparing",
+        "cutoff_id": meta["cutoff_id"],
+    }
+    gate.out.compaction["lease"] = lease
     started = {
         "prepared_id": meta["id"],
         "tokens_before": plan.tokens_after_layers,
@@ -331,8 +391,12 @@ def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
 def _harvest(gate: _Gate, job: Job, prepared: dict | None) -> dict | None:
     """Return the ready record (the state's or the job's), recording a finished job's outcome in the update."""
     gate.jobs.drop(job)
+    gate.jobs.observe(job)
     outcome = job.outcome()
-    gate.out.compaction.update(outcome.get("breakers") or {})  # the breakers count background failures too
+    gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}))  # background failures count too
+    lease = gate.record["lease"]
+    if lease is not None and lease["id"] == job.meta["id"] and lease["state"] == "applied":
+        return prepared  # another worker applied what this job published
     usage = outcome.get("usage") or {}
     tokens = {
         "prepared_id": job.meta["id"],
@@ -354,37 +418,84 @@ def _harvest(gate: _Gate, job: Job, prepared: dict | None) -> dict | None:
     return outcome
 
 
+def _breakers(gate: _Gate, reported: dict) -> dict:
+    """Return the breakers after a job's model calls: each one's success or failure applied to the breaker as it is now.
+
+    The job saw the breakers as they were when it started; what failed since
+    (a blocking summary, another job) still counts.
+    """
+    cfg = gate.setup.config
+    out = {}
+    for key, seen in reported.items():
+        if key not in ("breaker", "flush_breaker") or not isinstance(seen, dict):
+            continue
+        now = read_breaker(gate.out.compaction.get(key) or gate.record[key])  # type: ignore[literal-required]
+        problem = seen.get("reason") if seen.get("failures") else None
+        out[key] = breaker_after(now, problem, cfg.breaker_failures, cfg.breaker_cooldown)
+    return out
+
+
 def _swap(gate: _Gate, prepared: dict) -> Steps[bool]:
     """Yield the swap of a ready summary; return True when it was applied (False: it was discarded)."""
     applied = yield from _apply(gate, prepared)
     if applied is None:
         gate.out.compaction["prepared"] = None
         return False
-    compaction, written = applied
+    compaction, written, after = applied
     gate.out.compaction.update(compaction)
-    gate.out.messages, gate.out.applied, gate.out.blocked = written, True, None
+    gate.out.messages, gate.out.after, gate.out.applied, gate.out.blocked = written, after, True, None
     return True
 
 
-def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None] | None]:
-    """Yield the ledger write of a ready summary; return its (``compaction``, messages) update, or None."""
+def _check(gate: _Gate, prepared: dict) -> tuple[BaseMessage | None, str | None]:
+    """Return (the summary message, None) when a prepared summary may replace what it covers now, else (None, why)."""
+    problem = record_problem(prepared) or prepared_problem(prepared, gate.messages)
+    if problem is not None:
+        return None, problem
+    (summary,) = messages_from_dict([prepared["summary"]])
+    result = compacted_view(gate.messages, set(prepared["evict_ids"]), summary)
+    return summary, new_pairing_problem(gate.messages, result)
+
+
+def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None, list[BaseMessage]] | None]:
+    """Yield the application of a ready summary (its hook, the transcript, the ledger); return its update, or None.
+
+    The summary may replace what it covers when that is unchanged and what it
+    produces keeps every tool call paired and is smaller than what it
+    replaces; how far under the trigger it ends is the gate's business after.
+    """
     setup, messages, counts, run = gate.setup, gate.messages, gate.counts, gate.run
     usage = prepared.get("usage") or {}
     tokens = {"prepared_id": prepared.get("id"), "tokens_before": sum(counts), "usage": usage}
-    problem = record_problem(prepared) or prepared_problem(prepared, messages)
-    if problem is None:
-        (summary,) = messages_from_dict([prepared["summary"]])
-        injected = messages_from_dict(prepared.get("injected") or [])
-        evict_ids = set(prepared["evict_ids"])
-        kept = kept_tokens(messages, counts, prepared["evict_ids"])
-        after = setup.counter.total([*messages[: leading_systems(messages)], summary, *injected]) + kept
+    summary, problem = _check(gate, prepared)
+    evict_ids = set(prepared.get("evict_ids") or [])
+    injected: list[BaseMessage] = []
+    if summary is not None and problem is None:
+        evicted = [m for m in messages if m.id in evict_ids]
+        path = prepared.get("offload_path")
+        info = CompactionInfo(
+            thread_id=run.thread_id,
+            user_id=run.user_id,
+            reason="background",
+            tokens_before=sum(counts),
+            messages=evicted,
+            transcript_path=path,
+            summary=str(summary.content),
+            summary_id=summary.id,
+        )
+        injected = yield from ask_after(setup, info, gate.events)
+        after = setup.counter.total(compacted_view(messages, evict_ids, summary, injected))
         if after >= sum(counts):
             problem = f"it would not shrink the context ({sum(counts):,} -> {after:,} tokens)"
-        elif after > gate.budget.target_tokens:
-            problem = f"it would leave {after:,} tokens, over the target of {gate.budget.target_tokens:,}"
-    if problem is not None:
+    if summary is None or problem is not None:
         gate.events.append(_event("compaction_discarded", why=problem, **tokens))
         return None
+    offload_on = run.storage is not None and setup.config.offload_before_compact
+    if offload_on:  # what is kept after the summary goes to the transcript before it: the order of first appearance
+        try:
+            yield from offload_messages(messages, run, setup.config)
+        except Exception as exc:  # noqa: BLE001 - what the summary covers is there already (the job wrote it)
+            gate.events.append(emit_event({"stage": "offload", "error": describe_error(exc)}))
     flushed = yield from commit_flush(setup, messages, gate.record, prepared.get("flush"), run)
     event = {
         "event": "compaction_applied",
@@ -408,8 +519,15 @@ def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None] | None
         injected=injected,
     )
     # written to the transcript now that it replaces what it covers (so recall can open it)
-    offload_on = run.storage is not None and setup.config.offload_before_compact
     recorded = yield from record_summary(setup, summary, run, offload_on)
+    if run.storage is not None:
+        try:  # applied: no worker is to apply it again
+            yield StorageCall("write_prepared", (run.thread_id, _published_key(gate.key), None))
+        except Exception:  # noqa: BLE001 - a later worker finds its messages gone and drops it
+            pass
     compaction = {**written["compaction"], **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
+    lease = gate.record["lease"]
+    if lease is not None and lease["id"] == prepared.get("id"):
+        compaction["lease"] = {**lease, "state": "applied"}
     gate.events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
-    return compaction, written.get("messages")
+    return compaction, written.get("messages"), compacted_view(messages, evict_ids, summary, injected)

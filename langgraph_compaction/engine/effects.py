@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: The storage protocol's operations a step may ask for (``storage.CompactionStorage``).
-StorageOp = Literal["read_transcript", "append_transcript", "read_memory_file", "append_memory_entry"]
+StorageOp = Literal[
+    "read_transcript", "append_transcript", "read_memory_file", "append_memory_entry", "read_prepared", "write_prepared"
+]
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,9 @@ def flush_steps(
             answer = yield from _ask(setup, messages, asked, record, memory_md, ledger, day)
             if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
                 raise ValueError(problem)
-            asking, tripped = False, {key: breaker_after(breaker, None, 0, 0)}  # a success closes it
+            asking = False
+            if key == "flush_breaker":  # a success closes the memory model's own breaker; a shared one is the
+                tripped = {key: breaker_after(breaker, None, 0, 0)}  # summarizer's answers to close
             marker = flush_marker(asked, run.thread_id)
             if not commit:
                 held = {"text": answer, "ids": [m.id for m in todo], "marker": marker}

@@ -126,6 +126,7 @@ def plan_for(
         new_tokens=new_tokens,
         overflow=overflow,
         settled=max(memo.settled if memo is not None else 0, floor),
+        frozen=floor,
     )
 
 
@@ -169,7 +170,7 @@ class GateUpdate:
 
 def _layer_edits(
     setup: Setup,
-    memo: Memo,
+    memo: Memo | None,
     plan: CompactionPlan,
     messages: Sequence[BaseMessage],
     record: CompactionRecord,
@@ -186,14 +187,18 @@ def _layer_edits(
             return False
         out.events.extend(emit_event(e) for e in result.pop("events") if "unencodable" in e)
         out.compaction.update(result)
-    memo.edited(plan.edits, setup.counter)
+    if memo is not None:
+        memo.edited(plan.edits, setup.counter)
     if setup.config.mode == "view":  # the model's copy is shortened; the state keeps the message as added
         edited = {m.id: message_to_dict(m) for m in plan.edits.values()}
         out.compaction["view_edits"] = {**kept_edits(record["view_edits"], messages), **edited}
     else:
         out.messages.extend(plan.edits.values())
-    out.compaction["counts"] = {layer: 1 for layer in plan.layer_counts}
-    out.compaction["edited_messages"] = dict(plan.layer_counts)
+    for layer, edited in plan.layer_counts.items():  # added to what a swap in this call counted
+        out.compaction.setdefault("counts", {})[layer] = out.compaction.get("counts", {}).get(layer, 0) + 1
+        out.compaction.setdefault("edited_messages", {})[layer] = (
+            out.compaction.get("edited_messages", {}).get(layer, 0) + edited
+        )
     layer = {"layer": "+".join(plan.layer_counts), "edited": len(plan.edits)}
     tokens = {"tokens_before": plan.tokens_before, "tokens_after": plan.tokens_after_layers}
     out.events.append(emit_event({"stage": "gate", **layer, **tokens}))
@@ -206,6 +211,22 @@ def _write_repair(repaired: Sequence[BaseMessage], added: Sequence[ToolMessage],
     calls = [m.tool_call_id for m in added]
     note = f"answered {len(calls)} tool call(s) that had no result (not run): a crash or a refused approval left them"
     out.events.append(emit_event({"stage": "gate", "repaired": calls, "note": note}))
+
+
+def _after_swap(
+    setup: Setup, after: list[BaseMessage], record: CompactionRecord, budget: Budget, run: Run, out: GateUpdate
+) -> Steps[None]:
+    """Bring a request a swapped-in summary left over the trigger under it: layers 1-2, then a summary now.
+
+    The prefix changed with the swap, so edits cost no extra cache break. The
+    summary made now chains on the one just applied.
+    """
+    plan = plan_for(setup, after, budget=budget)
+    if not plan.summarize or plan.reason != "tokens":
+        return
+    if plan.edits and setup.config.mode != "view":
+        yield from _layer_edits(setup, None, plan, after, record, run, out)
+    _ask_for_summary(plan, after, budget, None, "the applied summary left the request over the trigger", out)
 
 
 def _ask_for_summary(
@@ -284,6 +305,8 @@ def gate_steps(
     settled = not plan.edits or applied
     if plan.edits and not applied:  # a summary applied now replaces what the edits would shorten
         settled = yield from _layer_edits(setup, memo, plan, messages, record, run, out)
+    if applied and outcome.after is not None:
+        yield from _after_swap(setup, outcome.after, record, budget, run, out)
     if settled:
         memo.settled = plan.settled
     if not record["wired"]:  # tells the compact tool that a gate runs in front of this agent's model

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import socket
 import threading
+import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +24,10 @@ from contextlib import contextmanager
 
 #: How many jobs one engine keeps (the oldest are forgotten: their threads finish, nobody applies them).
 MAX_JOBS = 256
+#: This process, as a lease names the worker preparing a conversation's summary: its host and its process id.
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
+#: How often a worker looks for a summary another worker is preparing, while it waits for it.
+POLL_SECONDS = 0.05
 
 
 class Job:
@@ -40,6 +48,8 @@ class Job:
         self.awork = awork
         self.future: Future | None = None
         self.task: asyncio.Task | None = None
+        #: Gate calls of its conversation while it was being prepared (how many turns a job takes, learned).
+        self.calls = 0
 
     def done(self) -> bool:
         """Return True once the job has finished (its outcome is ready)."""
@@ -102,6 +112,57 @@ class Runner:
         return job.done()
 
 
+class Published(Runner):
+    """Waits for a summary another worker prepares: it reads the storage where that worker publishes it.
+
+    The job's ``meta`` names the lease (its ``id``); the job is done when a
+    record of that id is published (its outcome) or the wait runs out.
+    """
+
+    def __init__(self, storage: object, thread_id: str, key: str) -> None:
+        self.storage, self.thread_id, self.key = storage, thread_id, key
+
+    def _found(self, job: Job, record: object) -> bool:
+        if isinstance(record, dict) and record.get("id") == job.meta.get("id"):
+            job.future = Future()
+            job.future.set_result(record)
+        return job.future is not None
+
+    def wait_sync(self, job: Job, timeout: float | None) -> bool:
+        deadline = time.monotonic() + (timeout if timeout is not None else 0.0)
+        while not self._found(job, self.storage.read_prepared(self.thread_id, self.key)):  # type: ignore[attr-defined]
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+        return True
+
+    async def wait_async(self, job: Job, timeout: float | None) -> bool:
+        deadline = time.monotonic() + (timeout if timeout is not None else 0.0)
+        while not self._found(job, await self.storage.aread_prepared(self.thread_id, self.key)):  # type: ignore[attr-defined]
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(POLL_SECONDS)
+        return True
+
+
+def owner_gone(owner: str) -> bool:
+    """Return True when a lease's worker is known to be gone: a process of this host that no longer runs.
+
+    Another host's worker is never known gone: its lease lapses when it expires.
+    """
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it runs, as another user's process
+        return False
+    return False
+
+
 _DEFAULT_RUNNER = Runner()
 #: The runner of this context, when a test or a benchmark chose one (``use_runner``).
 _CHOSEN_RUNNER: contextvars.ContextVar[Runner | None] = contextvars.ContextVar("compaction_runner", default=None)
@@ -123,6 +184,14 @@ class BackgroundJobs:
     def __init__(self) -> None:
         self._jobs: OrderedDict[tuple, Job] = OrderedDict()
         self._lock = threading.Lock()
+        #: How many turns a job took to be ready, lately (a moving average; one until a job has been seen).
+        self.turns_to_ready = 1.0
+        #: Names these jobs' worker in a lease: this process, and this engine in it.
+        self.owner = f"{WORKER}:{uuid.uuid4().hex[:8]}"
+
+    def observe(self, job: Job) -> None:
+        """Learn from a finished job how many turns a job takes to be ready."""
+        self.turns_to_ready = 0.5 * self.turns_to_ready + 0.5 * max(1, job.calls)
 
     @staticmethod
     def runner() -> Runner:

@@ -79,6 +79,18 @@ class Prepared(TypedDict):
     usage: dict
 
 
+class Lease(TypedDict):
+    """Which worker prepares the conversation's next summary in the background, until when (or that it is applied)."""
+
+    id: str
+    owner: str
+    until: float
+    #: ``"preparing"`` while the job runs, ``"applied"`` once a worker applied its summary.
+    state: str
+    #: Where the kept tail of the summary being prepared starts (the messages before it must not change).
+    cutoff_id: str | None
+
+
 class CompactionRecord(TypedDict):
     """The ``compaction`` key of the state, every key present (what ``read_compaction`` returns)."""
 
@@ -106,6 +118,8 @@ class CompactionRecord(TypedDict):
     #: How many messages the gate saw when it last wrote this record.
     seen_messages: int | None
     prepared: Prepared | None
+    #: The worker preparing the next summary in the background (one per conversation across workers).
+    lease: Lease | None
     calibration: dict | None
     breaker: Breaker | None
     flush_breaker: Breaker | None
@@ -133,6 +147,7 @@ _DEFAULTS: dict[str, Any] = {
     "run_thread": None,
     "seen_messages": None,
     "prepared": None,
+    "lease": None,
     "calibration": None,
     "breaker": None,
     "flush_breaker": None,
@@ -157,6 +172,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "run_thread": str,
     "seen_messages": int,
     "prepared": dict,
+    "lease": dict,
     "calibration": dict,
     "breaker": dict,
     "flush_breaker": dict,
@@ -203,6 +219,22 @@ def read_pending(raw: Any) -> Pending | None:
     }
 
 
+def read_lease(raw: Any) -> Lease | None:
+    """Return a lease with every key present, or None when there is none (or it is unusable)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("owner"), str):
+        return None
+    until = raw.get("until")
+    state = raw.get("state") if raw.get("state") in ("preparing", "applied") else "preparing"
+    cutoff = raw.get("cutoff_id")
+    return {
+        "id": raw["id"],
+        "owner": raw["owner"],
+        "until": float(until) if isinstance(until, (int, float)) else 0.0,
+        "state": state,
+        "cutoff_id": cutoff if isinstance(cutoff, str) else None,
+    }
+
+
 def read_compaction(raw: Any) -> CompactionRecord:
     """Return the ``compaction`` value with every declared key present and of the right type.
 
@@ -228,6 +260,7 @@ def read_compaction(raw: Any) -> CompactionRecord:
         out[key] = {k: v for k, v in out[key].items() if isinstance(v, int) and not isinstance(v, bool)}
     out["pins"] = clean_pins(out["pins"])
     out["pending"] = read_pending(out["pending"])
+    out["lease"] = read_lease(out["lease"])
     if out["manual"] is not None:
         focus = out["manual"].get("focus")
         out["manual"] = {"focus": focus if isinstance(focus, str) else None}

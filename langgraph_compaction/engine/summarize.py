@@ -166,14 +166,17 @@ def _make(
     return made
 
 
-def _ask_after(setup: Setup, info: CompactionInfo, composed: Composed, events: list[dict]) -> Steps[list[BaseMessage]]:
-    """Call ``after_compaction``; return the messages it places right after the summary."""
-    if setup.config.after_compaction is None:
+def ask_after(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[list[BaseMessage]]:
+    """Call ``after_compaction`` for the summary ``info`` names; return the messages it places right after it.
+
+    Messages that would break tool-call pairing (a bare result, a call
+    without its result) are refused, with an event.
+    """
+    if setup.config.after_compaction is None or info.summary_id is None:
         return []
-    made = dataclasses.replace(info, summary=composed.text, summary_id=composed.summary.id)
     try:
-        answer = yield CallHook(setup.config.after_compaction, (made,))
-        injected = injected_messages(answer, composed.summary.id)
+        answer = yield CallHook(setup.config.after_compaction, (info,))
+        injected = injected_messages(answer, info.summary_id)
     except Exception as exc:  # noqa: BLE001 - a failing hook adds nothing; the summary stands
         events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)}))
         return []
@@ -244,14 +247,17 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
             return _failed(done, f"{made.problem}; history kept (it still fits the window)")
         made.body, made.kind = extractive_summary(draft.evicted), "extractive"
     composed = made.composed or draft.compose(made.body or "")
-    injected = yield from _ask_after(setup, info, composed, events)
+    background = pending["reason"] == "background"
+    injected: list[BaseMessage] = []
+    if not background:  # a summary prepared in the background has its hook called when it is applied
+        made_info = dataclasses.replace(info, summary=composed.text, summary_id=composed.summary.id)
+        injected = yield from ask_after(setup, made_info, events)
     if injected:  # counted like every message: a compaction that would not shrink with them is refused below
         result = compacted_view(messages, draft.evict_ids, composed.summary, injected)
         composed = dataclasses.replace(composed, result=result, tokens=setup.counter.total(result))
     if composed.tokens >= setup.counter.total(messages):  # no progress, whatever the reason (a manual request too)
         return _no_progress(setup, messages, composed.result, run, done, events)
     applied: dict[str, Any] = {"reason": pending["reason"], "usage": dict(run.usage)}
-    background = pending["reason"] == "background"
     if not background:  # a background job's summary is applied later, by the gate
         applied = {"event": "compaction_applied", "mode": "blocking", **applied}
     if made.problem:

@@ -8,7 +8,9 @@ A storage keeps two things:
   first written;
 - the *memory files* of a user: ``MEMORY.md`` and the daily ledger
   ``memory/YYYY-MM-DD.md`` (plus whatever consolidation keeps beside them),
-  addressed by a relative path (``names.check_relpath``).
+  addressed by a relative path (``names.check_relpath``);
+- the *prepared summary* of a thread's conversation, while a summary made in
+  the background waits to be applied by whichever worker serves the thread next.
 
 ``FileStorage`` (``storage.files``) keeps them in a directory,
 ``StoreStorage`` (``storage.store``) in a LangGraph ``BaseStore``; any object
@@ -94,6 +96,12 @@ class CompactionStorage(Protocol):
     def memory_location(self, user_id: str, relpath: str) -> str:
         """Return where an operator finds a memory file (a file's absolute path, a store key), for provenance."""
 
+    def read_prepared(self, thread_id: str, key: str) -> dict | None:
+        """Return the summary prepared in the background for a conversation of the thread, or None."""
+
+    def write_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+        """Keep (or, with None, remove) the summary prepared for a conversation of the thread, replacing any."""
+
     async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str: ...
     async def aread_transcript(self, thread_id: str) -> list[dict]: ...
     async def aread_memory_file(self, user_id: str, relpath: str) -> str | None: ...
@@ -104,3 +112,5 @@ class CompactionStorage(Protocol):
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str: ...
     async def adelete_memory_file(self, user_id: str, relpath: str) -> None: ...
     async def alist_memory_files(self, user_id: str) -> list[str]: ...
+    async def aread_prepared(self, thread_id: str, key: str) -> dict | None: ...
+    async def awrite_prepared(self, thread_id: str, key: str, record: dict | None) -> None: ...

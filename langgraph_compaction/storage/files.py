@@ -276,6 +276,32 @@ class FileStorage:
                     found.append(path.relative_to(base).as_posix())
         return sorted(found)
 
+    # -- summaries prepared in the background, for the thread's other workers
+    def _prepared_path(self, thread_id: str, key: str) -> Path:
+        path = self.root / "prepared" / safe_label(thread_id) / f"{safe_label(key)}.json"
+        return self._contained(path, "a prepared summary")
+
+    def read_prepared(self, thread_id: str, key: str) -> dict | None:
+        try:
+            value = json.loads(self._prepared_path(thread_id, key).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def write_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+        path = self._prepared_path(thread_id, key)
+        if record is None:
+            path.unlink(missing_ok=True)
+            return
+        _make_dirs(path.parent)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            _write_all(fd, json.dumps(record, ensure_ascii=False, default=repr).encode("utf-8", "surrogatepass"))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
     # -- async twins: the same methods in a worker thread, off the event loop
     async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str:
         return await asyncio.to_thread(self.append_transcript, thread_id, records)
@@ -302,3 +328,9 @@ class FileStorage:
 
     async def alist_memory_files(self, user_id: str) -> list[str]:
         return await asyncio.to_thread(self.list_memory_files, user_id)
+
+    async def aread_prepared(self, thread_id: str, key: str) -> dict | None:
+        return await asyncio.to_thread(self.read_prepared, thread_id, key)
+
+    async def awrite_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+        await asyncio.to_thread(self.write_prepared, thread_id, key, record)

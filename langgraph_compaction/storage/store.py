@@ -227,3 +227,27 @@ class StoreStorage:
 
     async def alist_memory_files(self, user_id: str) -> list[str]:
         return self._names(user_id, await self._asearch_all(self._mns(user_id)))
+
+    # -- summaries prepared in the background, for the thread's other workers
+    def _pns(self, thread_id: str) -> tuple[str, ...]:
+        return (_NS_ROOT, "prepared", safe_label(thread_id))
+
+    def read_prepared(self, thread_id: str, key: str) -> dict | None:
+        item = self.store.get(self._pns(thread_id), safe_label(key))
+        return dict(item.value) if item is not None else None
+
+    async def aread_prepared(self, thread_id: str, key: str) -> dict | None:
+        item = await self.store.aget(self._pns(thread_id), safe_label(key))
+        return dict(item.value) if item is not None else None
+
+    def write_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+        if record is None:
+            self.store.delete(self._pns(thread_id), safe_label(key))
+        else:
+            self.store.put(self._pns(thread_id), safe_label(key), record, index=False)
+
+    async def awrite_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+        if record is None:
+            await self.store.adelete(self._pns(thread_id), safe_label(key))
+        else:
+            await self.store.aput(self._pns(thread_id), safe_label(key), record, index=False)
