@@ -286,7 +286,7 @@ def report(figures: dict) -> str:
     ]
     return f"""## Background compaction in a new user's app
 
-`create_agent` with `CompactionMiddleware(config=CompactionConfig(context_window={figures["window"]:,},
+`create_agent` with `CompactionMiddleware(config=CompactionConfig(context_window={figures["window"]:_},
 background=True))`, {figures["requests"]} requests; two tools of about {RESULT_TOKENS:,} tokens each, the agent's
 model answering in {AGENT_LATENCY} s, the summarizer in {SUMMARIZER_LATENCY["sync"]} s (sync) or
 {SUMMARIZER_LATENCY["async"]} s (async), beside the same app with `background=False`. A request's size is its
