@@ -480,8 +480,13 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
         sim = Simulation(nodes, {"configurable": {"thread_id": "bound", "user_id": "u"}}, rng, 0.0, real)
         conversation = huge_round(rng, window) if wide else codemod(rng)
         views: list[list[BaseMessage]] = []
-        model_call = sim.model_call
-        sim.model_call = lambda pending: views.append(model_call(pending)) or views[-1]  # type: ignore[method-assign]
+        sent = sim.model_call
+
+        def model_call(pending: Sequence[BaseMessage], send: bool = True) -> list[BaseMessage]:
+            views.append(sent(pending, send))
+            return views[-1]
+
+        sim.model_call = model_call  # type: ignore[method-assign]
         replay(sim, conversation)
         problems = sim.ledger.problems
         sim.ledger.check_store(sim.messages, real.read_transcript("bound"), ledgers_of(real, "u"))
