@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+_HEADING = re.compile(r"^#{1,6} ")
 
 
 def check(name: str, measured: float, limit: float, *, unit: str = "×") -> dict:
@@ -20,13 +24,47 @@ def check(name: str, measured: float, limit: float, *, unit: str = "×") -> dict
 def verdict(target: dict) -> str:
     """Return ``PASS``/``MISS`` with the measured figure against its limit, for a table cell or a log line.
 
-    A quick run's figure is ``QUICK``: measured on small inputs, so the full run's limit is shown, not applied.
+    The figure has three significant digits, more where fewer would show a miss as if it met its limit
+    (``MISS 1.053× (target ≤ 1.05×)``), and thousands in full (``4,440``, never ``4.44e+03``). A quick run's
+    figure is ``QUICK``: measured on small inputs, so the full run's limit is shown, not applied.
+
+    Args:
+        target: a record of `check`.
     """
-    figure = f"{target['measured']:.3g}{target['unit']}"
+    unit, limit = target["unit"], number(target["limit"], 6)
+    figure = f"{_telling(target['measured'], target['limit'], target['passed'])}{unit}"
     if target.get("quick"):
-        return f"QUICK {figure} (full-run target ≤ {target['limit']:g}{target['unit']}, not checked at quick scale)"
+        return f"QUICK {figure} (full-run target ≤ {limit}{unit}, not checked at quick scale)"
     word = "PASS" if target["passed"] else "MISS"
-    return f"{word} {figure} (target ≤ {target['limit']:g}{target['unit']})"
+    return f"{word} {figure} (target ≤ {limit}{unit})"
+
+
+def number(value: float, digits: int = 3) -> str:
+    """Return a figure with ``digits`` significant digits, in plain notation: ``0.0928``, ``1.05``, ``4,440``.
+
+    >>> [number(v) for v in (0.09281, 1.0534, 4440.2, 16000, 0.0)]
+    ['0.0928', '1.05', '4,440', '16,000', '0']
+
+    Args:
+        value: the figure.
+        digits: significant digits (whole numbers of 1,000 or more keep all theirs).
+    """
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _telling(measured: float, limit: float, passed: bool) -> str:
+    """Return the measured figure with the fewest digits (3 to 6) that do not contradict PASS or MISS."""
+    for digits in range(3, 7):
+        shown = number(measured, digits)
+        if (float(shown.replace(",", "")) <= limit) == passed:
+            return shown
+    return shown
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -34,7 +72,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
     def cell(value: Any) -> str:
         if isinstance(value, float):
-            return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+            return number(value)
         if isinstance(value, int):
             return f"{value:,}"
         return str(value)
@@ -50,3 +88,24 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def targets_table(targets: Iterable[dict]) -> str:
     """Return the markdown table of a measure's targets with PASS/MISS."""
     return table(["target", "result"], [(t["name"], verdict(t)) for t in targets])
+
+
+def separated_blocks(markdown: str) -> str:
+    """Return ``markdown`` with a blank line before every heading that follows other text.
+
+    A heading glued to the line above is part of that block: after a table
+    it renders as one more table row, after a paragraph as text. Fenced code
+    is left as it is.
+
+    Args:
+        markdown: a measure's report, or the whole report.
+    """
+    out: list[str] = []
+    fenced = False
+    for line in markdown.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and _HEADING.match(line) and out and out[-1].strip():
+            out.append("")
+        out.append(line)
+    return "\n".join(out)

@@ -31,7 +31,7 @@ from types import ModuleType
 
 from benchmarks import measures
 from benchmarks.context import Context
-from benchmarks.report import verdict
+from benchmarks.report import separated_blocks, verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
@@ -103,7 +103,7 @@ def section(module: ModuleType, outcome: dict) -> str:
     """Return the markdown section for one measure (its own report, or its failure with traceback)."""
     if outcome["status"] == "ok":
         try:
-            return module.report(outcome["figures"]).strip()
+            return separated_blocks(module.report(outcome["figures"]).strip())
         except Exception:
             outcome = {**outcome, "status": "failed", "traceback": "report() failed:\n" + traceback.format_exc()}
     return (

@@ -55,7 +55,7 @@ from langgraph_compaction.core.conversation import content_text, is_summary
 from langgraph_compaction.core.fidelity import TRAIL_HEADER
 from langgraph_compaction.core.sections import section
 from langgraph_compaction.core.tokens import estimate_text_tokens
-from langgraph_compaction.engine.background import Job, Runner, forget_jobs, use_runner
+from langgraph_compaction.engine.jobs import Job, Runner, use_runner
 from langgraph_compaction.invariants import (
     INVARIANTS,
     ThreadLedger,
@@ -79,7 +79,7 @@ HOSTILE_IDS = [
     "a/b",
     "a.b",
     "langgraph",
-    # built to collide: an id, its storage name in an earlier release and in this one, case, the default
+    # built to collide: an id, a slug-and-hash spelling of it, its storage name, case, the default
     "user:42",
     "user-42-ea3fd43be1e57d62",
     "~user+3a42",
@@ -548,7 +548,6 @@ def run_background_example(rng: random.Random, *, faults: bool = True, storage: 
     checkpoint while a summary is pending, or ``update_state`` on an
     offloaded user message (one a prepared summary covers, as a rule).
     """
-    forget_jobs()  # a fresh process: no job of an earlier example
     with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
         root = Path(tmp) / "store"
         real = FileStorage(root) if storage == "file" else StoreStorage(_memory_store())
@@ -579,7 +578,7 @@ def run_background_example(rng: random.Random, *, faults: bool = True, storage: 
                     continue
                 draw = rng.random()
                 if draw < 0.05:
-                    forget_jobs()
+                    nodes.jobs.forget()  # the process ends: every job in progress is lost
                 elif draw < 0.10:
                     sim.fork()
                 elif draw < 0.15:
@@ -588,7 +587,7 @@ def run_background_example(rng: random.Random, *, faults: bool = True, storage: 
                 calls[0] += 1
                 sim.reply(message)
                 pending = []
-        forget_jobs()
+        nodes.jobs.forget()
         sim.ledger.check_store(sim.messages, real.read_transcript(sim.transcript_key()), ledgers_of(real, user))
         problems = sim.ledger.problems
         problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)

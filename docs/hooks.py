@@ -5,7 +5,8 @@
   against the original design's table.
 - ``<!-- generated-at-build:api-rest -->`` becomes the API reference of every public name (``__all__``) that no
   other page of ``reference/`` documents, so a new public name is never missing from the reference.
-- ``results/report.md`` is the committed benchmark report (``benchmarks/results/report.md``) with its plots.
+- ``results/report.md`` is the committed benchmark report (``benchmarks/results/report.md``) with its plots; the
+  pages link it where the repository keeps it (``../benchmarks/results/report.md``), which the site serves here.
 """
 
 from __future__ import annotations
@@ -124,7 +125,9 @@ def config_rows() -> list[tuple[str, str, str, str]]:
             else:
                 standing = "added here"
             meaning = (field.description or "").replace("|", "\\|").replace("\n", " ")
-            rows.append((f"`{dotted}`", _default(field), meaning, standing))
+            # a narrow column would break a name mid-word (context_wi / ndow): the name keeps to one line
+            name = f'<code style="white-space: nowrap">{dotted}</code>'
+            rows.append((name, _default(field), meaning, standing))
 
     walk(CompactionConfig, "")
     return rows
@@ -161,6 +164,8 @@ def api_rest() -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    # pages link the report where the repository keeps it; the site serves its copy at results/
+    markdown = markdown.replace("](../benchmarks/results/", "](results/")
     if CONFIG_MARKER in markdown:
         markdown = markdown.replace(CONFIG_MARKER, config_table())
     if API_REST_MARKER in markdown:

@@ -41,7 +41,7 @@ from langgraph_compaction import (
 from langgraph_compaction.core.background import message_digest, prepared_problem, start_budget, wait_limit
 from langgraph_compaction.core.config import Budget
 from langgraph_compaction.core.view import model_view
-from langgraph_compaction.engine.background import Job, Runner, forget_jobs, use_runner
+from langgraph_compaction.engine.jobs import Job, Runner, use_runner
 from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel
 
@@ -74,13 +74,6 @@ class HeldRunner(InstantRunner):
 
     def release(self) -> None:
         self.held = False
-
-
-@pytest.fixture(autouse=True)
-def _fresh_jobs():
-    forget_jobs()
-    yield
-    forget_jobs()
 
 
 @pytest.fixture
@@ -277,7 +270,7 @@ def test_a_ready_summary_is_checkpointed_and_another_worker_applies_it(tmp_path,
             first.invoke({"messages": [request(n)]}, config)
             n += 1
         prepared = first.get_state(config).values["compaction"]["prepared"]
-        forget_jobs()  # the first worker is gone; the second has only the checkpoint
+        # the first worker is gone; the second (an engine of its own, no jobs) has only the checkpoint
         second = _graph(model, tmp_path, checkpointer=saver)
         seen = len(events())
         while not any(e["event"] == "compaction_applied" for e in events()[seen:]):

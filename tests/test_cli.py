@@ -4,11 +4,13 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import sqlite3
 import stat
 import subprocess
 import sys
+from contextlib import closing
 from datetime import UTC, datetime
 
 import pytest
@@ -208,10 +210,31 @@ def test_with_an_api_key_chatopenai_runs_agent_and_summarizer_with_no_400s(
     assert reported > 0
 
 
-def _command(root, *args, env=None, prelude=None):
-    """Run ``langgraph-compaction ARGS`` as a user does, without an OpenAI key unless ``env`` sets one; return the finished process.
+#: Root without the capabilities that let it read and write past file permissions: the checks a user who is not
+#: root gets. A switch to ``nobody`` could not start this interpreter, which lies where only root may read.
+_UNPRIVILEGED = [
+    "setpriv",
+    "--inh-caps=-dac_override,-dac_read_search",
+    "--bounding-set=-dac_override,-dac_read_search",
+]
 
-    ``prelude`` is Python run before the command (to take a package away, as a venv without it would).
+
+@pytest.fixture(scope="module")
+def unprivileged():
+    """Return the command prefix that runs a command with a non-root user's file permissions ([] when not root)."""
+    if os.geteuid() != 0:
+        return []
+    probe = subprocess.run([*_UNPRIVILEGED, sys.executable, "-c", "pass"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot drop root's file capabilities here (setpriv: {probe.stderr.strip() or probe.returncode})")
+    return _UNPRIVILEGED
+
+
+def _command(root, *args, env=None, prelude=None, prefix=()):
+    """Run ``langgraph-compaction ARGS`` as a user does, without an OpenAI key unless ``env`` sets one.
+
+    Returns the finished process. ``prelude`` is Python run before the command (to take a package away, as a
+    venv without it would); ``prefix`` runs the command under another (``unprivileged``).
     """
     environ = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}, **(env or {})}
     start = (
@@ -220,7 +243,7 @@ def _command(root, *args, env=None, prelude=None):
         else ["-c", f"{prelude}; from langgraph_compaction.cli import main; raise SystemExit(main())"]
     )
     return subprocess.run(
-        [sys.executable, *start, *args], cwd=root, capture_output=True, text=True, timeout=120, env=environ
+        [*prefix, sys.executable, *start, *args], cwd=root, capture_output=True, text=True, timeout=120, env=environ
     )
 
 
@@ -427,21 +450,31 @@ def _calls(out: str) -> int:
     return int(re.search(r"(\d+) model calls in", out).group(1))
 
 
-def _history_ids(storage, thread: str) -> list[str]:
-    """Return the ids of the thread's whole conversation as written (transcript, then the live state), the thread's name taken out."""
-    from langgraph_compaction.cli import demo, thread_values
+def _thread_values(storage, thread: str) -> dict:
+    """Return the thread's latest state, read back as ``inspect`` reads it."""
+    from langgraph_compaction.cli.inspect import open_checkpoints, thread_values
 
-    values, _ = thread_values(storage, thread)
+    with open_checkpoints(str(storage / "checkpoints.sqlite")) as checkpoints:
+        return thread_values(checkpoints, thread)[0]
+
+
+def _history_ids(storage, thread: str) -> list[str]:
+    """Return the ids of the thread's whole conversation as written (transcript, then the live state).
+
+    The thread's name is taken out of them.
+    """
+    from langgraph_compaction.cli.report import uncompacted_history
+
+    values = _thread_values(storage, thread)
     records = [json.loads(line) for line in (storage / "sessions" / f"{thread}.jsonl").read_text().splitlines()]
     return [
-        re.sub(f"^{re.escape(thread)}-", "<thread>-", m.id)
-        for m in demo.uncompacted_history(records, values["messages"])
+        re.sub(f"^{re.escape(thread)}-", "<thread>-", m.id) for m in uncompacted_history(records, values["messages"])
     ]
 
 
 def test_an_interrupted_demo_goes_on_with_resume_as_if_never_stopped(offline, capsys, monkeypatch):
     from langgraph_compaction import openai_violations
-    from langgraph_compaction.cli import demo, thread_values
+    from langgraph_compaction.cli import offline as demo
 
     assert main(["demo", "--turns", "8", "--thread", "whole", "--no-plot", "--quiet"]) == 0
     whole = _calls(capsys.readouterr().out)
@@ -469,10 +502,172 @@ def test_an_interrupted_demo_goes_on_with_resume_as_if_never_stopped(offline, ca
     assert len(calls) + _calls(out) == whole  # the interrupted request goes on from its next step, not from its first
     storage = offline / ".compaction"
     assert _history_ids(storage, "t") == _history_ids(storage, "whole")
-    values, _ = thread_values(storage, "t")
+    values = _thread_values(storage, "t")
     assert openai_violations(values["messages"]) == []
 
 
 def test_resume_needs_a_thread_that_exists(offline, capsys):
     assert main(["demo", "--turns", "2", "--thread", "nope", "--resume", "--no-plot"]) == 2
     assert "--resume: thread 'nope' has no checkpoints" in capsys.readouterr().err
+
+
+# --- mistakes a user makes, each answered in one line -----------------------------------------------------------
+
+
+def test_consolidate_on_an_unreachable_postgresql_says_so_in_one_line(offline):
+    dsn = f"postgresql://postgres@127.0.0.1:{_closed_port()}/nope"
+    run = _consolidate(offline, dsn)
+    assert run.returncode == 2
+    err = _one_error_line(run.stderr, "consolidate")
+    assert dsn in err and "cannot open the PostgreSQL store" in err and "Connection refused" in err
+
+
+def test_consolidate_on_a_sqlite_store_in_a_missing_folder_says_so_and_creates_nothing(offline):
+    run = _consolidate(offline, f"sqlite://{offline}/no-such-folder/store.db")
+    assert run.returncode == 2
+    err = _one_error_line(run.stderr, "consolidate")
+    assert f"the folder {offline}/no-such-folder does not exist" in err
+    assert list(offline.iterdir()) == []
+
+
+def test_inspect_on_a_storage_folder_the_user_may_not_read_says_so(offline, capsys, unprivileged):
+    assert main(["demo", "--turns", "1", "--thread", "t", "--quiet", "--no-plot"]) == 0
+    (offline / ".compaction").chmod(0o000)
+    try:
+        run = _command(offline, "inspect", "--thread", "t", prefix=unprivileged)
+    finally:
+        (offline / ".compaction").chmod(0o700)
+    assert run.returncode == 2
+    assert "--storage .compaction: cannot read the folder (Permission denied)" in _one_error_line(run.stderr, "inspect")
+
+
+def test_inspect_reads_a_copy_the_user_may_read_but_not_write(offline, capsys, unprivileged):
+    assert main(["demo", "--turns", "3", "--thread", "t", "--quiet", "--no-plot"]) == 0
+    copy = offline / "copy"
+    shutil.copytree(offline / ".compaction", copy)
+    with closing(sqlite3.connect(copy / "checkpoints.sqlite")) as conn:  # as the demo leaves it: write-ahead logging
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        checkpoints = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 't'").fetchone()[0]
+    assert sorted(p.name for p in copy.glob("checkpoints.sqlite*")) == ["checkpoints.sqlite"]  # no -wal, no -shm
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        run = _command(offline, "inspect", "--thread", "t", "--storage", "copy", prefix=unprivileged)
+    finally:
+        for path in [copy, *copy.rglob("*")]:
+            path.chmod(0o700 if path.is_dir() else 0o600)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"thread t · {checkpoints} checkpoints in copy/checkpoints.sqlite")
+    assert re.search(r"compactions by layer: extractive: \d+ compactions?", run.stdout)
+
+
+def test_demo_into_a_read_only_folder_says_so_in_one_line(offline, unprivileged):
+    (offline / "ro").mkdir(mode=0o555)
+    (offline / "ro-storage").mkdir(mode=0o555)
+    for where, argv in [("ro", []), (".", ["--storage", "ro-storage"])]:
+        run = _command(offline / where, "demo", "--turns", "1", "--thread", "t", *argv, prefix=unprivileged)
+        assert run.returncode == 2, run.stderr
+        err = _one_error_line(run.stderr, "demo")
+        assert "(Permission denied); pass a folder the demo may" in err
+        assert run.stdout == ""  # said before the session starts
+    assert list((offline / "ro").iterdir()) == list((offline / "ro-storage").iterdir()) == []
+
+
+@pytest.mark.parametrize("plot", ["a-file/plot.png", "/proc/no-such-folder/plot.png", "."])
+def test_demo_plot_to_a_path_that_cannot_be_written_says_so_before_the_session(offline, capsys, plot):
+    (offline / "a-file").write_text("not a folder")
+    assert main(["demo", "--turns", "1", "--thread", "t", "--plot", plot]) == 2
+    captured = capsys.readouterr()
+    assert f"--plot {plot}: cannot write it (" in _one_error_line(captured.err, "demo")
+    assert captured.out == "" and not (offline / ".compaction").exists()
+
+
+def test_the_plot_check_leaves_no_file_when_the_session_then_fails(offline, capsys):
+    assert main(["demo", "--turns", "1", "--thread", "t", "--quiet", "--plot", "plots/p.png"]) == 0
+    assert (offline / "plots" / "p.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["demo", "--turns", "1", "--thread", "t", "--quiet", "--plot", "plots/q.png"]) == 2  # t exists
+    assert "already has checkpoints" in capsys.readouterr().err
+    assert not (offline / "plots" / "q.png").exists()
+
+
+# --- inspect --checkpointer: what a PostgreSQL app sees ---------------------------------------------------------
+
+
+def _postgres_app_thread(dsn: str, storage, thread: str, turns: int) -> None:
+    """Run the demo's graph, checkpointed by a real PostgresSaver as an app deployed on PostgreSQL is, for ``turns``."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from langgraph_compaction.cli.demo import build_demo_graph, demo_config, make_tools
+    from langgraph_compaction.cli.offline import offline_agent
+    from langgraph_compaction.cli.workload import request_text
+    from langgraph_compaction.core.tokens import TokenCounter
+    from langgraph_compaction.storage import FileStorage
+    from langgraph_compaction.testing import ScriptedModel
+
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        agent = offline_agent(7, TokenCounter(), {})
+        config = demo_config(48_000)
+        graph = build_demo_graph(
+            agent, make_tools(7), None, ScriptedModel(), config, FileStorage(storage), saver, lambda *_: None
+        )
+        for turn in range(turns):
+            request = HumanMessage(request_text(turn, 7), id=f"{thread}-request-{turn + 1}")
+            graph.invoke({"messages": [request]}, {"configurable": {"thread_id": thread}, "recursion_limit": 100})
+
+
+def test_inspect_reads_a_postgresql_apps_events_counts_and_state(postgres_dsn, offline, capsys, monkeypatch):
+    import psycopg
+
+    _postgres_app_thread(postgres_dsn, offline / "files", "pg-app", turns=4)
+    with psycopg.connect(postgres_dsn) as conn:
+        checkpoints = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'pg-app'").fetchone()[0]
+    monkeypatch.setenv("COLUMNS", "80")  # a terminal's width, and what a pipe gets
+    assert main(["inspect", "--thread", "pg-app", "--checkpointer", postgres_dsn]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"thread pg-app · {checkpoints} checkpoints in {postgres_dsn}\n")
+    assert re.search(r"compactions by layer: extractive: \d+ compactions?, [\d,]+ messages", out)
+    assert "## SESSION INTENT" in out  # the current summary, read from the state
+    assert "pass --storage with the folder given to add_compaction" in out  # no storage folder was named
+    # with its storage folder: the transcript and memory beside the state
+    assert main(["inspect", "--thread", "pg-app", "--checkpointer", postgres_dsn, "--storage", "files"]) == 0
+    assert re.search(r"transcript: .*pg-app\.jsonl · [\d,]+ messages", capsys.readouterr().out)
+
+
+def test_inspect_events_table_keeps_every_figure_whole_at_80_columns(postgres_dsn, offline, capsys, monkeypatch):
+    from langgraph_compaction.cli.inspect import open_checkpoints, thread_values
+
+    _postgres_app_thread(postgres_dsn, offline / "files", "pg-wide", turns=6)
+    with open_checkpoints(postgres_dsn) as checkpoints:
+        events = thread_values(checkpoints, "pg-wide")[0]["compaction"]["events"]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["inspect", "--thread", "pg-wide", "--checkpointer", postgres_dsn]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("compaction events") : out.index("current summary")]
+    assert "…" not in table and max(len(line) for line in table.splitlines()) <= 80
+    figures = [(e["tokens_before"], e["tokens_after"]) for e in events if isinstance(e.get("tokens_before"), int)]
+    assert figures
+    for before, after in figures:
+        assert re.search(rf"\b{before:,}\s+{after:,}\b", table), (before, after)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (f"postgresql://postgres@127.0.0.1:{_closed_port()}/nope", "cannot connect (connection failed"),
+        ("missing.sqlite", "--checkpointer missing.sqlite: no such file"),
+        ("notes.txt", "--checkpointer notes.txt: not a LangGraph checkpoint database"),
+    ],
+)
+def test_inspect_on_a_checkpointer_it_cannot_read_says_so_in_one_line(offline, capsys, spec, message):
+    (offline / "notes.txt").write_text("hello")
+    assert main(["inspect", "--thread", "t", "--checkpointer", spec]) == 2
+    assert message in _one_error_line(capsys.readouterr().err, "inspect")
+
+
+def test_a_dsn_is_printed_without_its_password():
+    from langgraph_compaction.cli.errors import hidden_password
+
+    assert hidden_password("postgresql://app:s3cret@db:5432/prod") == "postgresql://app:***@db:5432/prod"
+    assert hidden_password("postgresql://postgres@127.0.0.1:5432/test") == "postgresql://postgres@127.0.0.1:5432/test"

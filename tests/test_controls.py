@@ -503,7 +503,7 @@ def test_the_context_status_ends_the_view_and_is_never_stored(tmp_path):
     *view, status = result.view
     assert view == result.messages, "after the newest message: what is sent before it is what is kept"
     assert status.content.startswith("[Context status: ") and "of 30,000 tokens used" in status.content
-    assert "1 compaction so far" in status.content and str(tmp_path) in status.content
+    assert "1 compaction so far" in status.content and "full transcript: sessions/b.jsonl" in status.content
     assert status.id not in {m.id for m in result.messages}
 
 
@@ -555,7 +555,7 @@ def test_under_prompt_caching_a_summary_brings_the_dedupe_and_its_cut_stays_wher
 def test_a_summary_prepared_in_the_background_brings_the_hooks_messages_too(tmp_path, mode):
     from test_background import InstantRunner
 
-    from langgraph_compaction.engine.background import use_runner
+    from langgraph_compaction.engine.jobs import use_runner
 
     hooks = Hooks("sync")
     config = CONFIG.model_copy(

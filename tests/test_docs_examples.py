@@ -7,7 +7,9 @@ The blocks are read from the files themselves. Conventions a page may use (HTML 
 - ``<!-- continue -->`` on the line before a block runs it after the page's previous block, in the same
   namespace and folder (for a page that builds one example in steps);
 - ``<!-- prints -->`` on the line before a ```` ```text ```` block that follows an example: each of its lines
-  must appear in what the example printed (a line may be the stable start of a printed line).
+  must be a whole line the example printed, in the same order; a line that ends in ``…`` stands for any printed
+  line that starts with the rest (for what changes from run to run, such as a timing), and a line ``…`` alone
+  for any number of printed lines.
 """
 
 from __future__ import annotations
@@ -91,6 +93,45 @@ def test_the_example_runs_as_written_offline(example, tmp_path, monkeypatch):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         for block in example.blocks:
-            exec(compile(block, example.name, "exec"), namespace)  # noqa: S102 - the page's own example
-    missing = [line for line in example.prints if line not in printed.getvalue()]
-    assert not missing, f"{example.name} did not print {missing}; it printed:\n{printed.getvalue()}"
+            # compiled as a reader's script is: without this file's postponed annotations, which would leave a
+            # state class's annotations as names LangGraph looks up in the wrong module
+            code = compile(block, example.name, "exec", dont_inherit=True)
+            exec(code, namespace)  # noqa: S102 - the page's own example
+    missing = unprinted(example.prints, printed.getvalue())
+    assert not missing, f"{example.name} did not print {missing!r}; it printed:\n{printed.getvalue()}"
+
+
+def shown_as_printed(shown: str, printed: str) -> bool:
+    """Return True when a line a page shows stands for a line the example printed (whole, or ``…`` for the rest)."""
+    shown, printed = shown.rstrip(), printed.rstrip()
+    return printed.startswith(shown[:-1]) if shown.endswith("…") else shown == printed
+
+
+def unprinted(shown: list[str], printed: str) -> list[str]:
+    """Return the lines a page shows that the example did not print, in the page's order, as whole lines."""
+    lines = printed.splitlines()
+    at, missing = 0, []
+    for line in shown:
+        if line.strip() == "…":
+            continue
+        found = next((i for i in range(at, len(lines)) if shown_as_printed(line, lines[i])), None)
+        if found is None:
+            missing.append(line)
+        else:
+            at = found + 1
+    return missing
+
+
+@pytest.mark.parametrize(
+    "shown, printed, missing",
+    [
+        (["['compaction_started', 'compaction_"], "['compaction_started', 'compaction_ready']\n", True),
+        (["80 messages ->"], "80 messages -> 31 messages\n", True),
+        (["80 messages -> …"], "80 messages -> 31 messages\n", False),
+        (["a", "b"], "a\nb\n", False),
+        (["b", "a"], "a\nb\n", True),  # the page's order is the printed order
+        (["a", "…", "c"], "a\nb\nc\n", False),
+    ],
+)
+def test_a_shown_output_line_must_be_a_whole_printed_line(shown, printed, missing):
+    assert bool(unprinted(shown, printed)) is missing

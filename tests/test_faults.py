@@ -29,7 +29,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import RetryPolicy
 
-import langgraph_compaction.storage as storage_module
+import langgraph_compaction.storage.files as storage_module
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, FileStorage, StoreStorage
 from langgraph_compaction.core.summary import EXTRACTIVE_MARK
 from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes

@@ -411,7 +411,7 @@ def test_the_summary_says_in_one_line_what_was_compacted(tmp_path):
         summaries[0],
         re.MULTILINE,
     )
-    assert note and int(note.group(1)) > 0 and note.group(5) == str(transcript)
+    assert note and int(note.group(1)) > 0 and note.group(5) == "sessions/fidelity.jsonl"
     ids = [json.loads(line)["data"]["id"] for line in transcript.read_text().splitlines()]
     assert ids.index(note.group(3)) < ids.index(note.group(4))
 

@@ -54,7 +54,7 @@ def test_summary_message_has_the_design_form_and_a_content_id(tmp_path):
     summary = state["messages"][1]
     assert summary.type == "human" and summary.name == "__compaction_summary__"
     assert summary.id == summary_message_id(summary.content)
-    path = str(tmp_path / "sessions" / "thread-1.jsonl")
+    path = "sessions/thread-1.jsonl"  # relative to the storage: no path of the machine
     assert summary.content.startswith(
         "You are in the middle of a conversation that has been summarized.\n\n"
         f"The full conversation history has been saved to {path} should you need to refer back to it for details.\n\n"

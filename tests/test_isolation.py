@@ -1,4 +1,4 @@
-"""One user never reads another's conversation or memory: thread-less runs, ids built to collide, legacy names."""
+"""One user never reads another's conversation or memory: thread-less runs and ids built to collide."""
 
 from __future__ import annotations
 
@@ -19,18 +19,20 @@ from langgraph.store.memory import InMemoryStore
 from support import SMALL_WINDOW, build_graph, first_input
 
 from langgraph_compaction import CompactionMiddleware, FileStorage, StoreStorage, is_summary, safe_label
-from langgraph_compaction.engine import effects as effects_module
+from langgraph_compaction.engine import run as run_module
 from langgraph_compaction.fronts.tools import recall_messages, search_memory, search_session
-from langgraph_compaction.storage import legacy_label
 from langgraph_compaction.testing import ScriptedModel
 
 VICTIM_THREAD, VICTIM_USER = "user:42", "alice@example.com"
-#: What earlier releases named the victim's ids: a new thread and a new user can be given exactly these ids.
-OLD_THREAD_LABEL, OLD_USER_LABEL = "user-42-ea3fd43be1e57d62", "alice-example-com-ff8d9819fc0e12bf"
 
 
-def released_label(value: object) -> str:
-    """The label earlier releases stored an id under (their ``safe_label``), to write legacy storage with."""
+def hashed_label(value: object) -> str:
+    """Return a slug-and-hash spelling of an id (``user:42`` -> ``user-42-ea3fd43be1e57d62``), as an attacker guesses.
+
+    A mapping of ids to names that slugs them and adds a hash collides (a new
+    id may equal another id's name); ids of this shape are drawn to show that
+    ``safe_label`` never does.
+    """
     text = str(value)
     if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", text):
         return text
@@ -38,8 +40,8 @@ def released_label(value: object) -> str:
     return f"{slug}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
-def test_the_victims_old_labels_are_what_the_attacker_picks():
-    assert (released_label(VICTIM_THREAD), released_label(VICTIM_USER)) == (OLD_THREAD_LABEL, OLD_USER_LABEL)
+#: The victim's ids spelled that way: a new thread and a new user can be given exactly these ids.
+HASHED_THREAD, HASHED_USER = hashed_label(VICTIM_THREAD), hashed_label(VICTIM_USER)
 
 
 def _victim_compacts(where, store=None):
@@ -63,11 +65,11 @@ def test_a_thread_named_like_another_ids_label_reads_nothing_of_it(tmp_path, bac
     storage = StoreStorage(store) if store is not None else FileStorage(tmp_path)
     secret = _victim_compacts(None if store is not None else tmp_path, store)
     assert "IBAN" in search_session(storage, VICTIM_THREAD, "IBAN")  # the victim finds its own message
-    for thread in (OLD_THREAD_LABEL, safe_label(VICTIM_THREAD)):
+    for thread in (HASHED_THREAD, safe_label(VICTIM_THREAD)):
         assert "IBAN" not in search_session(storage, thread, "IBAN")
         assert "DE89" not in recall_messages(storage, thread, [secret.id])
     assert "Task 0" in search_memory(storage, VICTIM_USER, "Task")
-    for user in (OLD_USER_LABEL, safe_label(VICTIM_USER)):
+    for user in (HASHED_USER, safe_label(VICTIM_USER)):
         assert search_memory(storage, user, "Task") == "No memory matches 'Task'."
 
 
@@ -97,8 +99,8 @@ NASTY = [
     "alice",
     "user:42",
     VICTIM_USER,
-    OLD_THREAD_LABEL,
-    OLD_USER_LABEL,
+    HASHED_THREAD,
+    HASHED_USER,
     "x" * 64,
     "x" * 65,
     "é" * 40,
@@ -112,27 +114,20 @@ NASTY = [
 
 @st.composite
 def colliding_ids(draw):
-    """Ids built to collide: nasty ones, random text, and the labels (new and old) of the others."""
+    """Ids built to collide: nasty ones, random text, and the labels (and slug-and-hash spellings) of the others."""
     base = draw(st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=80)), min_size=1, max_size=8))
-    derived = [f(v) for v in base for f in (safe_label, released_label, lambda v: v.upper(), lambda v: v + "." + v)]
+    derived = [f(v) for v in base for f in (safe_label, hashed_label, lambda v: v.upper(), lambda v: v + "." + v)]
     return list(dict.fromkeys(base + draw(st.lists(st.sampled_from(derived), max_size=8))))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(colliding_ids())
-def test_labels_are_injective_valid_names_and_no_legacy_name_is_shared(ids):
+def test_labels_are_injective_valid_names(ids):
     labels = {v: safe_label(v) for v in ids}
     assert len(set(labels.values())) == len(ids)
     assert len({label.casefold() for label in labels.values()}) == len(ids)  # a case-insensitive disk too
     for label in labels.values():
         assert label and len(label) <= 64 and re.fullmatch(r"[a-z0-9_+~-]+", label)
-    for thread in (True, False):
-        owners = {}
-        for v in ids:
-            old = legacy_label(v, thread=thread)
-            if old is not None:
-                assert old not in labels.values()  # nobody writes under a name an earlier release gave another id
-                assert owners.setdefault(old, v) == v  # and only one id may take it over
 
 
 @settings(
@@ -150,56 +145,6 @@ def test_each_id_reads_back_only_its_own_transcript_and_memory(tmp_path_factory,
             if v not in ("", "default"):  # both name the default user
                 assert storage.read_memory_file(v, "MEMORY.md") == f"- fact of {i}\n"
     shutil.rmtree(root)
-
-
-# --- storage written under earlier names ---------------------------------------------------------
-
-
-def _legacy_files(root, thread: str, user: str) -> None:
-    """Write what an earlier release wrote for ``thread`` and ``user``: a transcript and a user folder."""
-    scratch = FileStorage(root / "scratch")
-    scratch.append_transcript("t", messages_to_dict([HumanMessage(f"message of {thread}", id="m1")]))
-    (root / "sessions").mkdir(parents=True, exist_ok=True)
-    shutil.move(scratch.transcript_location("t"), root / "sessions" / f"{released_label(thread)}.jsonl")
-    (root / "users" / released_label(user)).mkdir(parents=True, exist_ok=True)
-    (root / "users" / released_label(user) / "MEMORY.md").write_text(f"- fact of {user}\n")
-    shutil.rmtree(root / "scratch")
-
-
-def _legacy_items(store, thread: str, user: str) -> None:
-    scratch = StoreStorage(store)
-    scratch.append_transcript("scratch", messages_to_dict([HumanMessage(f"message of {thread}", id="m1")]))
-    for item in store.search(("compaction", "transcripts", "scratch")):
-        store.put(("compaction", "transcripts", released_label(thread)), item.key, item.value)
-        store.delete(item.namespace, item.key)
-    store.put(("compaction", "memory", released_label(user)), "MEMORY.md", {"text": f"- fact of {user}\n"})
-
-
-@pytest.mark.parametrize("backend", ["files", "store"])
-def test_storage_of_earlier_releases_is_read_by_its_own_ids_and_claimed_by_no_other(tmp_path, backend):
-    store = InMemoryStore() if backend == "store" else None
-    for thread, user in ((VICTIM_THREAD, VICTIM_USER), ("Thread-A", "Bob"), ("plain-thread", "carol")):
-        (_legacy_items(store, thread, user) if store is not None else _legacy_files(tmp_path, thread, user))
-    storage = StoreStorage(store) if store is not None else FileStorage(tmp_path)
-    # the attackers come first: ids equal to the victim's old labels
-    assert storage.read_transcript(OLD_THREAD_LABEL) == []
-    assert storage.read_memory_file(OLD_USER_LABEL, "MEMORY.md") is None
-    storage.append_transcript(OLD_THREAD_LABEL, messages_to_dict([HumanMessage("attacker", id="x1")]))
-    for thread, user in ((VICTIM_THREAD, VICTIM_USER), ("Thread-A", "Bob"), ("plain-thread", "carol")):
-        assert [r["data"]["content"] for r in storage.read_transcript(thread)] == [f"message of {thread}"]
-        assert storage.read_memory_file(user, "MEMORY.md") == f"- fact of {user}\n"
-        assert storage.list_memory_files(user) == ["MEMORY.md"]
-    # a second process finds everything at its new name, nothing left under the old one
-    again = StoreStorage(store) if store is not None else FileStorage(tmp_path)
-    assert [r["data"]["content"] for r in again.read_transcript("Thread-A")] == ["message of Thread-A"]
-    assert [r["data"]["content"] for r in again.read_transcript(OLD_THREAD_LABEL)] == ["attacker"]
-
-
-def test_the_transcript_every_thread_less_run_shared_is_read_by_no_thread(tmp_path):
-    _legacy_files(tmp_path, "default", "default")  # sessions/default.jsonl: the runs without a thread id
-    storage = FileStorage(tmp_path)
-    assert storage.read_transcript("default") == []
-    assert (tmp_path / "sessions" / "default.jsonl").exists()  # left for its owner to read or delete by hand
 
 
 # --- runs without a thread id ------------------------------------------------------------------
@@ -226,7 +171,7 @@ class TwoUsersModel(ToolCallingModel):
 
 
 def test_runs_without_a_thread_id_never_share_a_transcript(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(effects_module, "_THREADLESS_WARNED", threading.Event())  # as in a fresh process
+    monkeypatch.setattr(run_module, "_THREADLESS_WARNED", threading.Event())  # as in a fresh process
     model = TwoUsersModel()
     middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=tmp_path)
     agent = create_agent(model, TOOLS, middleware=[middleware])  # no checkpointer: a stateless service
@@ -288,14 +233,7 @@ def test_graph_runs_without_a_thread_id_at_once_each_keep_their_own_transcript(t
         states = list(pool.map(run, users))
     assert all(s["compaction"]["counts"].get("summarize") for s in states)
     keys = [s["compaction"]["run_thread"] for s in states]
-    assert len(set(keys)) == 4 and all(k.startswith(f"no-thread:{u}:") for k, u in zip(keys, users))
-    for user, key in zip(users, keys):
+    assert len(set(keys)) == 4 and all(k.startswith(f"no-thread:{u}:") for k, u in zip(keys, users, strict=True))
+    for user, key in zip(users, keys, strict=True):
         requests = {m.id for m in load_transcript(tmp_path, key) if isinstance(m, HumanMessage) and not is_summary(m)}
         assert requests == {f"request-{user}"}
-
-
-def test_a_service_of_many_thread_less_runs_keeps_a_bounded_memory_of_ids_looked_up(tmp_path):
-    storage = FileStorage(tmp_path)
-    for n in range(5_000):  # every run without a thread id names a transcript of its own
-        storage.transcript_location(f"no-thread:alice:{n:032x}")
-    assert len(storage._first_use._seen) <= 4_096

@@ -50,7 +50,7 @@ def test_the_core_imports_no_langgraph():
 def test_each_layer_imports_only_the_layers_below_it():
     allowed = {
         "core": {"core"},
-        "storage": {"core", "storage", "memory"},  # the store form keeps ledger bullets as items: it parses them
+        "storage": {"core", "storage"},
         "memory": {"core", "storage", "memory"},
         "engine": {"core", "storage", "memory", "engine"},
         "fronts": {"core", "storage", "memory", "engine", "fronts"},
@@ -68,6 +68,29 @@ def test_each_layer_imports_only_the_layers_below_it():
                 if parts[1] not in allowed[layer]:
                     wrong.append(f"{module} imports {target}")
     assert wrong == []
+
+
+def test_no_cycle_between_subpackages():
+    """Each subpackage is a layer: none imports, even through others, a subpackage that imports it back."""
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    uses: dict[str, set[str]] = {name: set() for name in subpackages}
+    for module, edges in _imports().items():
+        source = module.split(".")[1] if module.count(".") else None
+        for target, _ in edges:
+            parts = target.split(".")
+            if source in subpackages and len(parts) > 1 and parts[1] in subpackages and parts[1] != source:
+                uses[source].add(parts[1])
+
+    def reachable(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in uses[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return seen
+
+    cycles = sorted(name for name in subpackages if name in reachable(name))
+    assert cycles == [], {name: sorted(uses[name]) for name in cycles}
 
 
 def test_no_import_cycles_and_no_private_names_across_modules():

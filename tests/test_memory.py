@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.sqlite import SqliteStore
 from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
@@ -14,7 +14,9 @@ from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, fir
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, StoreStorage, add_compaction, safe_label
 from langgraph_compaction.core.redact import REDACTED, redact_record, redact_secrets
 from langgraph_compaction.memory.ledger import (
+    content_key,
     flush_marker,
+    flushed_keys,
     ledger_entry,
     memory_lines,
     normalize_bullet,
@@ -193,8 +195,12 @@ def test_store_memory_lives_in_a_per_user_namespace(tmp_path, how):
 
 def test_ledger_entry_and_marker_are_pure_and_deterministic():
     now = datetime(2026, 11, 29, 10, 15, tzinfo=UTC)
-    entry = ledger_entry("- Fact one.\n* fact ONE\n- Fact two\nnot a bullet", "", now, marker=flush_marker(["b", "a"]))
-    assert entry == f"## Flush 2026-11-29T10:15:00+00:00\n{flush_marker(['a', 'b'])}\n\n- Fact one.\n- Fact two\n\n"
+    said = [HumanMessage("Deploy on Fridays.", id="a"), AIMessage("Noted.", id="b")]
+    marker = flush_marker(said, "t")
+    entry = ledger_entry("- Fact one.\n* fact ONE\n- Fact two\nnot a bullet", "", now, marker=marker)
+    assert (
+        entry == f"## Flush 2026-11-29T10:15:00+00:00\n{flush_marker(said[::-1], 't')}\n\n- Fact one.\n- Fact two\n\n"
+    )
     assert ledger_entry("- fact one", entry, now) is None
     assert ledger_entry("NO_REPLY", "", now) is None and ledger_entry("  NO_REPLY\n", "", now) is None
     appended = ledger_entry("- Fact three", "x", now)
@@ -348,3 +354,12 @@ def test_a_password_said_in_the_conversation_never_reaches_the_ledger(tmp_path):
     ledger = (tmp_path / "memory" / f"{_today()}.md").read_text()
     assert "the staging db password is [REDACTED]" in ledger
     assert "hunter2" not in ledger and "DE89" not in ledger
+
+
+def test_a_flush_marker_names_its_messages_by_what_they_say_in_their_thread():
+    said = HumanMessage("Deploy on Fridays.", id="h-1")
+    again = HumanMessage("Deploy on Fridays.", id="h-1-retried")  # the same request sent again, under a new id
+    marker = flush_marker([said, AIMessage("Noted.", id="a-1")], "t")
+    assert content_key(again, "t") in flushed_keys(f"## Flush x\n{marker}\n\n- fact\n")
+    assert content_key(again, "other thread") not in flushed_keys(marker)  # another thread keeps its own memories
+    assert content_key(HumanMessage("Deploy on Mondays."), "t") not in flushed_keys(marker)

@@ -3,9 +3,13 @@
 import dataclasses
 import json
 import os
+import re
 import stat
+from pathlib import Path
 
 import pytest
+from fronts import CONFIG, TOOLS, ToolCallingModel, request
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.memory import InMemorySaver
@@ -15,7 +19,16 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
 
-from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, CompactionState, FileStorage, add_compaction
+from langgraph_compaction import (
+    SUMMARY_MESSAGE_NAME,
+    CompactionConfig,
+    CompactionMiddleware,
+    CompactionState,
+    FileStorage,
+    add_compaction,
+    is_summary,
+)
+from langgraph_compaction.core.summary import COMPACTION_MARKER
 from langgraph_compaction.engine.nodes import FLUSH, OFFLOAD, SUMMARIZE
 from langgraph_compaction.memory.ledger import normalize_bullet, parse_bullets
 from langgraph_compaction.storage import StoreStorage
@@ -81,20 +94,42 @@ def test_transcript_bytes_grow_with_the_conversation_not_with_the_compactions(tm
     assert path.stat().st_size == one_copy
 
 
-def test_summary_names_the_transcript_in_files_and_in_a_store(tmp_path):
-    graph, _ = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver())
-    for turn in range(5):
-        graph.invoke(first_input(turn), THREAD)
-    summary = next(m for m in graph.get_state(THREAD).values["messages"] if m.name == SUMMARY_MESSAGE_NAME)
-    assert f"saved to {tmp_path / 'sessions' / 'thread-1.jsonl'} should you need" in summary.content
+class StatusReader(ToolCallingModel):
+    """Records the context status line each call ends with, and answers from the messages before it."""
 
-    graph, _ = build_graph(
-        ScriptedModel(), config=SMALL_WINDOW, storage=None, store=InMemoryStore(), checkpointer=InMemorySaver()
+    statuses: list = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if messages and (messages[-1].additional_kwargs.get(COMPACTION_MARKER) or {}).get("kind") == "status":
+            self.statuses.append(messages[-1].content)
+            messages = messages[:-1]
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@pytest.mark.parametrize("backend", ["files", "store"])
+def test_what_the_model_sees_names_the_transcript_by_its_place_in_the_storage(tmp_path, monkeypatch, backend):
+    monkeypatch.chdir(tmp_path)  # a relative folder, as a service gives it: its absolute form must not leak either
+    store = InMemoryStore() if backend == "store" else None
+    model = StatusReader(statuses=[])
+    middleware = CompactionMiddleware(
+        model=ScriptedModel(),
+        config=CONFIG.model_copy(update={"context_status": True}),
+        storage=".compaction" if store is None else None,
     )
-    for turn in range(5):
-        graph.invoke(first_input(turn), THREAD)
-    summary = next(m for m in graph.get_state(THREAD).values["messages"] if m.name == SUMMARY_MESSAGE_NAME)
-    assert "saved to store://compaction/transcripts/thread-1 should you need" in summary.content
+    agent = create_agent(model, TOOLS, middleware=[middleware], checkpointer=InMemorySaver(), store=store)
+    thread = {"configurable": {"thread_id": "s"}}
+    for n in range(10):
+        agent.invoke({"messages": [request(n)]}, thread)
+    location = "sessions/s.jsonl" if store is None else "store://compaction/transcripts/s"
+    summaries = [m for m in model.inputs[-1] if is_summary(m)]
+    assert summaries and f"saved to {location} should you need" in summaries[0].content
+    assert re.search(rf"; full transcript: {re.escape(location)}\.$", summaries[0].content, re.MULTILINE)
+    assert model.statuses[-1].endswith(f"full transcript: {location}.]")
+    seen = "\n".join([*model.statuses, *(str(m.content) for sent in model.inputs for m in sent)])
+    assert str(tmp_path) not in seen and str(tmp_path.resolve()) not in seen
+    if store is None:  # the operator's way to the real file
+        where = Path(FileStorage(".compaction").transcript_location("s"))
+        assert where.is_absolute() and where == (tmp_path / ".compaction" / location).resolve() and where.is_file()
 
 
 def test_transcript_files_are_private(tmp_path):
@@ -133,9 +168,11 @@ def test_hostile_thread_ids_never_touch_a_file_outside_storage(tmp_path, thread_
     outside_before = _files_under(tmp_path) - _files_under(root)
     storage = FileStorage(root)
     messages = [HumanMessage("hello", id="m1"), AIMessage("hi", id="m2")]
-    location = storage.append_transcript(thread_id, messages_to_dict(messages))
+    name = storage.append_transcript(thread_id, messages_to_dict(messages))
     storage.append_transcript(thread_id, messages_to_dict(messages))  # idempotent
     assert load_transcript(root, thread_id) == messages
+    location = storage.transcript_location(thread_id)
+    assert name == f"sessions/{os.path.basename(location)}" and location == str(root / name)
     assert os.path.realpath(location).startswith(os.path.realpath(root / "sessions") + os.sep)
     assert len(os.path.basename(location)) < 100
     assert _files_under(tmp_path) - _files_under(root) == outside_before

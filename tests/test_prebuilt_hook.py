@@ -72,9 +72,17 @@ def test_in_view_mode_the_state_keeps_every_message_and_the_model_gets_the_view(
     assert session.lost(messages + current, tmp_path, "view") == []
 
 
-def test_the_hook_names_the_state_it_needs():
+def test_the_hooks_node_keeps_compaction_in_the_state_and_out_of_the_input():
     hook = make_pre_model_hook(model=ScriptedModel())
-    assert {"messages", "compaction", "remaining_steps"} <= set(hook.state_schema.__annotations__)
+    with warnings.catch_warnings():  # create_react_agent is deprecated in favour of create_agent, and still used
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(ScriptedModel(), [], pre_model_hook=hook, checkpointer=InMemorySaver())
+        legacy = create_react_agent(ScriptedModel(), [], pre_model_hook=hook, state_schema=hook.state_schema)
+    assert "compaction" not in agent.get_input_jsonschema()["properties"]
+    assert "compaction" not in legacy.get_input_jsonschema()["properties"]  # code that passes the old argument
+    thread = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("hello", id="h")]}, thread)
+    assert agent.get_state(thread).values["compaction"]["wired"] is True
 
 
 def test_a_stale_pending_compaction_is_cleared_by_the_update_the_hook_returns():

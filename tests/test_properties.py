@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.graph.message import add_messages
-from test_isolation import NASTY, released_label
+from test_isolation import NASTY, hashed_label
 
 from langgraph_compaction import CompactionConfig, build_summary_message, find_cutoff, safe_label, view_violations
 from langgraph_compaction.core.plan import compacted_view
@@ -199,7 +199,7 @@ def test_the_trail_keeps_to_its_budget_and_accounts_for_every_changed_file(case,
 def two_runs(draw):
     """Two thread ids for two runs: none (a stateless run), nasty ones, the second built to collide with the first."""
     first = draw(st.one_of(st.none(), st.sampled_from(NASTY), st.text(max_size=20)))
-    like = [] if first is None else [first, safe_label(first), released_label(first), first.upper(), first + "."]
+    like = [] if first is None else [first, safe_label(first), hashed_label(first), first.upper(), first + "."]
     second = draw(st.one_of(st.none(), st.sampled_from(NASTY), *([st.sampled_from(like)] if like else [])))
     return [first, second], [draw(conversations()), draw(conversations())]
 

@@ -88,7 +88,6 @@ def requests_in_bullets(root: Path) -> Counter:
     return Counter(m for b in bullets for m in re.findall(r"Task \d+ please", b))
 
 
-@pytest.mark.xfail(strict=True, reason="a request retried after a worker died in its summary is in the ledger twice")
 @pytest.mark.parametrize("checkpointer", ["sqlite", "postgres"])
 def test_a_request_retried_on_another_worker_after_a_kill_in_the_summary_is_remembered_once(
     tmp_path, postgres_for, checkpointer
@@ -108,9 +107,6 @@ def test_a_request_retried_on_another_worker_after_a_kill_in_the_summary_is_reme
 # --- a database outage in the middle of a run, then the client's retry --------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a request retried after the database dropped the connection is in the ledger twice"
-)
 def test_a_request_retried_after_the_database_dropped_the_connection_is_remembered_once(tmp_path, postgres_dsn):
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -179,7 +175,6 @@ def _serve_tools(root: str, worker: str, die_in_tool: bool) -> None:
     Path(root, f"problems-{worker}.json").write_text(json.dumps(agent.problems))
 
 
-@pytest.mark.xfail(strict=True, reason="a request retried after a worker died in a tool sends the calls unanswered")
 def test_a_request_retried_after_a_worker_died_in_a_tool_sends_every_call_answered(tmp_path):
     import json
 

@@ -78,7 +78,8 @@ def test_memory_search_ranks_with_bm25_and_gives_path_line_and_date(memory_dir):
     answer = _call(graph, "memory_search", {"query": "postgres migration"})
     rows = answer.splitlines()[1:]
     assert rows == [
-        "memory/2026-11-28.md#4 [2026-11-28T09:30:00+00:00] The staging deploy of module7 failed on a missing Postgres migration",
+        "memory/2026-11-28.md#4 [2026-11-28T09:30:00+00:00] "
+        "The staging deploy of module7 failed on a missing Postgres migration",
         "MEMORY.md#4 [curated] The project database is Postgres 16 on db-main",
     ]
     assert _call(graph, "memory_search", {"query": "周五发布"}).splitlines()[1] == (
@@ -335,3 +336,24 @@ def test_session_search_reads_the_transcript_of_its_own_thread_id(tmp_path, thre
     config = {"configurable": {"thread_id": thread}}
     assert "deploy checklist" in _call(graph, "session_search", {"query": "deploy checklist"}, config=config)
     assert "the default thread's" not in _call(graph, "session_search", {"query": "secret plan"}, config=config)
+
+
+def test_memory_search_finds_word_parts_and_prefixes_as_session_search_does(tmp_path):
+    storage = FileStorage(tmp_path)
+    storage.replace_memory_file(
+        "default", "MEMORY.md", "# Memory\n\n- Fixed readFile in module7\n- Two modules load slowly\n"
+    )
+    storage.append_transcript(
+        "thread-1", messages_to_dict([HumanMessage("Fixed readFile in module7", id="h1"), AIMessage("ok", id="a1")])
+    )
+    graph = _tools_graph(make_compaction_tools(tmp_path))
+    memory = _call(graph, "memory_search", {"query": "module"}).splitlines()
+    assert memory[1:] == [
+        "MEMORY.md#4 [curated] Two modules load slowly",
+        "MEMORY.md#3 [curated] Fixed readFile in module7",
+    ]
+    assert _call(graph, "memory_search", {"query": "file"}).splitlines()[1:] == [
+        "MEMORY.md#3 [curated] Fixed readFile in module7"
+    ]
+    assert _call(graph, "session_search", {"query": "module"}).splitlines()[1].startswith("id=h1 ")
+    assert _call(graph, "memory_search", {"query": "mo"}) == "No memory matches 'mo'."  # too short to be a prefix

@@ -198,7 +198,6 @@ def _check_repaired(
     assert kept[: len(persisted)] == persisted
 
 
-@pytest.mark.xfail(strict=True, reason="calls left by a crashed run are sent unanswered after the retry (HTTP 400)")
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_retried_run_after_a_crash_between_calls_and_results_answers_the_calls(openai_server, tmp_path, front):
     graph = build(front, openai_server, make_tools({"left": 1}), tmp_path)
@@ -215,9 +214,6 @@ def test_a_retried_run_after_a_crash_between_calls_and_results_answers_the_calls
     assert repairs_of(graph.get_state(thread).values["messages"], last_call(before)) == []  # still one answer each
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a call whose approval was answered by a new message is sent unanswered (HTTP 400)"
-)
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_rejected_approval_answers_the_pending_calls(openai_server, tmp_path, front):
     graph = build(front, openai_server, make_tools({"left": 0}), tmp_path, interrupt=True)
@@ -245,7 +241,6 @@ def _partly_answered() -> list[BaseMessage]:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="compact_messages returns a view with calls nothing answers (HTTP 400)")
 def test_compact_messages_answers_the_calls_a_crash_left_after_their_answered_siblings(openai_server, tmp_path):
     history = _partly_answered()
     result = compact_messages(history, model=ScriptedModel(), config=CONFIG, storage=tmp_path, thread_id="functional")

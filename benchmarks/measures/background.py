@@ -31,13 +31,14 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from benchmarks.anchors import Thresholds, o200k_tokens, synthetic_session, trajectory_turns
-from benchmarks.measures.cost import PRICING, RecordingModel, replay
+from benchmarks.measures.cost import RecordingModel, replay
 from benchmarks.measures.fidelity import KINDS
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
+from langgraph_compaction.core.billing import OPENAI
 from langgraph_compaction.core.config import CompactionConfig
 from langgraph_compaction.core.conversation import content_text
-from langgraph_compaction.engine.background import Job, Runner, forget_jobs, use_runner
+from langgraph_compaction.engine.jobs import Job, Runner, use_runner
 
 NAME = "background_compaction"
 PLOT = "background_timeline.png"
@@ -86,12 +87,11 @@ class TimedModel(RecordingModel):
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         result = super()._generate(messages, stop, run_manager, **kwargs)
         request = self.ledger.requests[-1]
-        full, cached = PRICING["openai"]
         answer = content_text(result.generations[0].message.content)
         branch = "memory" if "memory extraction assistant" in content_text(messages[-1].content) else "summary"
         self.timing.side_call(
             call_seconds(o200k_tokens(answer)),
-            (request.tokens - request.cached) * full + request.cached * cached,
+            OPENAI.bill(request.tokens, request.cached),
             branch,
         )
         return result
@@ -209,7 +209,6 @@ def _replay(system: str, turns: list, path, storage, thresholds: Thresholds) -> 
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    forget_jobs()  # each replay starts as a fresh process would
     try:
         with use_runner(SimulatedRunner(timing)):
             billed = replay(label, path, storage, thresholds, config, turns=turns, timing=timing)

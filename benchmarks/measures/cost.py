@@ -7,8 +7,8 @@ model's), each as its list of messages. A request's cached prefix is the
 longest run of leading messages identical to the start of one of the last
 ``CACHE_DEPTH`` requests (message granularity stands in for the providers'
 128-token blocks). Tokens per message: o200k over the message's JSON, plus 4.
-Billed, OpenAI gpt-5 pricing: uncached × 1 + cached × 0.1; Anthropic:
-uncached × 1.25 (a cache write) + cached × 0.1.
+Billed (``core.billing``), OpenAI gpt-5 pricing: uncached × 1 + cached ×
+0.1; Anthropic: uncached × 1.25 (a cache write) + cached × 0.1.
 
 The 18 real trajectories are replayed at a 60k and a 128k window, the
 summarizer being the agent's model (a scripted one). Ours runs at its
@@ -55,7 +55,8 @@ from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
 from langgraph_compaction.core.artifacts import touches
-from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, cached_prefix, common_prefix
+from langgraph_compaction.core.billing import CACHED_PRICE, OPENAI, PRICES, PrefixCache
+from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, common_prefix
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
@@ -64,8 +65,6 @@ from langgraph_compaction.storage.transcript import load_transcript
 from langgraph_compaction.testing import ScriptedModel
 
 NAME = "billed_cost"
-#: Price multipliers of (uncached, cached) input tokens.
-PRICING = {"openai": (1.0, 0.1), "anthropic": (1.25, 0.1)}
 PLOT = "billed_cost.png"
 WORKING_SET_PLOT = "working_set_recall.png"
 #: The windows replayed: the replay measure's 60k budget, and this package's 128k one for every system.
@@ -132,7 +131,8 @@ class CacheLedger:
     """
 
     requests: list[Request] = field(default_factory=list)
-    _recent: list[list[str]] = field(default_factory=list)
+    # every request's shared prefix counts, however short: a few of each trajectory's first calls are under 1,024
+    _cache: PrefixCache = field(default_factory=lambda: PrefixCache(min_tokens=0))
     _tokens: dict[str, int] = field(default_factory=dict)
     _last_agent: list[str] | None = None
 
@@ -146,7 +146,7 @@ class CacheLedger:
     def add(self, kind: str, messages: Sequence[BaseMessage]) -> Request:
         keys = [message_key(m) for m in messages]
         sizes = [self.count(k) for k in keys]
-        shared = cached_prefix(keys, self._recent)
+        cached = self._cache.read(keys, sizes)
         extends = (
             kind != "agent"
             or self._last_agent is None
@@ -154,10 +154,9 @@ class CacheLedger:
         )
         after_side = kind == "agent" and bool(self.requests) and self.requests[-1].kind == "side"
         before = set(self._last_agent or ())
-        new = sum(size for key, size in zip(keys, sizes) if key not in before) if kind == "agent" else 0
-        request = Request(kind, sum(sizes), sum(sizes[:shared]), extends, after_side, new)
+        new = sum(size for key, size in zip(keys, sizes, strict=True) if key not in before) if kind == "agent" else 0
+        request = Request(kind, sum(sizes), cached, extends, after_side, new)
         self.requests.append(request)
-        self._recent = [*self._recent, keys][-CACHE_DEPTH:]
         if kind == "agent":
             self._last_agent = keys
         return request
@@ -177,12 +176,9 @@ class CacheLedger:
             1 for r in self.requests if r.kind == "agent" and not r.extends_previous and r.after_side
         )
         out["edit_breaks_repaid"] = self._repaid_edit_breaks()
-        for name, (full, cached) in PRICING.items():
-            out[f"billed_{name}"] = round(sum((r.tokens - r.cached) * full + r.cached * cached for r in self.requests))
-        full, cached = PRICING["openai"]
-        out["billed_per_call"] = [
-            round((r.tokens - r.cached) * full + r.cached * cached) for r in self.requests if r.kind == "agent"
-        ]
+        for name, pricing in PRICES.items():
+            out[f"billed_{name}"] = round(sum(pricing.bill(r.tokens, r.cached) for r in self.requests))
+        out["billed_per_call"] = [round(OPENAI.bill(r.tokens, r.cached)) for r in self.requests if r.kind == "agent"]
         return out
 
     def _repaid_edit_breaks(self) -> int:
@@ -202,7 +198,7 @@ class CacheLedger:
             later = next((j for j in range(k + 1, len(agent)) if not agent[j].extends_previous), len(agent)) - k - 1
             rebilled = r.tokens - r.cached - r.new
             saved = agent[k - 1].tokens + r.new - r.tokens
-            repaid += (1 - PRICING["openai"][1]) * rebilled <= PRICING["openai"][1] * saved * later
+            repaid += (1 - CACHED_PRICE) * rebilled <= CACHED_PRICE * saved * later
         return repaid
 
 
@@ -349,9 +345,9 @@ def replay(
     figures["lost"] = sum(1 for m in flat if m.id not in kept)
     figures["ws_edits"], figures["ws_hits"], figures["rereads"] = ws["edits"], ws["hits"], ws["rereads"]
     figures["violations"], figures["over_window"] = ws["violations"], ws["over_window"]
-    for name, (full, cached) in PRICING.items():
+    for name, pricing in PRICES.items():
         # the re-read: one more call whose context the cache serves, and the read's result billed in full
-        charge = round(cached * ws["reread_context"] + full * ws["reread_tokens"])
+        charge = round(pricing.cached * ws["reread_context"] + pricing.uncached * ws["reread_tokens"])
         figures[f"reread_{name}"] = charge
         figures[f"billed_{name}_reread"] = figures[f"billed_{name}"] + charge
     return figures
@@ -382,7 +378,7 @@ def _window(ctx, label: str, thresholds: Thresholds) -> tuple[dict, dict]:
     totals = {row: _sum(per, row) for row in rows}
     none = totals["none"]
     for t in totals.values():
-        for name in PRICING:
+        for name in PRICES:
             t[f"vs_none_{name}"] = round(t[f"billed_{name}"] / max(1, none[f"billed_{name}"]), 4)
     return per, totals
 
@@ -429,7 +425,7 @@ def run(ctx) -> dict:
     # Every message is sent uncached at least once: no compaction's uncached input is a floor U for any system.
     # A hit ratio h needs agent input >= U / (1 - h), so billed >= 0.9 U + 0.1 U / (1 - h) (OpenAI pricing).
     floor = none["agent_input"] - none["agent_cached"]
-    hit_floor = round(0.9 * floor + 0.1 * floor / (1 - 0.95))
+    hit_floor = round((1 - CACHED_PRICE) * floor + CACHED_PRICE * floor / (1 - 0.95))
     targets = [
         check("billed (OpenAI): ours / langmem", ours["billed_openai"] / totals["langmem"]["billed_openai"], 0.75),
         check("billed (OpenAI): ours / LangChain", ours["billed_openai"] / totals["langchain"]["billed_openai"], 0.75),

@@ -16,10 +16,11 @@ in both runs, as the fidelity measure does.
 
 from __future__ import annotations
 
-from benchmarks.measures.cost import PRICING, replay
+from benchmarks.measures.cost import replay
 from benchmarks.measures.fidelity import KINDS
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
+from langgraph_compaction.core.billing import PRICES
 from langgraph_compaction.core.config import CompactionConfig
 
 NAME = "dedupe"
@@ -48,7 +49,7 @@ FIGURES = (
 def savings(without: dict, with_: dict) -> dict:
     """Return what the dedupe run saved over the run without it: tokens, billed cost (both pricings), results shortened."""
     out = {"results_shortened": with_["superseded"], "agent_input_saved": without["agent_input"] - with_["agent_input"]}
-    for name in PRICING:
+    for name in PRICES:
         out[f"billed_{name}_saved"] = without[f"billed_{name}"] - with_[f"billed_{name}"]
         out[f"billed_{name}_ratio"] = round(with_[f"billed_{name}"] / max(1, without[f"billed_{name}"]), 4)
     return out

@@ -20,16 +20,23 @@ _STORAGE_MARKERS = ("MEMORY.md", "memory", "sessions", "users", "checkpoints.sql
 
 
 def existing_storage(spec: str) -> Path:
-    """Return the storage folder ``spec`` names; raise ValueError naming it when it is not one (so a typo creates nothing)."""
+    """Return the storage folder ``spec`` names; raise ValueError naming it when it is not one (a typo creates nothing).
+
+    Args:
+        spec: the folder, as the user typed it.
+    """
     folder = Path(spec)
+    hint = "pass the storage folder given to add_compaction or the demo (e.g. .compaction)"
     if folder.exists() and not folder.is_dir():
-        raise ValueError(
-            f"{spec}: it is a file, not a directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)"
-        )
+        raise ValueError(f"{spec}: it is a file, not a directory; {hint}")
     if not folder.is_dir():
+        raise ValueError(f"{spec}: no such directory; {hint}")
+    try:
+        next(folder.iterdir(), None)
+    except PermissionError as exc:
         raise ValueError(
-            f"{spec}: no such directory; pass the storage folder given to add_compaction or the demo (e.g. .compaction)"
-        )
+            f"{spec}: cannot read the folder ({exc.strerror}); run as a user who may read it, or pass a readable copy"
+        ) from exc
     if not any((folder / name).exists() for name in _STORAGE_MARKERS):
         raise ValueError(
             f"{spec}: not a storage folder (it has no MEMORY.md, memory/, sessions/ or users/); "
@@ -54,19 +61,44 @@ def _cli_model(name: str, base_url: str | None) -> tuple[Any, str | None]:
 
 
 def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
-    """Return the storage a command-line argument names: a directory, ``sqlite:///file.db`` or a PostgreSQL DSN."""
+    """Return the storage a command-line argument names: a directory, ``sqlite:///file.db`` or a PostgreSQL DSN.
+
+    Raises ValueError naming ``spec`` in one line when the database cannot be opened.
+    """
     if spec.startswith("sqlite:"):
+        import sqlite3
+
         from langgraph.store.sqlite import SqliteStore
 
         path = re.sub(r"^sqlite:(//)?", "", spec) or ":memory:"
-        store = stack.enter_context(SqliteStore.from_conn_string(path))
-        store.setup()
+        folder = Path(path).parent
+        if path != ":memory:" and not folder.is_dir():
+            raise ValueError(
+                f"{spec}: the folder {folder} does not exist; create it or pass a file in a folder that does"
+            )
+        try:
+            store = stack.enter_context(SqliteStore.from_conn_string(path))
+            store.setup()
+        except sqlite3.Error as exc:
+            raise ValueError(
+                f"{spec}: cannot open the SQLite store ({exc}); pass a file you may read and write"
+            ) from exc
         return store
     if spec.startswith(("postgres://", "postgresql://")):
+        import psycopg
         from langgraph.store.postgres import PostgresStore
 
-        store = stack.enter_context(PostgresStore.from_conn_string(spec))
-        store.setup()
+        from .errors import hidden_password
+
+        try:
+            store = stack.enter_context(PostgresStore.from_conn_string(spec))
+            store.setup()
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(
+                f"{hidden_password(spec)}: cannot open the PostgreSQL store ({reason}); "
+                "check the DSN and that the server is running"
+            ) from exc
         return store
     return str(existing_storage(spec))
 
@@ -88,7 +120,8 @@ def consolidate_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         default="gpt-4o-mini",
-        help="chat model name for the OpenAI-compatible API when OPENAI_API_KEY is set; without a key an offline merge runs (default: %(default)s)",
+        help="chat model name for the OpenAI-compatible API when OPENAI_API_KEY is set; "
+        "without a key an offline merge runs (default: %(default)s)",
     )
     parser.add_argument(
         "--base-url", default=None, help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL or OpenAI)"

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, message_to_dict
+from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, messages_from_dict
 
 from .config import MIN_KEEP_TOKENS, Budget
-from .conversation import latest_user_index, leading_systems
+from .conversation import is_injected, is_summary, latest_user_index, leading_systems
+from .hooks import pairing_problem
 
 
 def message_digest(message: BaseMessage) -> str:
@@ -101,6 +102,27 @@ def swap_before_trigger(
     """
     turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
     return tail_tokens(messages, counts, record.get("cutoff_id")) + sum(counts[turn:]) > keep_tokens_max
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """Return why a ready record is not one a compaction job makes (None: it is).
+
+    A job makes a summary message and, after it, only messages a hook gave
+    that keep every tool call paired; a record written by anyone else (a
+    forged state) may hold anything.
+    """
+    try:
+        (summary,) = messages_from_dict([record["summary"]])
+        injected = messages_from_dict(list(record.get("injected") or []))
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"it is not a prepared summary ({type(exc).__name__}: {exc})"
+    if not is_summary(summary):
+        return f"what it would place is a {summary.type} message, not a summary"
+    if any(not is_injected(m) for m in injected):
+        return "a message it would place after the summary is not one a hook gave"
+    if problem := pairing_problem(injected):
+        return f"the messages it would place after the summary break tool-call pairing: {problem}"
+    return None
 
 
 def prepared_problem(record: dict[str, Any], messages: Sequence[BaseMessage]) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from .billing import CACHED_PRICE
 from .config import Budget
 from .tokens import MESSAGE_OVERHEAD, estimate_text_tokens
 
@@ -88,7 +89,7 @@ def usage_event(calibration: dict) -> dict[str, Any]:
     return figures
 
 
-def billed_input(usage: dict, cached_price: float = 0.1, write_price: float = 1.0) -> float:
+def billed_input(usage: dict, cached_price: float = CACHED_PRICE, write_price: float = 1.0) -> float:
     """Return the input tokens ``usage`` bills at full price: uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
 
     OpenAI (gpt-5): reads at 0.1, no write surcharge (the defaults); Anthropic: reads 0.1, writes 1.25.

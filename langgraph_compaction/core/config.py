@@ -213,6 +213,52 @@ class CompactionConfig(_Settings):
     )
     calibrate: bool = Field(True, description="Scale counts by the model's reported usage_metadata.input_tokens.")
 
+    # Not in the defaults table: LangChain's ("fraction", f) for trigger= and keep=, shares of the model's window.
+    trigger_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description=(
+            "Compact at this share of the context window (trigger=('fraction', f)); with trigger_tokens too, at "
+            "the lower of the two. None: trigger_tokens alone."
+        ),
+    )
+    keep_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Keep this share of the context window as the tail (keep=('fraction', f)). None: keep_tokens.",
+    )
+
+    @model_validator(mode="after")
+    def _check_fractions(self) -> CompactionConfig:
+        if self.keep_fraction is not None and self.keep_tokens >= 0:
+            raise ValueError(
+                f"keep_fraction ({self.keep_fraction}) and keep_tokens ({self.keep_tokens}) both say what to keep; "
+                "set one of them"
+            )
+        if self.keep_fraction is not None and self.trigger_fraction is not None:
+            if self.keep_fraction >= self.trigger_fraction:
+                raise ValueError(
+                    f"keep_fraction ({self.keep_fraction}) is not below trigger_fraction ({self.trigger_fraction}): "
+                    "every compaction would end over the trigger; keep a smaller share than the trigger's"
+                )
+        return self
+
+    def _fraction_of_window(self, window: int | None, name: str) -> int | None:
+        """Return ``name``'s share of ``window`` in tokens (at least 1), None when it is not set."""
+        share = getattr(self, name)
+        if share is None:
+            return None
+        if not window:
+            argument = name.removesuffix("_fraction")
+            raise ValueError(
+                f"{argument}=('fraction', {share}) ({name}) is a fraction of the model's context window, which is "
+                "unknown: the model reports no profile['max_input_tokens']; set CompactionConfig(context_window=...) "
+                f"or give {argument} in tokens"
+            )
+        return max(1, int(window * share))
+
     # Not in the design's table: compaction off the agent's critical path (see docs/background.md).
     background: bool = Field(
         False,
@@ -284,7 +330,8 @@ class CompactionConfig(_Settings):
         if value is not None and (missing := summary_prompt_missing(value)):
             raise ValueError(
                 f"summary_prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
-                "reads the four sections back; add them, or use summary_instructions to add to the built-in prompt"
+                "reads the four sections back; add them as headings (LangChain's DEFAULT_SUMMARY_PROMPT has all "
+                "four), or pass your wording as summary_instructions, which adds it to the built-in prompt"
             )
         return value
 
@@ -310,13 +357,19 @@ class CompactionConfig(_Settings):
                 f"keep_tokens ({self.keep_tokens}) is not below trigger_tokens ({self.trigger_tokens}): every "
                 "compaction would end over the trigger; set keep_tokens well under trigger_tokens"
             )
-        if self.context_window and self.trigger_tokens == 0 and not self._fits(self.context_window):
+        if (
+            self.context_window
+            and self.trigger_tokens == 0
+            and self.trigger_fraction is None
+            and not self._fits(self.context_window)
+        ):
             raise ValueError(
                 f"context_window ({self.context_window:,}) is below the smallest window these settings support, "
                 f"{self.smallest_window():,} tokens: after a compaction a summary (~{self._summary_tokens():,} tokens "
                 f"with fidelity.request_tokens={self.fidelity.request_tokens:,}) and a kept tail of at least "
                 f"{MIN_KEEP_TOKENS} tokens must fit in target_ratio ({self.target_ratio}) of the trigger (half the "
-                "window); lower fidelity.request_tokens or raise target_ratio, or set trigger_tokens and keep_tokens yourself"
+                "window); lower fidelity.request_tokens or raise target_ratio, or set trigger_tokens and keep_tokens "
+                "yourself"
             )
         try:
             from zoneinfo import ZoneInfo
@@ -366,26 +419,38 @@ class CompactionConfig(_Settings):
         trigger is ``fallback_trigger_tokens`` and the tail is kept by
         ``keep_messages``. A window from the model is validated like a
         configured one (``ValidationError`` below ``smallest_window()``).
+        ``trigger_fraction`` and ``keep_fraction`` are shares of that window:
+        a ``ValueError`` names them when it is unknown, or when the tail they
+        leave is not below the trigger.
         """
         if not self.context_window and (reported := model_context_window(model)):
             return type(self).model_validate({**dict(self), "context_window": reported}).resolve()
         window = self.context_window
         derived = self._dynamic(window) if window else None
-        if self.trigger_tokens > 0:
-            trigger = self.trigger_tokens
+        fixed = [t for t in (self.trigger_tokens, self._fraction_of_window(window, "trigger_fraction")) if t]
+        if fixed:
+            trigger = min(fixed)
         elif derived:
             trigger = derived[0]
         else:
             trigger = self.fallback_trigger_tokens
 
-        if self.keep_tokens > 0:
+        keep_share = self._fraction_of_window(window, "keep_fraction")
+        if keep_share is not None:
+            keep = keep_share
+        elif self.keep_tokens > 0:
             keep = self.keep_tokens
         elif self.keep_tokens == 0 or not derived:
             keep = 0
-        elif self.trigger_tokens > 0:  # a fixed trigger: the tail still leaves room for the summary under its target
+        elif fixed:  # a fixed trigger: the tail still leaves room for the summary under its target
             keep = min(derived[1], max(MIN_KEEP_TOKENS, int(trigger * self.target_ratio) - self._summary_tokens()))
         else:
             keep = derived[1]
+        if (keep_share is not None or self.trigger_fraction is not None) and keep >= trigger:
+            raise ValueError(
+                f"the kept tail ({keep:,} tokens) is not below the trigger ({trigger:,} tokens) in a "
+                f"{window:,}-token window: every compaction would end over the trigger; keep less or trigger later"
+            )
         target = int(trigger * self.target_ratio)
         if self.working_set_tokens >= 0:
             working_set = self.working_set_tokens

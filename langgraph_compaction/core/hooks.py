@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from .conversation import COMPACTION_MARKER
+from .validation import openai_violations
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,14 @@ def injected_messages(value: Any, summary_id: str) -> list[BaseMessage]:
             )
         )
     return out
+
+
+def pairing_problem(messages: list[BaseMessage]) -> str | None:
+    """Return why messages a hook placed after a summary would break tool-call pairing (None: every call paired).
+
+    A result must answer a call of the message right before its block, and
+    every call must be answered before the next message: otherwise every later
+    request carries an orphan result or an unanswered call, which providers refuse.
+    """
+    problems = openai_violations(messages) if messages else []
+    return "; ".join(problems) or None

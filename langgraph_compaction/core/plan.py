@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from .billing import CACHED_PRICE
 from .config import SUMMARY_ALLOWANCE, Budget, CompactionConfig
 from .conversation import is_injected, is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
 from .layers import micro_compact, prune_tool_results, settled_from, superseded_results, truncate_arguments
@@ -319,8 +320,6 @@ def plan_compaction(
     )
 
 
-#: What a cached input token costs, as a share of an uncached one (OpenAI gpt-5 caching, Anthropic cache reads).
-CACHED_PRICE = 0.1
 #: An edit without a summary must repay within this share of the calls forecast before the next one: the
 #: forecast (the newest turn's growth) is uncertain, a summary that comes sooner ends the saving, and the
 #: break is paid at once.

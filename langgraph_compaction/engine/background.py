@@ -1,17 +1,16 @@
 """Background compaction: a summary prepared next to the agent, swapped in at the trigger.
 
 When the context passes ``background_start`` of the trigger, the gate cuts
-the history as it stands and starts a *job*: offload, then the summary and
-the memory model side by side (nothing is removed
-before the swap, so the summary need not wait for the memory), in a thread
-for a sync front or an asyncio task for an async one, while the model call
-goes on. The next gate call that finds the job done writes its
-result into the checkpointed ``compaction["prepared"]`` (``compaction_ready``),
-where any worker can apply it. At the trigger the gate applies a ready,
-still valid summary at once (``compaction_applied``); a job still running is
-waited for only while the request stays under ``wait_limit``; a summary
-whose messages changed is dropped (``compaction_discarded``, with why), and
-the gate compacts as it would without background.
+the history as it stands and starts a *job* (``jobs``): offload, then the
+summary and the memory model side by side (nothing is removed before the
+swap, so the summary need not wait for the memory), while the model call goes
+on. The next gate call that finds the job done writes its result into the
+checkpointed ``compaction["prepared"]`` (``compaction_ready``), where any
+worker can apply it. At the trigger the gate applies a ready, still valid
+summary at once (``compaction_applied``); a job still running is waited for
+only while the request stays under ``wait_limit``; a summary whose messages
+changed is dropped (``compaction_discarded``, with why), and the gate compacts
+as it would without background.
 
 What the job does before the swap is durable (the transcript) or nothing
 (the memory model's answer is held in the record and written to the ledger
@@ -22,16 +21,11 @@ only: lost with it, it is started again by the next gate that needs one.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import dataclasses
-import threading
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
@@ -41,135 +35,24 @@ from ..core.background import (
     cut_index,
     kept_tokens,
     prepared_problem,
+    record_problem,
     start_budget,
     swap_before_trigger,
     wait_limit,
 )
+from ..core.config import Budget
 from ..core.conversation import is_injected, leading_systems
-from ..core.plan import CompactionPlan
-from .effects import Run, Steps, advance, state_value
+from ..core.plan import CompactionPlan, plan_compaction
+from .driver import Performer, adrive, drive, guarded
+from .effects import Parallel, StartJob, Steps, WaitJob
 from .events import emit_event
-from .flush import FLUSH
-from .offload import OFFLOAD
-from .passes import apply_update, arun_batch, run_batch
-from .state import read_compaction
-from .summarize import SUMMARIZE
-
-#: How many jobs this process keeps (the oldest are forgotten: their threads finish, nobody applies them).
-MAX_JOBS = 256
-
-
-class Job:
-    """One compaction being prepared: the cut it was started with, and the thread or task preparing it."""
-
-    def __init__(self, key: tuple, meta: dict, runner: Runner) -> None:
-        self.key = key
-        self.meta = meta
-        self.runner = runner
-        self.future: Future | None = None
-        self.task: asyncio.Task | None = None
-
-    def done(self) -> bool:
-        return self.runner.is_done(self)
-
-    def outcome(self) -> dict:
-        """Return the job's record (``status == "ready"``) or ``{"error": ...}``; only once ``done()``."""
-        work = self.future or self.task
-        try:
-            if self.task is not None and self.task.cancelled():
-                return {"error": "the task preparing it was cancelled (its event loop ended)"}
-            return work.result()
-        except Exception as exc:  # noqa: BLE001 - a failed job is a discarded summary, never a failed agent
-            return {"error": f"{type(exc).__name__}: {exc}"[:500]}
-
-
-class Runner:
-    """Starts jobs in threads (sync fronts) or asyncio tasks (async fronts) and waits for them.
-
-    A job runs in a fresh context: its events go to the log, not to the
-    stream of the run that started it (that run may be over); the gate that
-    applies it streams what happened.
-    """
-
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="compaction-background")
-
-    def is_done(self, job: Job) -> bool:
-        work = job.future or job.task
-        return work is not None and work.done()
-
-    def start_sync(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
-        job.future = self._pool.submit(contextvars.Context().run, work)
-
-    def start_async(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
-        job.task = asyncio.get_running_loop().create_task(awork(), context=contextvars.Context())
-
-    def wait_sync(self, job: Job, timeout: float | None) -> bool:
-        """Wait for a job from a sync front; return whether it is done (a task of an event loop cannot be waited for here)."""
-        if job.future is not None:
-            try:
-                job.future.result(timeout)
-            except Exception:  # noqa: BLE001 - a timeout or the job's own failure: outcome() says which
-                pass
-        return job.done()
-
-    async def wait_async(self, job: Job, timeout: float | None) -> bool:
-        try:
-            if job.future is not None:
-                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), timeout)
-            elif job.task is not None and job.task.get_loop() is asyncio.get_running_loop():
-                await asyncio.wait_for(asyncio.shield(job.task), timeout)
-        except Exception:  # noqa: BLE001 - a timeout or the job's own failure: outcome() says which
-            pass
-        return job.done()
-
-
-_runner = Runner()
-_jobs: OrderedDict[tuple, Job] = OrderedDict()
-_jobs_lock = threading.Lock()
-
-
-@contextmanager
-def use_runner(runner: Runner) -> Iterator[Runner]:
-    """Run background jobs with ``runner`` inside the block (a benchmark's simulated clock, a test's)."""
-    global _runner
-    previous, _runner = _runner, runner
-    try:
-        yield runner
-    finally:
-        _runner = previous
-
-
-def forget_jobs() -> None:
-    """Forget every job of this process (as a restart would); their threads finish unheard."""
-    with _jobs_lock:
-        _jobs.clear()
-
-
-class _Start:
-    """The effect that starts a job: the driver picks a thread or a task."""
-
-    def __init__(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
-        self.job, self.work, self.awork = job, work, awork
-
-    def run_sync(self) -> None:
-        self.job.runner.start_sync(self.job, self.work, self.awork)
-
-    async def run_async(self) -> None:
-        self.job.runner.start_async(self.job, self.work, self.awork)
-
-
-class _Wait:
-    """The effect that waits for a job (at most ``timeout`` seconds); its result says whether it is done."""
-
-    def __init__(self, job: Job, timeout: float | None) -> None:
-        self.job, self.timeout = job, timeout
-
-    def run_sync(self) -> bool:
-        return self.job.runner.wait_sync(self.job, self.timeout)
-
-    async def run_async(self) -> bool:
-        return await self.job.runner.wait_async(self.job, self.timeout)
+from .flush import commit_flush, flush_steps
+from .jobs import BackgroundJobs, Job
+from .offload import offload_steps
+from .run import Run
+from .setup import Setup
+from .state import CompactionRecord, merge_compaction, read_compaction
+from .summarize import record_summary, summarize_steps, summary_update
 
 
 def job_key(run: Run, messages: Sequence[BaseMessage]) -> tuple:
@@ -181,44 +64,58 @@ def job_key(run: Run, messages: Sequence[BaseMessage]) -> tuple:
     return run.thread_id, messages[lead].id if lead < len(messages) else None
 
 
-def _job(key: tuple) -> Job | None:
-    with _jobs_lock:
-        return _jobs.get(key)
+@dataclass
+class Outcome:
+    """The background part of one gate call.
 
-
-def _drop(job: Job) -> None:
-    with _jobs_lock:
-        if _jobs.get(job.key) is job:
-            del _jobs[job.key]
-
-
-def _prepare_stages(nodes: Any, state: Any, run: Run):
-    """Yield the job's batches; return the side updates and the summary's.
-
-    Offload first (summarize checks that what it covers is in the
-    transcript), then the memory model and the summary side by side: nothing
-    is removed before the swap, so the summary need not wait for the memory.
+    ``applied`` says a prepared summary replaced its messages in this update
+    (``messages``); ``blocked`` is None when the gate need not compact in front
+    of the model call (nothing due, a summary applied, or one being prepared
+    while the request fits), otherwise why it compacts as without background.
     """
-    updates: list[dict] = []
-    if run.storage is not None and nodes.config.offload_before_compact:
-        updates += yield [(OFFLOAD, nodes._offload_steps, state)]
-        state = apply_update(state, updates[-1])
-    batch = [(SUMMARIZE, nodes._summarize_steps, state)]
-    if run.storage is not None and nodes.config.flush_before_compact:
-        batch.append((FLUSH, lambda s, r: nodes._flush_steps(s, r, commit=False), state))
-    summary, *flush = yield batch
-    return [*updates, *flush], summary
+
+    compaction: dict[str, Any] = field(default_factory=dict)
+    messages: list | None = None
+    applied: bool = False
+    blocked: str | None = None
 
 
-def _record(nodes: Any, meta: dict, side: list[dict], summary: dict, usage: dict) -> dict:
+def _event(name: str, **fields: Any) -> dict:
+    return emit_event({"stage": "background", "event": name, **fields})
+
+
+# -- the job: what runs next to the agent
+
+
+def prepare_steps(
+    setup: Setup, meta: dict, messages: list[BaseMessage], record: CompactionRecord, run: Run
+) -> Steps[dict]:
+    """The job's steps: offload, then the summary and the memory model side by side; return the job's record.
+
+    Offload comes first (summarize checks that what it covers is in the
+    transcript); nothing is removed before the swap, so the summary need not
+    wait for the memory.
+    """
+    side: list[dict] = []
+    if run.storage is not None and setup.config.offload_before_compact:
+        side.append((yield from guarded("offload", offload_steps(messages, run, setup.config))))
+        record = read_compaction(merge_compaction(dict(record), side[-1].get("compaction")))
+    steps = [guarded("summarize", summarize_steps(setup, messages, record, run))]
+    if run.storage is not None and setup.config.flush_before_compact:
+        steps.append(guarded("flush", flush_steps(setup, messages, record, run, commit=False)))
+    summary, *flush = yield Parallel(tuple(steps))
+    return job_record(setup, meta, [*side, *flush], summary, run.usage)
+
+
+def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage: dict) -> dict:
     """Return a finished job's record: the prepared summary ready to apply, or why there is none."""
     done = summary.get("compaction") or {}
     breakers = {k: v for u in [*side, summary] for k, v in (u.get("compaction") or {}).items() if k.endswith("breaker")}
-    flush = next((u["compaction"]["flush_answer"] for u in side if "flush_answer" in (u.get("compaction") or {})), None)
+    flush = next((u["flush_answer"] for u in side if "flush_answer" in u), None)
     if not done.get("summary_id"):
         why = done.get("last_error") or next((e.get("note") for e in done.get("events") or [] if e.get("note")), None)
         return {"error": why or "no summary was made", "breakers": breakers, "usage": usage}
-    if nodes.config.mode == "view":
+    if setup.config.mode == "view":
         made = done["view"]["summary"]
         injected = done["view"].get("after") or []
     else:
@@ -241,287 +138,278 @@ def _record(nodes: Any, meta: dict, side: list[dict], summary: dict, usage: dict
     }
 
 
-def _prepare(nodes: Any, meta: dict, state: Any, run: Run) -> dict:
-    stages = _prepare_stages(nodes, state, run)
-    finished, batch = advance(stages, None, None)
-    while not finished:
-        finished, batch = advance(stages, run_batch(nodes, batch, run), None)
-    return _record(nodes, meta, *batch, run.usage)
+# -- the gate's part
 
 
-async def _aprepare(nodes: Any, meta: dict, state: Any, run: Run) -> dict:
-    stages = _prepare_stages(nodes, state, run)
-    finished, batch = advance(stages, None, None)
-    while not finished:
-        finished, batch = advance(stages, await arun_batch(nodes, batch, run), None)
-    return _record(nodes, meta, *batch, run.usage)
+def background_floor(jobs: BackgroundJobs, run: Run, messages: Sequence[BaseMessage], record: CompactionRecord) -> int:
+    """Return where layers 1-2 may start editing: after the cut of a summary being prepared (its messages must not change)."""
+    prepared = record["prepared"]
+    job = jobs.get(job_key(run, messages))
+    meta = prepared if prepared is not None else job.meta if job is not None else None
+    if meta is None:
+        return 0
+    return cut_index(messages, meta.get("cutoff_id")) or 0
 
 
-def _event(name: str, **fields: Any) -> dict:
-    return emit_event({"stage": "background", "event": name, **fields})
+@dataclass
+class _Gate:
+    """One gate call's view of background compaction (what ``background_steps`` works with)."""
+
+    setup: Setup
+    jobs: BackgroundJobs
+    messages: list[BaseMessage]
+    counts: list[int]
+    record: CompactionRecord
+    budget: Budget
+    run: Run
+    out: Outcome = field(default_factory=Outcome)
+    events: list[dict] = field(default_factory=list)
+
+    def finish(self) -> Outcome:
+        if self.events:
+            self.out.compaction["events"] = self.events
+        return self.out
+
+    def may_prepare(self) -> bool:
+        """Return False when a job would only fail: no summarizer, or its breaker is open (blocking has a fallback)."""
+        breaker = self.record["breaker"] or {}
+        return self.setup.model is not None and not (breaker.get("open_until") or 0) > time.time()
 
 
-class BackgroundStage:
-    """The gate's part of background compaction (mixed into ``CompactionNodes``)."""
+def background_steps(
+    setup: Setup,
+    jobs: BackgroundJobs,
+    messages: list[BaseMessage],
+    memo: Any,
+    record: CompactionRecord,
+    plan: CompactionPlan,
+    budget: Budget,
+    new_tokens: int | None,
+    run: Run,
+) -> Steps[Outcome]:
+    """Yield the background part of one gate call; return its ``Outcome``."""
+    gate = _Gate(setup, jobs, messages, memo.counts, record, budget, run)
+    key = job_key(run, messages)
+    job = jobs.get(key)
+    prepared: dict | None = record["prepared"]  # type: ignore[assignment]
+    if job is not None and job.done():
+        prepared = _harvest(gate, job, prepared)
+    keep_max = max(setup.config.keep_tokens_max, budget.keep_tokens)
+    if not plan.summarize and prepared is not None and swap_before_trigger(prepared, messages, gate.counts, keep_max):
+        if (yield from _swap(gate, prepared)):
+            return gate.finish()
+        prepared = None
+    if not plan.summarize:
+        if job is None:  # a job harvested just now is not followed by another in the same call
+            yield from _maybe_start_early(gate, plan, prepared, key, memo, new_tokens)
+        return gate.finish()
+    if prepared is not None and (yield from _swap(gate, prepared)):
+        return gate.finish()
+    return (yield from _at_trigger(gate, plan, key, memo, new_tokens))
 
-    def _background_floor(self, run: Run, messages: Sequence[BaseMessage], view: dict) -> int:
-        """Return where layers 1-2 may start editing: after the cut of a summary being prepared (its messages must not change)."""
-        if not self.config.background:
-            return 0
-        record = view.get("prepared")
-        job = _job(job_key(run, messages))
-        meta = record if isinstance(record, dict) else job.meta if job is not None else None
-        if meta is None:
-            return 0
-        return cut_index(messages, meta.get("cutoff_id")) or 0
 
-    def _background_steps(
-        self,
-        state: Any,
-        run: Run,
-        messages: Sequence[BaseMessage],
-        memo: Any,
-        view: dict,
-        plan: CompactionPlan,
-        budget: Any,
-        new_tokens: int | None,
-    ) -> Steps:
-        """Yield the background part of one gate call; return (``compaction`` update, messages update, applied, blocked).
+def _maybe_start_early(
+    gate: _Gate, plan: CompactionPlan, prepared: dict | None, key: tuple, memo: Any, new_tokens: int | None
+) -> Steps[None]:
+    """Start a job once the context passes ``background_start`` of the trigger, if none is prepared."""
+    early = start_budget(gate.budget, gate.setup.config.background_start)
+    near = plan.tokens_after_layers >= early.trigger_tokens or (
+        early.trigger_messages and len(gate.messages) >= early.trigger_messages
+    )
+    if near and prepared is None and plan.held is None and gate.may_prepare():
+        planned = _plan(gate, early, memo, new_tokens)
+        if planned.summarize:
+            yield from _start(gate, planned)
 
-        ``applied`` says a prepared summary replaced its messages in this
-        update; ``blocked`` is None when the gate need not compact in front of
-        the model call (nothing due, a summary applied, or one being prepared
-        while the request fits), otherwise why it compacts as without background.
-        """
-        counts = memo.counts
-        key = job_key(run, messages)
-        job = _job(key)
-        update: dict[str, Any] = {}
-        events: list[dict] = []
-        record = view.get("prepared") if isinstance(view.get("prepared"), dict) else None
-        if job is not None and job.done():
-            record, harvested = self._harvest(job, record, messages, events)
-            update.update(harvested)
-        keep_max = max(self.config.keep_tokens_max, budget.keep_tokens)
-        swap = lambda record: self._swap(record, messages, counts, view, run, budget, update, events)  # noqa: E731
-        if not plan.summarize and record is not None and swap_before_trigger(record, messages, counts, keep_max):
-            if swapped := (yield from swap(record)):
-                return swapped
-            record = None
-        if not plan.summarize:
-            early_budget = start_budget(budget, self.config.background_start)
-            near = plan.tokens_after_layers >= early_budget.trigger_tokens or (
-                early_budget.trigger_messages and len(messages) >= early_budget.trigger_messages
-            )
-            if near and record is None and job is None and plan.held is None and self._may_prepare(view):
-                early = self.plan(messages, budget=early_budget, new_tokens=new_tokens, memo=memo)
-                if early.summarize:
-                    yield from self._start(state, run, messages, early, budget, events)
-            return self._finish(update, events), None, False, None
-        if record is not None:
-            if swapped := (yield from swap(record)):
-                return swapped
-        fits = plan.tokens_after_layers < wait_limit(budget)
-        job = _job(key)
-        problem = prepared_problem(job.meta, messages) if job is not None and not job.done() else None
-        if (
-            problem is not None
-        ):  # what it covers changed: it could not be applied once ready; start again from here, or compact now
-            _drop(job)
-            events.append(
-                _event(
-                    "compaction_discarded",
-                    why=problem,
-                    prepared_id=job.meta["id"],
-                    tokens_before=plan.tokens_after_layers,
-                    usage={},
-                )
-            )
-        elif job is not None and not job.done():
-            if fits:
-                emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
-                return self._finish(update, events), None, False, None
-            if (yield ("background", _Wait(job, self.config.summary_timeout), ())):
-                record, harvested = self._harvest(job, None, messages, events)
-                update.update(harvested)
-                if record is not None and (swapped := (yield from swap(record))):
-                    return swapped
-                return self._finish(update, events), None, False, "the prepared summary could not be applied"
-            _drop(job)
-            why = "not ready before the request outgrew the wait"
-            events.append(
-                _event(
-                    "compaction_discarded",
-                    why=why,
-                    prepared_id=job.meta["id"],
-                    tokens_before=plan.tokens_after_layers,
-                    usage={},
-                )
-            )
-            return self._finish(update, events), None, False, f"the prepared summary was {why}"
-        if fits and plan.reason in ("tokens", "messages") and self._may_prepare(view):
-            now = self.plan(messages, budget=start_budget(budget), new_tokens=new_tokens, memo=memo)
-            yield from self._start(state, run, messages, now if now.summarize else plan, budget, events)
-            return self._finish(update, events), None, False, None
-        why = (
-            "a summary cannot be prepared now (no summarizer, or its breaker is open)"
-            if fits
-            else "the request is over the wait limit"
-        )
-        if problem is not None:
-            why = f"the summary being prepared cannot apply ({problem}) and {why}"
-        return self._finish(update, events), None, False, why
 
-    @staticmethod
-    def _finish(update: dict, events: list[dict]) -> dict:
-        return {**update, "events": events} if events else update
+def _plan(gate: _Gate, budget: Budget, memo: Any, new_tokens: int | None) -> CompactionPlan:
+    setup = gate.setup
+    return plan_compaction(
+        gate.messages,
+        gate.counts,
+        budget,
+        setup.config,
+        setup.counter.message,
+        new_tokens=new_tokens,
+        settled=memo.settled,
+    )
 
-    def _may_prepare(self, view: dict) -> bool:
-        """Return False when a job would only fail: no summarizer, or its breaker is open (the blocking path has a fallback)."""
-        breaker = view.get("breaker") if isinstance(view.get("breaker"), dict) else {}
-        return self.model is not None and not (breaker.get("open_until") or 0) > time.time()
 
-    def _start(
-        self,
-        state: Any,
-        run: Run,
-        messages: Sequence[BaseMessage],
-        plan: CompactionPlan,
-        budget: Any,
-        events: list[dict],
-    ) -> Steps:
-        """Yield the effect that starts a job for the plan's cut of ``messages``."""
-        cut = plan.cut
-        evict_ids = [messages[i].id for i in cut.evict]
-        meta = {
-            "id": uuid.uuid4().hex[:12],  # names it in every event, from started to applied or discarded
-            "covered": covered(messages, evict_ids),
-            "evict_ids": evict_ids,
-            "cutoff_id": messages[cut.cutoff].id if cut.cutoff < len(messages) else None,
-            "tokens_before": plan.tokens_after_layers,
-            "started_at": time.time(),
-        }
-        view = read_compaction(state_value(state, "compaction"))
-        pending = {
-            "reason": "background",
-            "evict_ids": evict_ids,
-            "cutoff_id": meta["cutoff_id"],
-            "tokens_before": plan.tokens_before,
-            "tokens_after_layers": plan.tokens_after_layers,
-            "target_tokens": budget.target_tokens,  # calibrated to estimator units, as summarize counts
-            "focus": None,
-        }
-        snapshot = {"messages": list(state_value(state, "messages") or []), "compaction": {**view, "pending": pending}}
-        job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
-        job = Job(job_key(run, messages), meta, _runner)
-        with _jobs_lock:
-            _jobs.pop(job.key, None)
-            _jobs[job.key] = job
-            while len(_jobs) > MAX_JOBS:
-                _jobs.popitem(last=False)
-        work = lambda: _prepare(self, meta, snapshot, job_run)  # noqa: E731
-        awork = lambda: _aprepare(self, meta, snapshot, job_run)  # noqa: E731
-        try:
-            yield ("background", _Start(job, work, awork), ())
-        except Exception as exc:  # noqa: BLE001 - no thread or loop to spare: the trigger compacts blocking
-            _drop(job)
-            why = f"it could not be started: {exc}"
-            events.append(
-                _event(
-                    "compaction_discarded",
-                    why=why,
-                    prepared_id=meta["id"],
-                    tokens_before=plan.tokens_after_layers,
-                    usage={},
-                )
-            )
-            return
-        started = {
-            "prepared_id": meta["id"],
-            "tokens_before": plan.tokens_after_layers,
-            "evict": len(evict_ids),
-            "usage": {},
-        }
-        events.append(_event("compaction_started", mode="background", **started))
+def _at_trigger(gate: _Gate, plan: CompactionPlan, key: tuple, memo: Any, new_tokens: int | None) -> Steps[Outcome]:
+    """Yield what the gate does at the trigger with no ready summary: wait for a job, start one, or block."""
+    fits = plan.tokens_after_layers < wait_limit(gate.budget)
+    job = gate.jobs.get(key)
+    problem = prepared_problem(job.meta, gate.messages) if job is not None and not job.done() else None
+    if job is not None and problem is not None:
+        # what it covers changed: it could not be applied once ready; start again from here, or compact now
+        gate.jobs.drop(job)
+        gate.events.append(_discarded(problem, job.meta, plan.tokens_after_layers))
+    elif job is not None and not job.done():
+        if fits:
+            emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
+            return gate.finish()
+        if (yield WaitJob(job, gate.setup.config.summary_timeout)):
+            prepared = _harvest(gate, job, None)
+            if prepared is not None and (yield from _swap(gate, prepared)):
+                return gate.finish()
+            gate.out.blocked = "the prepared summary could not be applied"
+            return gate.finish()
+        gate.jobs.drop(job)
+        why = "not ready before the request outgrew the wait"
+        gate.events.append(_discarded(why, job.meta, plan.tokens_after_layers))
+        gate.out.blocked = f"the prepared summary was {why}"
+        return gate.finish()
+    if fits and plan.reason in ("tokens", "messages") and gate.may_prepare():
+        now = _plan(gate, start_budget(gate.budget), memo, new_tokens)
+        yield from _start(gate, now if now.summarize else plan)
+        return gate.finish()
+    why = (
+        "a summary cannot be prepared now (no summarizer, or its breaker is open)"
+        if fits
+        else ("the request is over the wait limit")
+    )
+    if problem is not None:
+        why = f"the summary being prepared cannot apply ({problem}) and {why}"
+    gate.out.blocked = why
+    return gate.finish()
 
-    def _harvest(self, job: Job, record: dict | None, messages, events: list[dict]) -> tuple[dict | None, dict]:
-        """Return the ready record (the state's or the job's) and the ``compaction`` update of a finished job."""
-        _drop(job)
-        outcome = job.outcome()
-        update: dict[str, Any] = dict(outcome.get("breakers") or {})  # the breakers count background failures too
-        usage = outcome.get("usage") or {}
-        tokens = {
-            "prepared_id": job.meta["id"],
-            "tokens_before": job.meta["tokens_before"],
-            "tokens_after": outcome.get("tokens_after"),
-            "usage": usage,
-        }
-        if "error" in outcome:
-            events.append(_event("compaction_discarded", why=outcome["error"], **tokens))
-            return record, update
-        problem = prepared_problem(outcome, messages)
-        if problem is None and record is not None and prepared_problem(record, messages) is None:
-            problem = "a summary prepared elsewhere is ready already"
-        if problem is not None:
-            events.append(_event("compaction_discarded", why=problem, **tokens))
-            return record, update
-        update["prepared"] = {k: v for k, v in outcome.items() if k != "breakers"}
-        events.append(_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))
-        return outcome, update
 
-    def _swap(
-        self, record: dict, messages, counts, view, run: Run, budget: Any, update: dict, events: list[dict]
-    ) -> Steps:
-        """Yield the swap of a ready summary; return the gate's (update, messages, applied, blocked), or None (it was discarded)."""
-        applied = yield from self._apply(record, messages, counts, view, run, budget, events)
-        if applied is None:
-            update["prepared"] = None
-            return None
-        compaction, written = applied
-        return self._finish({**update, **compaction}, events), written, True, None
+def _discarded(why: str, meta: dict, tokens_before: int) -> dict:
+    return _event("compaction_discarded", why=why, prepared_id=meta["id"], tokens_before=tokens_before, usage={})
 
-    def _apply(self, record: dict, messages, counts, view: dict, run: Run, budget: Any, events: list[dict]) -> Steps:
-        """Yield the ledger write of a ready summary and return its (``compaction``, messages) update, or None when it may not apply."""
-        tokens = {"prepared_id": record.get("id"), "tokens_before": sum(counts), "usage": record.get("usage") or {}}
-        problem = prepared_problem(record, messages)
-        if problem is None:
-            (summary,) = messages_from_dict([record["summary"]])
-            injected = messages_from_dict(record.get("injected") or [])
-            evict_ids = set(record["evict_ids"])
-            after = self.counter.total([*messages[: leading_systems(messages)], summary, *injected]) + kept_tokens(
-                messages, counts, record["evict_ids"]
-            )
-            if after >= sum(counts):
-                problem = f"it would not shrink the context ({sum(counts):,} -> {after:,} tokens)"
-            elif after > budget.target_tokens:
-                problem = f"it would leave {after:,} tokens, over the target of {budget.target_tokens:,}"
-        if problem is not None:
-            events.append(_event("compaction_discarded", why=problem, **tokens))
-            return None
-        flushed = yield from self._commit_flush(messages, view, record.get("flush"), run)
-        written = self._summary_update(
-            messages,
-            view,
-            evict_ids,
-            record.get("cutoff_id"),
-            summary,
-            record.get("pins") or [],
-            record.get("kind") or "summarize",
-            record.get("offload_path"),
-            run,
-            event={
-                "event": "compaction_applied",
-                "mode": "background",
-                "reason": "background",
-                "prepared_id": record.get("id"),
-                "usage": tokens["usage"],
-            },
-            injected=injected,
-        )
-        # written to the transcript now that it replaces what it covers (so recall can open it)
-        recorded = yield from self._record_summary(
-            summary, run, run.storage is not None and self.config.offload_before_compact
-        )
-        compaction = {**written["compaction"], **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
-        events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
-        return compaction, written.get("messages")
+
+def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
+    """Yield the effect that starts a job for the plan's cut of the messages."""
+    setup, messages, run = gate.setup, gate.messages, gate.run
+    cut = plan.cut
+    assert cut is not None
+    evict_ids = [messages[i].id for i in cut.evict]
+    meta = {
+        "id": uuid.uuid4().hex[:12],  # names it in every event, from started to applied or discarded
+        "covered": covered(messages, evict_ids),  # type: ignore[arg-type]
+        "evict_ids": evict_ids,
+        "cutoff_id": messages[cut.cutoff].id if cut.cutoff < len(messages) else None,
+        "tokens_before": plan.tokens_after_layers,
+        "started_at": time.time(),
+    }
+    pending = {
+        "reason": "background",
+        "evict_ids": evict_ids,
+        "cutoff_id": meta["cutoff_id"],
+        "tokens_before": plan.tokens_before,
+        "tokens_after_layers": plan.tokens_after_layers,
+        "target_tokens": gate.budget.target_tokens,  # calibrated to estimator units, as summarize counts
+        "focus": None,
+    }
+    record = read_compaction({**gate.record, "pending": pending})
+    job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
+    snapshot = list(messages)
+    performer = Performer(job_run, setup.config.summary_timeout)
+    job = Job(
+        job_key(run, messages),
+        meta,
+        gate.jobs.runner(),
+        work=lambda: drive(prepare_steps(setup, meta, snapshot, record, job_run), performer),
+        awork=lambda: adrive(prepare_steps(setup, meta, snapshot, record, job_run), performer),
+    )
+    gate.jobs.add(job)
+    try:
+        yield StartJob(job)
+    except Exception as exc:  # noqa: BLE001 - no thread or loop to spare: the trigger compacts blocking
+        gate.jobs.drop(job)
+        gate.events.append(_discarded(f"it could not be started: {exc}", meta, plan.tokens_after_layers))
+        return
+    started = {
+        "prepared_id": meta["id"],
+        "tokens_before": plan.tokens_after_layers,
+        "evict": len(evict_ids),
+        "usage": {},
+    }
+    gate.events.append(_event("compaction_started", mode="background", **started))
+
+
+def _harvest(gate: _Gate, job: Job, prepared: dict | None) -> dict | None:
+    """Return the ready record (the state's or the job's), recording a finished job's outcome in the update."""
+    gate.jobs.drop(job)
+    outcome = job.outcome()
+    gate.out.compaction.update(outcome.get("breakers") or {})  # the breakers count background failures too
+    usage = outcome.get("usage") or {}
+    tokens = {
+        "prepared_id": job.meta["id"],
+        "tokens_before": job.meta["tokens_before"],
+        "tokens_after": outcome.get("tokens_after"),
+        "usage": usage,
+    }
+    if "error" in outcome:
+        gate.events.append(_event("compaction_discarded", why=outcome["error"], **tokens))
+        return prepared
+    problem = prepared_problem(outcome, gate.messages)
+    if problem is None and prepared is not None and prepared_problem(prepared, gate.messages) is None:
+        problem = "a summary prepared elsewhere is ready already"
+    if problem is not None:
+        gate.events.append(_event("compaction_discarded", why=problem, **tokens))
+        return prepared
+    gate.out.compaction["prepared"] = {k: v for k, v in outcome.items() if k != "breakers"}
+    gate.events.append(_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))
+    return outcome
+
+
+def _swap(gate: _Gate, prepared: dict) -> Steps[bool]:
+    """Yield the swap of a ready summary; return True when it was applied (False: it was discarded)."""
+    applied = yield from _apply(gate, prepared)
+    if applied is None:
+        gate.out.compaction["prepared"] = None
+        return False
+    compaction, written = applied
+    gate.out.compaction.update(compaction)
+    gate.out.messages, gate.out.applied, gate.out.blocked = written, True, None
+    return True
+
+
+def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None] | None]:
+    """Yield the ledger write of a ready summary; return its (``compaction``, messages) update, or None."""
+    setup, messages, counts, run = gate.setup, gate.messages, gate.counts, gate.run
+    usage = prepared.get("usage") or {}
+    tokens = {"prepared_id": prepared.get("id"), "tokens_before": sum(counts), "usage": usage}
+    problem = record_problem(prepared) or prepared_problem(prepared, messages)
+    if problem is None:
+        (summary,) = messages_from_dict([prepared["summary"]])
+        injected = messages_from_dict(prepared.get("injected") or [])
+        evict_ids = set(prepared["evict_ids"])
+        kept = kept_tokens(messages, counts, prepared["evict_ids"])
+        after = setup.counter.total([*messages[: leading_systems(messages)], summary, *injected]) + kept
+        if after >= sum(counts):
+            problem = f"it would not shrink the context ({sum(counts):,} -> {after:,} tokens)"
+        elif after > gate.budget.target_tokens:
+            problem = f"it would leave {after:,} tokens, over the target of {gate.budget.target_tokens:,}"
+    if problem is not None:
+        gate.events.append(_event("compaction_discarded", why=problem, **tokens))
+        return None
+    flushed = yield from commit_flush(setup, messages, gate.record, prepared.get("flush"), run)
+    event = {
+        "event": "compaction_applied",
+        "mode": "background",
+        "reason": "background",
+        "prepared_id": prepared.get("id"),
+        "usage": usage,
+    }
+    written = summary_update(
+        setup,
+        messages,
+        gate.record,
+        evict_ids,
+        prepared.get("cutoff_id"),
+        summary,
+        prepared.get("pins") or [],
+        prepared.get("kind") or "summarize",
+        prepared.get("offload_path"),
+        run,
+        event=event,
+        injected=injected,
+    )
+    # written to the transcript now that it replaces what it covers (so recall can open it)
+    offload_on = run.storage is not None and setup.config.offload_before_compact
+    recorded = yield from record_summary(setup, summary, run, offload_on)
+    compaction = {**written["compaction"], **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
+    gate.events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
+    return compaction, written.get("messages")

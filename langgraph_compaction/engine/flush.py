@@ -1,151 +1,166 @@
 """Flush: long-term memories extracted from the evicted prefix into today's ledger, once per message.
 
-A flushed message's id joins ``flushed_ids``; a re-run after a crash finds
-its entry's marker in the ledger and writes nothing twice. Memory is best
-effort: a failure is recorded and summarizing goes on.
+A flushed message's id joins ``flushed_ids``, and its entry's marker names
+it by content (``memory.ledger.content_key``): a flush run again (a crash, a
+client's retry whose tools ran again under new ids, another worker) finds in
+the ledger the messages it came from and asks the model only about the
+others. Memory is best effort: a failure is recorded and summarizing goes on.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
 
 from ..memory.ledger import (
     MEMORY_FILE,
+    content_key,
     flush_input,
     flush_instruction,
     flush_marker,
     flush_problem,
     flush_prompt,
-    has_flush_marker,
+    flushed_keys,
     ledger_entry,
     ledger_relpath,
     local_now,
 )
-from .breaker import breaker_after, read_breaker
-from .effects import Run, Steps, state_value
+from .breaker import breaker_after, is_open
+from .effects import CallModel, Steps, StorageCall
 from .events import describe_error, emit_event
-from .state import read_compaction
+from .run import Run
+from .setup import Setup
+from .state import CompactionRecord, read_breaker
+from .summary_request import cached_prefix
 
 FLUSH = "compaction_flush"
 
 
-class FlushStage:
-    """The flush node (mixed into ``CompactionNodes``); with the agent's model it reuses the summary's cached prefix."""
+def _ask(
+    setup: Setup,
+    messages: Sequence[BaseMessage],
+    todo: list[BaseMessage],
+    record: CompactionRecord,
+    memory_md: str,
+    ledger: str,
+    day: str,
+) -> Steps[str]:
+    """Ask the memory model for the memories of ``todo``; return its answer."""
+    prompt = {"prompt": setup.config.memory_prompt, "instructions": [setup.config.memory_instructions]}
+    pending = record["pending"] or {}
+    prefix = cached_prefix(setup, messages, pending) if setup.flush_shares_cache else None
+    if prefix is not None:  # the summary request shares this prefix: both read it from the cache
+        request = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day, **prompt))]
+        return (yield CallModel(setup.agent_model, request))
+    text = flush_prompt(todo, memory_md, ledger, day, setup.config.summarizer_result_chars, **prompt)
+    return (yield CallModel(setup.flush_model, text))
 
-    def flush(self, state: Any, config: RunnableConfig) -> dict:
-        """Extract long-term memories from the evicted prefix into today's ledger."""
-        return self._guarded("flush", state, self._flush_steps, self._run(config, state))
 
-    async def aflush(self, state: Any, config: RunnableConfig) -> dict:
-        return await self._aguarded("flush", state, self._flush_steps, self._run(config, state))
+def flush_steps(
+    setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, run: Run, commit: bool = True
+) -> Steps[dict]:
+    """Yield the flush of the evicted prefix; return its update.
 
-    def _flush_steps(self, state: Any, run: Run, commit: bool = True) -> Steps:
-        """Yield the flush of the evicted prefix; return its update.
-
-        ``commit=False`` (a compaction prepared in the background) asks the
-        model but writes nothing: the answer is returned as ``flush_answer``
-        and written by ``_commit_flush`` when the summary is applied, so a
-        discarded summary leaves no memory behind and every message is
-        flushed once, by the compaction that commits.
-        """
-        view = read_compaction(state_value(state, "compaction"))
-        messages = self.messages_of(state, view)
-        pending = view.get("pending") or {}
-        evict = set(pending.get("evict_ids") or [])
-        todo = flush_input([m for m in messages if m.id in evict], view["flushed_ids"])
-        if not todo or run.storage is None or self.flush_model is None:
-            return {}
-        breaker = read_breaker(view, self._flush_breaker)
-        if (
-            breaker["open_until"] > time.time()
-        ):  # the model failed too often lately; the transcript keeps these messages
-            return {
-                "compaction": {
-                    "events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]
-                }
-            }
-        now = local_now(self.config.timezone)
-        day = now.date().isoformat()
-        marker = flush_marker(m.id for m in todo)
-        asking = False  # True while a failure is the model's (its call or its answer), not the storage's
-        tripped: dict[str, Any] = {}
-        try:
-            memory_md = (yield ("storage", "read_memory_file", (run.user_id, MEMORY_FILE))) or ""
-            ledger = (yield ("storage", "read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
-            entry = None
-            if not has_flush_marker(ledger, marker):  # else a re-run after a crash: the entry is there already
-                prefix = self._cached_prefix(messages, pending) if self._flush_shares_cache else None
-                asking = True
-                prompt = {"prompt": self.config.memory_prompt, "instructions": [self.config.memory_instructions]}
-                if prefix is not None:  # the summary request shares this prefix: both read it from the cache
-                    request: Any = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day, **prompt))]
-                    answer = yield ("model", self._agent_model, (request,))
-                else:
-                    request = flush_prompt(todo, memory_md, ledger, day, self.config.summarizer_result_chars, **prompt)
-                    answer = yield ("model", self.flush_model, (request,))
-                if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
-                    raise ValueError(problem)
-                asking, tripped = (
-                    False,
-                    {self._flush_breaker: breaker_after(breaker, None, 0, 0)},
-                )  # a success closes it
-                if not commit:
-                    held = {"text": answer, "ids": [m.id for m in todo], "marker": marker}
-                    return {"compaction": {**tripped, "flush_answer": held}}
-                entry = yield from self._write_memory(run, answer, marker, now)
-        except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
-            event = emit_event({"stage": "flush", "error": describe_error(exc)})
-            if asking:
-                tripped = {
-                    self._flush_breaker: breaker_after(
-                        breaker, event["error"], self.config.breaker_failures, self.config.breaker_cooldown
-                    )
-                }
-            return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
-        return {"compaction": {**tripped, **self._flushed(messages, view, [m.id for m in todo], entry)}}
-
-    def _write_memory(self, run: Run, answer: str, marker: str, now: Any) -> Steps:
-        """Append the memory model's answer to the ledger of ``now``'s day once (its marker); return the entry, or None."""
-
-        def compose(current: str) -> str | None:
-            # the ledger as it is now, under the storage's lock: another thread's flush may have just written
-            if has_flush_marker(current, marker):
-                return None
-            return ledger_entry(answer, current, now, redact=self.config.redactor, marker=marker)
-
-        _, entry = yield (
-            "storage",
-            "append_memory_entry",
-            (run.user_id, ledger_relpath(now.date().isoformat()), compose),
-        )
-        return entry
-
-    def _flushed(self, messages: Sequence[BaseMessage], view: dict, ids: Sequence[str], entry: str | None) -> dict:
-        """Return the ``compaction`` update of a committed flush: the cursor advanced over ``ids``, and its event."""
-        flushed = set(view["flushed_ids"]) | set(ids)
-        written = entry.count("\n- ") if entry else 0
+    ``commit=False`` (a compaction prepared in the background) asks the model
+    but writes nothing: the answer is returned as ``flush_answer`` and written
+    by ``commit_flush`` when the summary is applied, so a discarded summary
+    leaves no memory behind and every message is flushed once, by the
+    compaction that commits.
+    """
+    pending = record["pending"]
+    evict = set(pending["evict_ids"]) if pending else set()
+    todo = flush_input([m for m in messages if m.id in evict], record["flushed_ids"])
+    if not todo or run.storage is None or setup.flush_model is None:
+        return {}
+    key = setup.flush_breaker
+    breaker = read_breaker(record[key])  # type: ignore[literal-required]
+    if is_open(breaker):  # the model failed too often lately; the transcript keeps these messages
         return {
-            "flushed_ids": [m.id for m in messages if m.id in flushed],
-            "events": [emit_event({"stage": "flush", "flushed_messages": len(ids), "memories": written})],
+            "compaction": {
+                "events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]
+            }
         }
+    now = local_now(setup.config.timezone)
+    day = now.date().isoformat()
+    asking = False  # True while a failure is the model's (its call or its answer), not the storage's
+    tripped: dict[str, Any] = {}
+    try:
+        memory_md = (yield StorageCall("read_memory_file", (run.user_id, MEMORY_FILE))) or ""
+        ledger = (yield StorageCall("read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
+        # a retry just after midnight finds the first attempt's entry in yesterday's ledger
+        yesterday = (yield StorageCall("read_memory_file", (run.user_id, _day_before(now)))) or ""
+        known = flushed_keys(ledger, yesterday)
+        asked = [
+            m for m in todo if content_key(m, run.thread_id) not in known
+        ]  # the others' memories are in the ledger already
+        entry = None
+        if asked:
+            asking = True
+            answer = yield from _ask(setup, messages, asked, record, memory_md, ledger, day)
+            if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
+                raise ValueError(problem)
+            asking, tripped = False, {key: breaker_after(breaker, None, 0, 0)}  # a success closes it
+            marker = flush_marker(asked, run.thread_id)
+            if not commit:
+                held = {"text": answer, "ids": [m.id for m in todo], "marker": marker}
+                return {"compaction": tripped, "flush_answer": held}
+            entry = yield from write_memory(setup, run, answer, marker, now)
+    except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
+        event = emit_event({"stage": "flush", "error": describe_error(exc)})
+        if asking:
+            cfg = setup.config
+            tripped = {key: breaker_after(breaker, event["error"], cfg.breaker_failures, cfg.breaker_cooldown)}
+        return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
+    return {"compaction": {**tripped, **flushed(messages, record, [m.id for m in todo], entry)}}
 
-    def _commit_flush(self, messages: Sequence[BaseMessage], view: dict, held: dict | None, run: Run) -> Steps:
-        """Write a prepared flush answer (``held``) and advance the cursor; return the ``compaction`` update.
 
-        Messages flushed since it was prepared are left out by advancing the
-        cursor only; a failed write is recorded and the messages stay
-        unflushed, so the next compaction asks again.
-        """
-        if not held or run.storage is None:
-            return {}
-        try:
-            entry = yield from self._write_memory(run, held["text"], held["marker"], local_now(self.config.timezone))
-        except Exception as exc:  # noqa: BLE001 - memory is best effort; the summary is applied all the same
-            event = emit_event({"stage": "flush", "error": describe_error(exc)})
-            return {"last_error": event["error"], "events": [event]}
-        return self._flushed(messages, view, held["ids"], entry)
+def write_memory(setup: Setup, run: Run, answer: str, marker: str, now: Any) -> Steps[str | None]:
+    """Append the memory model's answer to the ledger of ``now``'s day once (its marker); return the entry, or None."""
+
+    def compose(current: str) -> str | None:
+        # the ledger as it is now, under the storage's lock: another flush may have just written one of these
+        # messages' memories (a retry's first attempt, another worker)
+        if flushed_keys(current) & flushed_keys(marker):
+            return None
+        return ledger_entry(answer, current, now, redact=setup.config.redactor, marker=marker)
+
+    relpath = ledger_relpath(now.date().isoformat())
+    _, entry = yield StorageCall("append_memory_entry", (run.user_id, relpath, compose))
+    return entry
+
+
+def _day_before(now: Any) -> str:
+    return ledger_relpath((now - timedelta(days=1)).date().isoformat())
+
+
+def flushed(messages: Sequence[BaseMessage], record: CompactionRecord, ids: Sequence[str], entry: str | None) -> dict:
+    """Return the ``compaction`` update of a committed flush: the cursor advanced over ``ids``, and its event."""
+    done = set(record["flushed_ids"]) | set(ids)
+    written = entry.count("\n- ") if entry else 0
+    return {
+        "flushed_ids": [m.id for m in messages if m.id in done],
+        "events": [emit_event({"stage": "flush", "flushed_messages": len(ids), "memories": written})],
+    }
+
+
+def commit_flush(
+    setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, held: dict | None, run: Run
+) -> Steps[dict]:
+    """Write a prepared flush answer (``held``) and advance the cursor; return the ``compaction`` update.
+
+    Messages flushed since it was prepared are left out by advancing the
+    cursor only; a failed write is recorded and the messages stay unflushed,
+    so the next compaction asks again.
+    """
+    if not held or run.storage is None:
+        return {}
+    try:
+        now = local_now(setup.config.timezone)
+        entry = yield from write_memory(setup, run, held["text"], held["marker"], now)
+    except Exception as exc:  # noqa: BLE001 - memory is best effort; the summary is applied all the same
+        event = emit_event({"stage": "flush", "error": describe_error(exc)})
+        return {"last_error": event["error"], "events": [event]}
+    return flushed(messages, record, held["ids"], entry)

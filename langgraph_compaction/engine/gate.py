@@ -9,24 +9,30 @@ then leads to flush and offload side by side, or straight to the model node.
 from __future__ import annotations
 
 import operator
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from itertools import takewhile
 from typing import Any
 
-from langchain_core.messages import BaseMessage, message_to_dict
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage, message_to_dict
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ..core.calibration import calibrated_budget, observe_usage, read_calibration, usage_event
 from ..core.config import Budget
 from ..core.plan import CompactionPlan, plan_compaction, tokens_since
 from ..core.tokens import TokenCounter, fingerprint
 from ..core.view import kept_edits
-from .effects import RUN_THREAD, Run, Steps, current_runtime, state_value
+from .background import background_floor, background_steps
+from .effects import Steps
 from .events import describe_error, emit_event
-from .flush import FLUSH
-from .offload import OFFLOAD, UNENCODABLE_NOTE
-from .state import COMPACTION_REFRESH_MESSAGES, read_compaction
-from .summarize import SUMMARIZE
+from .jobs import BackgroundJobs
+from .offload import offload_messages
+from .passes import message_writes
+from .run import RUN_THREAD, Run
+from .setup import Setup
+from .state import COMPACTION_REFRESH_MESSAGES, CompactionRecord, Pending
 
 GATE = "compaction_gate"
 
@@ -52,6 +58,7 @@ class Memo:
         self.settled = 0
 
     def sync(self, messages: Sequence[BaseMessage], counter: TokenCounter) -> None:
+        """Bring the memo up to date with ``messages``, counting only what is new or changed."""
         # the length of the prefix whose fingerprints match, without a Python loop over the history
         known = sum(takewhile(bool, map(operator.eq, map(fingerprint, messages), self.keys)))
         if known < len(self.keys):
@@ -69,205 +76,239 @@ class Memo:
             self.counts[i] = counter.message(message)
 
 
-class GateStage:
-    """The gate node, its router and its plan (mixed into ``CompactionNodes``)."""
+class Memos:
+    """The gate's memos of the threads it saw last (``MEMO_THREADS`` of them), shared by its threads."""
 
-    def gate(self, state: Any, config: RunnableConfig) -> dict:
-        """Layers 1-2 and the decision, before every model call (no LLM)."""
-        run = self._run(config, state)
-        return self._guarded("gate", state, self._gate_steps, run)
+    def __init__(self) -> None:
+        self._memos: OrderedDict[str, Memo] = OrderedDict()
+        self._lock = threading.Lock()
 
-    async def agate(self, state: Any, config: RunnableConfig) -> dict:
-        run = self._run(config, state)
-        return await self._aguarded("gate", state, self._gate_steps, run)
-
-    def route(self, state: Any) -> list[str] | str:
-        """Return where the gate leads: the side branches when compaction is pending, else the model node."""
-        if not read_compaction(state_value(state, "compaction")).get("pending"):
-            return self.before
-        if self.storage is None and getattr(current_runtime(), "store", None) is None:
-            return [SUMMARIZE]  # nowhere to write a transcript or a ledger: skip a step of no-ops
-        targets = []
-        if self.config.flush_before_compact:
-            targets.append(FLUSH)
-        if self.config.offload_before_compact:
-            targets.append(OFFLOAD)
-        return targets or [SUMMARIZE]
-
-    # -- the plan
-    def plan(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        manual: bool = False,
-        budget: Budget | None = None,
-        new_tokens: int | None = None,
-        overflow: bool = False,
-        memo: Memo | None = None,
-        floor: int = 0,
-    ) -> CompactionPlan:
-        """Return the gate's plan for these messages (layers 1-2, trigger, cutoff).
-
-        With the thread's ``memo`` only what is new since the last call is
-        counted and scanned. Layers 1-2 edit nothing before ``floor`` (the
-        messages a summary being prepared covers).
-        """
-        return plan_compaction(
-            messages,
-            memo.counts if memo is not None else self.counter.counts(messages),
-            budget or self.budget,
-            self.config,
-            self.counter.message,
-            manual=manual,
-            new_tokens=new_tokens,
-            overflow=overflow,
-            settled=max(memo.settled if memo is not None else 0, floor),
-        )
-
-    def memo(self, thread_id: str, messages: Sequence[BaseMessage]) -> Memo:
+    def get(self, thread_id: str, messages: Sequence[BaseMessage], counter: TokenCounter) -> Memo:
         """Return the thread's memo brought up to date with ``messages`` (only new messages are counted)."""
-        with self._memo_lock:
+        with self._lock:
             memo = self._memos.pop(thread_id, None) or Memo()
             self._memos[thread_id] = memo  # most recently used last
             if len(self._memos) > MEMO_THREADS:
-                del self._memos[next(iter(self._memos))]
-        memo.sync(messages, self.counter)
+                self._memos.popitem(last=False)
+        memo.sync(messages, counter)
         return memo
 
     def forget(self, thread_id: str) -> None:
         """Drop what the gate remembers of a thread (its next call counts everything again)."""
-        with self._memo_lock:
+        with self._lock:
             self._memos.pop(thread_id, None)
 
-    def calibrated(
-        self, messages: Sequence[BaseMessage], view: dict, budget: Budget, counts: Sequence[int] | None = None
-    ) -> tuple[Budget, dict | None]:
-        """Return the budget in estimator units for this thread, and the calibration when it just changed."""
-        calibration = read_calibration(view.get("calibration"))
-        observed = None
-        if self.config.calibrate:
-            counts = counts if counts is not None else self.counter.counts(messages)
-            observed = observe_usage(calibration, messages, counts, self.fixed_tokens)
-            calibration = observed or calibration
-        return calibrated_budget(budget, calibration, self.fixed_tokens), observed
 
-    def _gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps:
-        view = read_compaction(state_value(state, "compaction"))
-        messages = self.messages_of(state, view)
-        manual = view.get("manual")
-        memo = self.memo(run.thread_id, messages)
-        budget, calibration = self.calibrated(messages, view, run.budget, memo.counts)
-        new_tokens = tokens_since(messages, memo.counts, view.get("cooldown_id"))
-        background = self.config.background and not overflow and not manual
-        floor = self._background_floor(run, messages, view) if background else 0
-        plan = self.plan(
-            messages,
-            manual=bool(manual),
-            budget=budget,
-            new_tokens=new_tokens,
-            overflow=overflow,
-            memo=memo,
-            floor=floor,
-        )
-        update: dict[str, Any] = {}
-        compaction: dict[str, Any] = {"calibration": calibration} if calibration else {}
-        events: list[dict] = []
-        if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
-            emit_event(
-                {"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers}
-            )
-        if calibration and "usage" in calibration:  # the newest reply's usage, as its provider reported it (streamed)
-            emit_event({"stage": "gate", "usage": usage_event(calibration)})
-        applied, blocked = False, None
-        if background:
-            prepared, written, applied, blocked = yield from self._background_steps(
-                state, run, messages, memo, view, plan, budget, new_tokens
-            )
-            events.extend(prepared.pop("events", []))
-            compaction.update(prepared)
-            if written is not None:
-                update["messages"] = written
-        if plan.edits and not applied:  # a summary applied now replaces what the edits would shorten
-            offloaded = True
-            if self.config.offload_before_compact and run.storage is not None:
-                try:
-                    result = yield from self._offload_update(messages, run)
-                    result.pop("_fresh")
-                    if marked := result.pop("_unencodable", None):
-                        events.append(emit_event({"stage": "offload", "note": UNENCODABLE_NOTE, "unencodable": marked}))
-                    compaction.update(result)
-                except Exception as exc:  # noqa: BLE001 - the originals must reach disk first
-                    offloaded = False
-                    events.append(
-                        emit_event(
-                            {"stage": "gate", "error": f"offload before layer edits failed: {describe_error(exc)}"}
-                        )
-                    )
-            if offloaded:
-                memo.edited(plan.edits, self.counter)
-                if self.config.mode == "view":  # the model's copy is shortened; the state keeps the message as added
-                    edited = {m.id: message_to_dict(m) for m in plan.edits.values()}
-                    compaction["view_edits"] = {**kept_edits(view.get("view_edits"), messages), **edited}
-                else:
-                    update["messages"] = list(plan.edits.values())
-                compaction["counts"] = {layer: 1 for layer in plan.layer_counts}
-                compaction["edited_messages"] = dict(plan.layer_counts)
-                events.append(
-                    emit_event(
-                        {
-                            "stage": "gate",
-                            "layer": "+".join(plan.layer_counts),
-                            "edited": len(plan.edits),
-                            "tokens_before": plan.tokens_before,
-                            "tokens_after": plan.tokens_after_layers,
-                        }
-                    )
-                )
-        if not plan.edits or applied or offloaded:
-            memo.settled = plan.settled
-        if not view.get("wired"):  # tells the compact tool that a gate runs in front of this agent's model
-            compaction["wired"] = True
-        if run.threadless and view.get(RUN_THREAD) != run.thread_id:  # the run's later steps and tools use it too
-            compaction[RUN_THREAD] = run.thread_id
-        if plan.summarize and not applied and (not background or blocked):
-            cut = plan.cut
-            # streamed, not kept: a UI shows "compacting..." until the summarize stage ends (compaction_applied, kept)
-            started = {
-                "event": "compaction_started",
-                "mode": "blocking",
-                "usage": {},
-                **({"why": blocked} if background else {}),
-            }
-            emit_event(
-                {
-                    "stage": "lifecycle",
-                    "phase": "started",
-                    "reason": plan.reason,
-                    "tokens_before": plan.tokens_before,
-                    "tokens_after_layers": plan.tokens_after_layers,
-                    "evict": len(cut.evict),
-                    **started,
-                }
-            )
-            compaction["pending"] = {
-                "reason": plan.reason,
-                "evict_ids": [messages[i].id for i in cut.evict],
-                "cutoff_id": messages[cut.cutoff].id if cut.cutoff < len(messages) else None,
-                "tokens_before": plan.tokens_before,
-                "tokens_after_layers": plan.tokens_after_layers,
-                "target_tokens": budget.target_tokens,  # calibrated to estimator units, as summarize counts
-                "focus": (manual or {}).get("focus"),
-            }
-        elif manual:
-            compaction["manual"] = None
-            events.append(emit_event({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))
-        if events:
-            compaction["events"] = events
-            compaction["last_error"] = next((e["error"] for e in events if e.get("error")), view.get("last_error"))
-        seen = view.get("seen_messages")
-        # a checkpoint stores the value only at a step that changed it (CompactionState): a thread with nothing
-        # to compact writes it again now and then, or a load would read every checkpoint back to its first call
-        if compaction or seen is None or not 0 <= len(messages) - seen < COMPACTION_REFRESH_MESSAGES:
-            compaction["seen_messages"] = len(messages)
-            update["compaction"] = compaction
-        return update
+def plan_for(
+    setup: Setup,
+    messages: Sequence[BaseMessage],
+    *,
+    budget: Budget | None = None,
+    manual: bool = False,
+    new_tokens: int | None = None,
+    overflow: bool = False,
+    memo: Memo | None = None,
+    floor: int = 0,
+) -> CompactionPlan:
+    """Return the gate's plan for these messages (layers 1-2, trigger, cutoff).
+
+    With the thread's ``memo`` only what is new since the last call is counted
+    and scanned. Layers 1-2 edit nothing before ``floor`` (the messages a
+    summary being prepared covers).
+    """
+    return plan_compaction(
+        messages,
+        memo.counts if memo is not None else setup.counter.counts(messages),
+        budget or setup.budget,
+        setup.config,
+        setup.counter.message,
+        manual=manual,
+        new_tokens=new_tokens,
+        overflow=overflow,
+        settled=max(memo.settled if memo is not None else 0, floor),
+    )
+
+
+def calibrated(
+    setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, budget: Budget, counts: Sequence[int]
+) -> tuple[Budget, dict | None]:
+    """Return the budget in estimator units for this thread, and the calibration when it just changed."""
+    calibration = read_calibration(record["calibration"])
+    observed = None
+    if setup.config.calibrate:
+        observed = observe_usage(calibration, messages, counts, setup.fixed_tokens)
+        calibration = observed or calibration
+    return calibrated_budget(budget, calibration, setup.fixed_tokens), observed
+
+
+def new_pending(
+    plan: CompactionPlan, messages: Sequence[BaseMessage], budget: Budget, reason: str, focus: str | None = None
+) -> Pending:
+    """Return the pending summary request of a plan's cut (its target calibrated, as summarize counts)."""
+    cut = plan.cut
+    assert cut is not None
+    return {
+        "reason": reason,
+        "evict_ids": [messages[i].id for i in cut.evict],  # type: ignore[misc]
+        "cutoff_id": messages[cut.cutoff].id if cut.cutoff < len(messages) else None,
+        "tokens_before": plan.tokens_before,
+        "tokens_after_layers": plan.tokens_after_layers,
+        "target_tokens": budget.target_tokens,
+        "focus": focus,
+    }
+
+
+@dataclass
+class GateUpdate:
+    """What one gate call writes: messages, the ``compaction`` delta, and the events it keeps."""
+
+    messages: list = field(default_factory=list)
+    compaction: dict[str, Any] = field(default_factory=dict)
+    events: list[dict] = field(default_factory=list)
+
+
+def _layer_edits(
+    setup: Setup,
+    memo: Memo,
+    plan: CompactionPlan,
+    messages: Sequence[BaseMessage],
+    record: CompactionRecord,
+    run: Run,
+    out: GateUpdate,
+) -> Steps[bool]:
+    """Yield the offload of the originals, then write layers 1-2's edits; return False when the offload failed."""
+    if setup.config.offload_before_compact and run.storage is not None:
+        try:
+            result = yield from offload_messages(messages, run, setup.config)
+        except Exception as exc:  # noqa: BLE001 - the originals must reach disk first
+            error = f"offload before layer edits failed: {describe_error(exc)}"
+            out.events.append(emit_event({"stage": "gate", "error": error}))
+            return False
+        out.events.extend(emit_event(e) for e in result.pop("events") if "unencodable" in e)
+        out.compaction.update(result)
+    memo.edited(plan.edits, setup.counter)
+    if setup.config.mode == "view":  # the model's copy is shortened; the state keeps the message as added
+        edited = {m.id: message_to_dict(m) for m in plan.edits.values()}
+        out.compaction["view_edits"] = {**kept_edits(record["view_edits"], messages), **edited}
+    else:
+        out.messages.extend(plan.edits.values())
+    out.compaction["counts"] = {layer: 1 for layer in plan.layer_counts}
+    out.compaction["edited_messages"] = dict(plan.layer_counts)
+    layer = {"layer": "+".join(plan.layer_counts), "edited": len(plan.edits)}
+    tokens = {"tokens_before": plan.tokens_before, "tokens_after": plan.tokens_after_layers}
+    out.events.append(emit_event({"stage": "gate", **layer, **tokens}))
+    return True
+
+
+def _write_repair(repaired: Sequence[BaseMessage], added: Sequence[ToolMessage], out: GateUpdate) -> None:
+    """Write the history with its unanswered calls answered, in place of the state's, and say which were."""
+    out.messages.extend([RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired])
+    calls = [m.tool_call_id for m in added]
+    note = f"answered {len(calls)} tool call(s) that had no result (not run): a crash or a refused approval left them"
+    out.events.append(emit_event({"stage": "gate", "repaired": calls, "note": note}))
+
+
+def _ask_for_summary(
+    plan: CompactionPlan,
+    messages: Sequence[BaseMessage],
+    budget: Budget,
+    manual: dict | None,
+    blocked: str | None,
+    out: GateUpdate,
+) -> None:
+    """Record the summary the plan asks for as ``pending`` and stream that compaction started (blocking)."""
+    assert plan.cut is not None and plan.reason is not None
+    # streamed, not kept: a UI shows "compacting..." until the summarize stage ends (compaction_applied, kept)
+    started = {"event": "compaction_started", "mode": "blocking", "usage": {}, **({"why": blocked} if blocked else {})}
+    emit_event(
+        {
+            "stage": "lifecycle",
+            "phase": "started",
+            "reason": plan.reason,
+            "tokens_before": plan.tokens_before,
+            "tokens_after_layers": plan.tokens_after_layers,
+            "evict": len(plan.cut.evict),
+            **started,
+        }
+    )
+    out.compaction["pending"] = new_pending(plan, messages, budget, plan.reason, (manual or {}).get("focus"))
+
+
+def gate_steps(
+    setup: Setup,
+    memos: Memos,
+    jobs: BackgroundJobs,
+    messages: list[BaseMessage],
+    record: CompactionRecord,
+    run: Run,
+    overflow: bool = False,
+    repair: tuple[Sequence[BaseMessage], Sequence[ToolMessage]] | None = None,
+) -> Steps[dict]:
+    """The gate's steps over the messages compaction works on; return the node's update.
+
+    ``repair`` is the state's history with its unanswered tool calls answered
+    and the results added (``core.repair.answer_unanswered``), when some were:
+    the history is written first, in place of the state's, and ``messages``
+    are already taken from it.
+    """
+    manual = record["manual"]
+    memo = memos.get(run.thread_id, messages, setup.counter)
+    budget, calibration = calibrated(setup, messages, record, run.budget, memo.counts)
+    new_tokens = tokens_since(messages, memo.counts, record["cooldown_id"])
+    background = setup.config.background and not overflow and not manual
+    floor = background_floor(jobs, run, messages, record) if background else 0
+    plan = plan_for(
+        setup,
+        messages,
+        manual=bool(manual),
+        budget=budget,
+        new_tokens=new_tokens,
+        overflow=overflow,
+        memo=memo,
+        floor=floor,
+    )
+    out = GateUpdate(compaction={"calibration": calibration} if calibration else {})
+    if repair is not None:
+        _write_repair(*repair, out)
+    if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
+        emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
+    if calibration and "usage" in calibration:  # the newest reply's usage, as its provider reported it (streamed)
+        emit_event({"stage": "gate", "usage": usage_event(calibration)})
+    applied, blocked = False, None
+    if background:
+        outcome = yield from background_steps(setup, jobs, messages, memo, record, plan, budget, new_tokens, run)
+        out.events.extend(outcome.compaction.pop("events", []))
+        out.compaction.update(outcome.compaction)
+        out.messages.extend(outcome.messages or [])
+        applied, blocked = outcome.applied, outcome.blocked
+    settled = not plan.edits or applied
+    if plan.edits and not applied:  # a summary applied now replaces what the edits would shorten
+        settled = yield from _layer_edits(setup, memo, plan, messages, record, run, out)
+    if settled:
+        memo.settled = plan.settled
+    if not record["wired"]:  # tells the compact tool that a gate runs in front of this agent's model
+        out.compaction["wired"] = True
+    if run.threadless and record["run_thread"] != run.thread_id:  # the run's later steps and tools use it too
+        out.compaction[RUN_THREAD] = run.thread_id
+    if plan.summarize and not applied and (not background or blocked):
+        _ask_for_summary(plan, messages, budget, manual, blocked if background else None, out)
+    elif manual:
+        out.compaction["manual"] = None
+        out.events.append(emit_event({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))
+    return _finish(out, record, messages)
+
+
+def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> dict:
+    """Return the gate's node update, with ``seen_messages`` refreshed when the record is due to be written."""
+    update: dict[str, Any] = {"messages": message_writes(out.messages)} if out.messages else {}
+    compaction = out.compaction
+    if out.events:
+        compaction["events"] = out.events
+        compaction["last_error"] = next((e["error"] for e in out.events if e.get("error")), record["last_error"])
+    seen = record["seen_messages"]
+    # a checkpoint stores the value only at a step that changed it (CompactionState): a thread with nothing
+    # to compact writes it again now and then, or a load would read every checkpoint back to its first call
+    if compaction or seen is None or not 0 <= len(messages) - seen < COMPACTION_REFRESH_MESSAGES:
+        compaction["seen_messages"] = len(messages)
+        update["compaction"] = compaction
+    return update

@@ -20,8 +20,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from ..core.conversation import summary_out_of_place
-from .effects import state_value
 from .events import emit_event
+from .run import state_value
 
 #: The parent-graph namespace ``subgraph_node`` runs its agent in (None outside one).
 _WRITTEN_BACK: ContextVar[str | None] = ContextVar("compaction_written_back", default=None)

@@ -1,84 +1,87 @@
-"""The compaction nodes: one object holding the four stages of the card's graph, bound to one setup.
+"""The compaction engine: the public interface every front calls, composed of the stage modules.
 
-Each stage has its module (``gate``, ``offload``, ``flush``, ``summarize``,
-and ``background`` for a compaction prepared next to the agent)
-and is written once, as a generator of effects that ``effects.EffectDriver``
-runs synchronously or asynchronously; ``CompactionNodes`` composes them with
-what every stage shares: the models, the storage, the budget and the
-thread's run. Every front (graph nodes, middleware, prebuilt hook,
-functional helper) drives this one engine.
+``CompactionEngine`` holds one setup (``setup.Setup``: the settings, the
+models, the storage, the counter, the budget), the gate's memory of the
+threads it saw (``gate.Memos``) and the background jobs it owns
+(``jobs.BackgroundJobs``). Each stage is a module of functions over what it
+uses (``gate``, ``offload``, ``flush``, ``summarize``, ``background``); the
+engine reads a step's state once, hands the stage its messages and its
+``compaction`` record, and drives the step with the one driver pair
+(``driver.drive`` / ``driver.adrive``). The graph front runs the four stages
+as nodes (``gate``, ``flush``, ``offload``, ``summarize`` and the gate's
+``route``); the other fronts run the whole pass (``run_pass``); overflow
+recovery wraps the agent's model call (``recover``).
 """
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from ..core.calibration import fixed_tokens
 from ..core.config import Budget, CompactionConfig
-from ..core.tokens import TokenCounter
-from ..core.view import context_status, model_view
-from ..storage import StoreStorage, open_storage
-from .background import BackgroundStage
-from .effects import (
-    CONTEXT_THRESHOLDS,
-    RUN_THREAD,
-    EffectDriver,
-    Run,
-    advance,
-    context_value,
-    current_runtime,
-    run_thread_id,
-    run_user_id,
-    state_value,
-)
-from .events import describe_error, emit_event
-from .flush import FLUSH, FlushStage
-from .gate import GATE, GateStage, Memo
-from .offload import OFFLOAD, OffloadStage
+from ..core.plan import CompactionPlan
+from ..core.repair import answer_unanswered
+from ..storage import StoreStorage
+from .driver import Performer, adrive, drive, guarded
+from .effects import Steps
+from .flush import FLUSH, flush_steps
+from .gate import GATE, Memo, Memos, gate_steps, plan_for
+from .jobs import BackgroundJobs
+from .offload import OFFLOAD, offload_steps
+from .overflow import recovery_steps
+from .passes import message_writes, pass_steps, stage_name, update_delta
+from .run import CONTEXT_THRESHOLDS, Run, context_value, current_runtime, run_thread_id, run_user_id, state_value
+from .setup import Setup
 from .state import read_compaction
-from .summarize import SUMMARIZE, SummarizeStage
+from .summarize import SUMMARIZE, summarize_steps
 
-# the names the fronts and the rest of the engine have always imported from here
-__all__ = [
-    "FLUSH",
-    "GATE",
-    "OFFLOAD",
-    "SUMMARIZE",
-    "CompactionNodes",
-    "RUN_THREAD",
-    "Run",
-    "advance",
-    "current_runtime",
-    "describe_error",
-    "emit_event",
-    "run_thread_id",
-    "run_user_id",
-    "state_value",
-]
+__all__ = ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionEngine", "CompactionNodes", "PassResult"]
 
 
-def _is_agent_model(model: Any, agent_model: Any) -> bool:
-    """Return True when ``model`` is the agent's model: ``agent_model`` itself or the model it binds tools to."""
-    while agent_model is not None and model is not None:
-        if agent_model is model:
-            return True
-        agent_model = getattr(agent_model, "bound", None)
-    return False
+@dataclass
+class PassResult:
+    """What one compaction pass did: ``update`` applies it, ``state`` is the state after it."""
+
+    update: dict
+    state: Any
+    events: list[dict]
+
+    @property
+    def messages(self) -> list:
+        """Return the state's messages after the pass (in view mode the whole history, not what the model is sent)."""
+        return list(state_value(self.state, "messages") or [])
 
 
-class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, SummarizeStage, EffectDriver):
-    """The four nodes (gate, flush, offload, summarize) and the gate's router, bound to one setup.
+def combined(updates: Sequence[dict]) -> dict:
+    """Return one state update equal to applying ``updates`` in order."""
+    update: dict[str, Any] = {}
+    writes = [m for u in updates for m in (u.get("messages") or [])]
+    if writes:
+        # a rewrite (the summary) makes every earlier edit part of it: what follows the last one is the history
+        update["messages"] = message_writes(writes)
+    if any(u.get("compaction") for u in updates):  # {"pending": None} alone is a write too
+        update["compaction"] = update_delta(list(updates))
+    return update
 
-    ``before`` is the node compaction runs in front of (the agent's model
-    node); ``model`` summarizes, ``flush_model`` (default: ``model``)
-    extracts memories; ``storage`` is a directory, a ``BaseStore``, or None
-    to use the store the graph runs with (``runtime.store``) when there is one.
-    ``agent_model`` (tools bound) and ``system_prompt`` are what ``before``
-    sends besides the messages; both are counted in every request.
+
+class CompactionEngine:
+    """The compaction of one setup, for every front: the stages as graph nodes, the whole pass, overflow recovery.
+
+    Args:
+        before: The node compaction runs in front of (the agent's model node).
+        model: The summarizer (a chat model).
+        config: The settings (``CompactionConfig()`` when None).
+        storage: A directory, a LangGraph ``BaseStore``, a storage object, or None to use the store the graph runs
+            with (``runtime.store``) when there is one.
+        flush_model: The model that extracts memories (default: ``model``).
+        agent_model: The model ``before`` calls, tools bound; counted in every request.
+        system_prompt: What ``before`` puts in front of the messages; counted in every request.
+        jobs: The background jobs this engine starts and applies (its own when None); a front that builds an
+            engine per call shares one registry between them.
     """
 
     def __init__(
@@ -91,39 +94,59 @@ class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, Summ
         flush_model: Any = None,
         agent_model: Any = None,
         system_prompt: Any = None,
+        jobs: BackgroundJobs | None = None,
     ) -> None:
-        self.before = before
-        self.config = config or CompactionConfig()
-        self.model = model
-        self.flush_model = flush_model or model
-        self.storage = open_storage(storage)
-        self._window_model = agent_model if agent_model is not None else model
-        self.budget: Budget = self.config.resolve(self._window_model)
-        self.counter = TokenCounter(self.config.token_counter)
-        self._memos: dict[str, Memo] = {}
-        self._memo_lock = threading.Lock()
-        # what every request carries besides ``messages``: the node's system prompt and bound tool schemas
-        self.fixed_tokens = fixed_tokens(agent_model, system_prompt)
-        # A summarizer or flush model that is the agent's model is sent the agent's own request (system prompt,
-        # tools, messages up to the cut, unchanged) plus an instruction: the provider's prompt cache serves that
-        # prefix, where a re-rendered transcript is billed in full. Another model gets the rendered transcript.
-        self._agent_model = agent_model
-        self._head = (
-            [SystemMessage(system_prompt)]
-            if isinstance(system_prompt, str) and system_prompt
-            else ([system_prompt] if isinstance(system_prompt, SystemMessage) else [])
+        self.setup = Setup.build(
+            before=before,
+            model=model,
+            config=config,
+            storage=storage,
+            flush_model=flush_model,
+            agent_model=agent_model,
+            system_prompt=system_prompt,
         )
-        self._summary_shares_cache = _is_agent_model(model, agent_model)
-        self._flush_shares_cache = _is_agent_model(self.flush_model, agent_model)
-        # one breaker per model: the flush shares the summarizer's when both call the same model
-        same = self.flush_model is self.model or (self._flush_shares_cache and self._summary_shares_cache)
-        self._flush_breaker = "breaker" if same else "flush_breaker"
+        self.memos = Memos()
+        self.jobs = jobs if jobs is not None else BackgroundJobs()
 
-    # -- where a run happens
-    def _run(self, config: RunnableConfig, state: Any) -> Run:
+    # -- the setup, as the fronts read it
+    @property
+    def before(self) -> str:
+        return self.setup.before
+
+    @property
+    def config(self) -> CompactionConfig:
+        return self.setup.config
+
+    @property
+    def model(self) -> Any:
+        return self.setup.model
+
+    @property
+    def storage(self) -> Any:
+        return self.setup.storage
+
+    @property
+    def budget(self) -> Budget:
+        return self.setup.budget
+
+    @property
+    def counter(self) -> Any:
+        return self.setup.counter
+
+    @property
+    def fixed_tokens(self) -> int:
+        """Tokens every request carries besides the messages (system prompt, tool schemas)."""
+        return self.setup.fixed_tokens
+
+    @fixed_tokens.setter
+    def fixed_tokens(self, value: int) -> None:
+        self.setup.fixed_tokens = value
+
+    # -- where a step runs
+    def where(self, config: RunnableConfig, state: Any) -> Run:
         """Return where a step over ``state`` runs: its thread (see ``run_thread_id``), user, storage and budget."""
         runtime = current_runtime()
-        storage = self.storage
+        storage = self.setup.storage
         if storage is None and getattr(runtime, "store", None) is not None:
             storage = StoreStorage(runtime.store)
         user = run_user_id(runtime, config)
@@ -135,35 +158,156 @@ class CompactionNodes(GateStage, BackgroundStage, OffloadStage, FlushStage, Summ
     def _budget_for(self, runtime: Any) -> Budget:
         """Return the budget with the run context's thresholds applied (a bad value raises, naming the field)."""
         if getattr(runtime, "context", None) is None:
-            return self.budget
+            return self.setup.budget
         overrides = {k: v for k in CONTEXT_THRESHOLDS if (v := context_value(runtime, k)) is not None}
         if not overrides:
-            return self.budget
-        return type(self.config).model_validate({**dict(self.config), **overrides}).resolve(self._window_model)
+            return self.setup.budget
+        config = self.setup.config
+        return type(config).model_validate({**dict(config), **overrides}).resolve(self.setup.window_model)
 
-    def messages_of(self, state: Any, compaction: dict | None = None) -> list[BaseMessage]:
+    def performer(self, run: Run, call_agent: Callable[[Any], Any] | None = None) -> Performer:
+        """Return what the driver performs this run's effects with."""
+        return Performer(run, self.setup.config.summary_timeout, call_agent)
+
+    # -- what the model is sent
+    def messages_of(self, state: Any) -> list[BaseMessage]:
         """Return the messages compaction works on and the model is sent: the state's, or in view mode their view."""
-        messages = list(state_value(state, "messages") or [])
-        if self.config.mode != "view":
-            return messages
-        compaction = compaction if compaction is not None else read_compaction(state_value(state, "compaction"))
-        return model_view(messages, compaction.get("view"), compaction.get("view_edits"))
+        record = read_compaction(state_value(state, "compaction"))
+        return self.setup.messages_of(state_value(state, "messages") or [], record)
 
     def sends_other_messages(self) -> bool:
         """Return True when the model is sent other messages than the state's (view mode, the context status)."""
-        return self.config.mode == "view" or self.config.context_status
+        return self.setup.sends_other_messages()
 
     def model_messages(self, state: Any) -> list[BaseMessage]:
         """Return what the model is sent: ``messages_of``, then the context status line when it is on."""
-        compaction = read_compaction(state_value(state, "compaction"))
-        messages = self.messages_of(state, compaction)
-        if not self.config.context_status:
-            return messages
-        counts = compaction.get("counts") or {}
-        status = context_status(
-            self.counter.total(messages) + self.fixed_tokens,
-            self.budget.hard_limit,
-            counts.get("summarize", 0) + counts.get("extractive", 0),
-            compaction.get("offload_path"),
-        )
-        return [*messages, status]
+        return self.setup.model_messages(state_value(state, "messages") or [], state_value(state, "compaction"))
+
+    # -- the stages, each over a state (read once here)
+    def _read(self, state: Any) -> tuple[list[BaseMessage], Any]:
+        record = read_compaction(state_value(state, "compaction"))
+        return self.setup.messages_of(state_value(state, "messages") or [], record), record
+
+    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict]:
+        """The gate's steps over ``state``: answer calls left unanswered, layers 1-2 and the decision to summarize."""
+        record = read_compaction(state_value(state, "compaction"))
+        repaired, added = answer_unanswered(state_value(state, "messages") or [])
+        messages = self.setup.messages_of(repaired, record)
+        repair = (repaired, added) if added else None
+        return gate_steps(self.setup, self.memos, self.jobs, messages, record, run, overflow, repair)
+
+    def offload_steps(self, state: Any, run: Run) -> Steps[dict]:
+        """The offload's steps over ``state``: every message the transcript lacks, appended."""
+        messages, _ = self._read(state)
+        return offload_steps(messages, run, self.setup.config)
+
+    def flush_steps(self, state: Any, run: Run) -> Steps[dict]:
+        """The flush's steps over ``state``: memories of the evicted prefix, into today's ledger."""
+        messages, record = self._read(state)
+        return flush_steps(self.setup, messages, record, run)
+
+    def summarize_steps(self, state: Any, run: Run) -> Steps[dict]:
+        """The summary's steps over ``state``: the pending request's evicted messages replaced by a summary."""
+        messages, record = self._read(state)
+        return summarize_steps(self.setup, messages, record, run)
+
+    def plan(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        manual: bool = False,
+        budget: Budget | None = None,
+        overflow: bool = False,
+        memo: Memo | None = None,
+    ) -> CompactionPlan:
+        """Return the gate's plan for these messages (layers 1-2, trigger, cutoff), for a look without acting."""
+        return plan_for(self.setup, messages, manual=manual, budget=budget, overflow=overflow, memo=memo)
+
+    def memo(self, thread_id: str, messages: Sequence[BaseMessage]) -> Memo:
+        """Return the gate's memo of a thread brought up to date with ``messages``."""
+        return self.memos.get(thread_id, messages, self.setup.counter)
+
+    # -- the graph front's nodes
+    def _node(self, node: str, steps: Callable[[Any, Run], Steps[dict]], state: Any, config: RunnableConfig) -> dict:
+        run = self.where(config, state)
+        return drive(guarded(stage_name(node), steps(state, run)), self.performer(run))
+
+    async def _anode(
+        self, node: str, steps: Callable[[Any, Run], Steps[dict]], state: Any, config: RunnableConfig
+    ) -> dict:
+        run = self.where(config, state)
+        return await adrive(guarded(stage_name(node), steps(state, run)), self.performer(run))
+
+    def gate(self, state: Any, config: RunnableConfig) -> dict:
+        """The gate node: layers 1-2 and the decision, before every model call (no LLM)."""
+        return self._node(GATE, self.gate_steps, state, config)
+
+    async def agate(self, state: Any, config: RunnableConfig) -> dict:
+        return await self._anode(GATE, self.gate_steps, state, config)
+
+    def offload(self, state: Any, config: RunnableConfig) -> dict:
+        """The offload node: append every message not yet in the transcript (each message once per thread)."""
+        return self._node(OFFLOAD, self.offload_steps, state, config)
+
+    async def aoffload(self, state: Any, config: RunnableConfig) -> dict:
+        return await self._anode(OFFLOAD, self.offload_steps, state, config)
+
+    def flush(self, state: Any, config: RunnableConfig) -> dict:
+        """The flush node: extract long-term memories from the evicted prefix into today's ledger."""
+        return self._node(FLUSH, self.flush_steps, state, config)
+
+    async def aflush(self, state: Any, config: RunnableConfig) -> dict:
+        return await self._anode(FLUSH, self.flush_steps, state, config)
+
+    def summarize(self, state: Any, config: RunnableConfig) -> dict:
+        """The summarize node: replace the evicted prefix by one structured summary (the join of flush and offload)."""
+        return self._node(SUMMARIZE, self.summarize_steps, state, config)
+
+    async def asummarize(self, state: Any, config: RunnableConfig) -> dict:
+        return await self._anode(SUMMARIZE, self.summarize_steps, state, config)
+
+    def route(self, state: Any) -> list[str] | str:
+        """Return where the gate leads: the side branches when compaction is pending, else the model node."""
+        if not read_compaction(state_value(state, "compaction"))["pending"]:
+            return self.setup.before
+        if self.setup.storage is None and getattr(current_runtime(), "store", None) is None:
+            return [SUMMARIZE]  # nowhere to write a transcript or a ledger: skip a step of no-ops
+        targets = []
+        if self.setup.config.flush_before_compact:
+            targets.append(FLUSH)
+        if self.setup.config.offload_before_compact:
+            targets.append(OFFLOAD)
+        return targets or [SUMMARIZE]
+
+    # -- the whole pass (every front but the graph's four nodes)
+    def run_pass(self, state: Any, run: Run) -> PassResult:
+        """Run one compaction pass synchronously; offload and flush run side by side in two threads.
+
+        Every failure inside a stage is recorded in the update (the stage's own
+        guard), so this never raises and never drops a message.
+        """
+        updates, after = drive(pass_steps(self, state, run), self.performer(run))
+        return self._result(updates, after)
+
+    async def arun_pass(self, state: Any, run: Run) -> PassResult:
+        """Run one compaction pass with ``await``; offload and flush run side by side (``asyncio.gather``)."""
+        updates, after = await adrive(pass_steps(self, state, run), self.performer(run))
+        return self._result(updates, after)
+
+    @staticmethod
+    def _result(updates: list[dict], state: Any) -> PassResult:
+        update = combined(updates)
+        return PassResult(update=update, state=state, events=list((update.get("compaction") or {}).get("events") or []))
+
+    # -- overflow recovery around the agent's model call
+    def recover(self, state: Any, run: Run, call: Callable[[Any], Any]) -> Any:
+        """Call ``call(state)``; when the model refuses it as too long, compact in overflow mode and call once more."""
+        return drive(recovery_steps(self, state, run), self.performer(run, call))
+
+    async def arecover(self, state: Any, run: Run, call: Callable[[Any], Any]) -> Any:
+        """Return ``recover``'s output, awaiting ``call`` (a coroutine function)."""
+        return await adrive(recovery_steps(self, state, run), self.performer(run, call))
+
+
+#: The engine under the name the fronts and users have imported it by.
+CompactionNodes = CompactionEngine

@@ -1,4 +1,4 @@
-"""Offload: every message, and every new version of one, appended once to the thread's JSONL transcript.
+"""Offload: every message, and every new version of one, appended once to the thread's transcript.
 
 Nothing is removed or shortened before its original is in the transcript:
 the gate offloads before layers 1-2 edit, and summarize checks that every
@@ -11,16 +11,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
 
+from ..core.config import CompactionConfig
 from ..core.conversation import content_text
 from ..core.layers import PRUNED_MARK, SHORTENED_OPENINGS  # the marks of layer 2's edits, to tell them from a user's
 from ..core.redact import redact_record, redact_secrets
 from ..storage import message_records, record_id, unencodable_fields
 from ..storage.codec import same_version
-from .effects import Run, Steps, state_value
+from .effects import Steps, StorageCall
 from .events import describe_error, emit_event
-from .state import read_compaction
+from .run import Run
 
 OFFLOAD = "compaction_offload"
 
@@ -36,57 +36,50 @@ def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
     return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
 
 
-class OffloadStage:
-    """The offload node (mixed into ``CompactionNodes``); the gate reuses ``_offload_update``."""
+def transcript_records(messages: Sequence[BaseMessage], config: CompactionConfig) -> list[dict]:
+    """Return the transcript records of ``messages``, redacted when ``redact_transcripts`` is on."""
+    records = message_records(list(messages))
+    if config.redact_transcripts:
+        records = [redact_record(r, config.redactor or redact_secrets) for r in records]
+    return records
 
-    def offload(self, state: Any, config: RunnableConfig) -> dict:
-        """Append every message not yet in the transcript (each message once per thread)."""
-        return self._guarded("offload", state, self._offload_steps, self._run(config, state))
 
-    async def aoffload(self, state: Any, config: RunnableConfig) -> dict:
-        return await self._aguarded("offload", state, self._offload_steps, self._run(config, state))
+def offload_messages(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict]:
+    """Append each message, or new version of one, the transcript lacks; return the ``compaction`` update (or raise).
 
-    def _offload_update(self, messages: Sequence[BaseMessage], run: Run) -> Steps:
-        """Append each message, or new version of one, the transcript lacks; return the ``compaction`` update (or raise).
+    The whole transcript is read every time, whatever the state says was
+    offloaded: a run forked from an older checkpoint (time travel) or another
+    worker may have written it, and it may have been deleted. A message
+    replaced by id (``update_state``) since it was written is appended again as
+    a new version; layers 1-2's own shortened copies are not (their originals
+    are there), nor is a checkpoint's copy whose tuples became lists (the
+    transcript keeps the tuples it was given). The update's ``events`` hold
+    the offload event.
+    """
+    latest = {record_id(r): r for r in (yield StorageCall("read_transcript", (run.thread_id,)))}
+    records = transcript_records(messages, config)
+    cut = config.truncate_args.truncation_text
+    fresh = [
+        r
+        for m, r in zip(messages, records, strict=True)
+        if m.id not in latest or (not same_version(r, latest[m.id]) and not _shortened_by_layers(m, cut))
+    ]
+    path = yield StorageCall("append_transcript", (run.thread_id, fresh))
+    event: dict[str, Any] = {"stage": "offload", "offloaded": len(fresh), "offload_path": path}
+    if marked := unencodable_fields(fresh):  # written as marked reprs; compaction goes on
+        event.update(note=UNENCODABLE_NOTE, unencodable=marked)
+    return {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "events": [event]}
 
-        The whole transcript is read every time, whatever the state says was
-        offloaded: a run forked from an older checkpoint (time travel) or
-        another worker may have written it, and it may have been deleted. A
-        message replaced by id (``update_state``) since it was written is
-        appended again as a new version; layers 1-2's own shortened copies
-        are not (their originals are there), nor is a checkpoint's copy whose
-        tuples became lists (the transcript keeps the tuples it was given).
-        """
-        latest = {record_id(r): r for r in (yield ("storage", "read_transcript", (run.thread_id,)))}
-        records = message_records(list(messages))
-        if self.config.redact_transcripts:
-            records = [redact_record(r, self.config.redactor or redact_secrets) for r in records]
-        cut = self.config.truncate_args.truncation_text
-        fresh = [
-            r
-            for m, r in zip(messages, records)
-            if m.id not in latest or (not same_version(r, latest[m.id]) and not _shortened_by_layers(m, cut))
-        ]
-        path = yield ("storage", "append_transcript", (run.thread_id, fresh))
-        update = {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "_fresh": len(fresh)}
-        if marked := unencodable_fields(fresh):  # written as marked reprs; compaction goes on
-            update["_unencodable"] = marked
-        return update
 
-    def _offload_steps(self, state: Any, run: Run) -> Steps:
-        if run.storage is None:
-            return {"compaction": {"events": [emit_event({"stage": "offload", "note": "no storage configured"})]}}
-        view = read_compaction(state_value(state, "compaction"))
-        messages = self.messages_of(state, view)
-        try:
-            result = yield from self._offload_update(messages, run)
-        except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
-            event = emit_event({"stage": "offload", "error": describe_error(exc)})
-            # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
-            return {"compaction": {"offloaded_ids": [], "last_error": event["error"], "events": [event]}}
-        fresh, marked = result.pop("_fresh"), result.pop("_unencodable", None)
-        event = {"stage": "offload", "offloaded": fresh, "offload_path": result["offload_path"]}
-        result["events"] = [
-            emit_event({**event, **({"note": UNENCODABLE_NOTE, "unencodable": marked} if marked else {})})
-        ]
-        return {"compaction": result}
+def offload_steps(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict]:
+    """The offload node's steps: write what the transcript lacks; return the node's update."""
+    if run.storage is None:
+        return {"compaction": {"events": [emit_event({"stage": "offload", "note": "no storage configured"})]}}
+    try:
+        update = yield from offload_messages(messages, run, config)
+    except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
+        event = emit_event({"stage": "offload", "error": describe_error(exc)})
+        # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
+        return {"compaction": {"offloaded_ids": [], "last_error": event["error"], "events": [event]}}
+    update["events"] = [emit_event(e) for e in update["events"]]
+    return {"compaction": update}

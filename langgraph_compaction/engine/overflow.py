@@ -16,7 +16,7 @@ window, ``ContextTooLongError`` says how large it is and why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
@@ -27,11 +27,11 @@ from langgraph.types import Command
 from langgraph.utils.runnable import RunnableCallable
 
 from ..core.calibration import calibrated_tokens, observe, read_calibration
-from .effects import advance, state_value
+from .effects import CallAgent, Steps
 from .errors import ContextTooLongError, is_context_overflow, overflow_figures
 from .events import describe_error, emit_event
-from .nodes import CompactionNodes
-from .passes import apply_update, arun_batch, pass_stages, run_batch, update_delta
+from .passes import Stages, apply_update, pass_steps, update_delta
+from .run import Run, state_value
 from .state import read_compaction
 
 
@@ -87,60 +87,53 @@ def _merged(output: Any, messages: list, compaction: dict) -> Any:
     return in_front({"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages], "compaction": compaction}, output)
 
 
-Recovery = Generator[tuple, Any, Any]
+def recovery_steps(engine: Stages, state: Any, run: Run) -> Steps[Any]:
+    """Call the agent, and on an overflow compact in overflow mode and call once more; return the node's output.
 
-
-def recovery_steps(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
-    """Call, and on an overflow compact in overflow mode and call once more; return the node's output.
-
-    Yields ``("call", state)`` for the model call and ``("compact", batch)``
-    for a batch of compaction stages (``passes.pass_stages``); the drivers
-    below run them.
+    The agent's call is the ``CallAgent`` effect (the driver's ``call_agent``);
+    the compaction is the pass every front runs (``passes.pass_steps``), its
+    gate in overflow mode.
     """
     try:
-        return (yield ("call", state))
+        return (yield CallAgent(state))
     except GraphBubbleUp:  # interrupt() and other control flow belong to LangGraph, never to recovery
         raise
     except Exception as exc:  # noqa: BLE001 - anything but an overflow goes back to the caller unchanged
         if not is_context_overflow(exc):
             raise
         refusal = exc
-    messages = nodes.messages_of(state)
-    view = read_compaction(state_value(state, "compaction"))
-    counts = nodes.counter.counts(messages)
+    messages = engine.messages_of(state)
+    record = read_compaction(state_value(state, "compaction"))
+    counts = engine.counter.counts(messages)
     window, requested = overflow_figures(refusal)
-    calibration = read_calibration(view.get("calibration"))
+    calibration = read_calibration(record["calibration"])
     if requested:
-        calibration = observe(calibration, requested, sum(counts) + nodes.fixed_tokens, window=window)
+        calibration = observe(calibration, requested, sum(counts) + engine.fixed_tokens, window=window)
     window = window or calibration["window"] or run.budget.hard_limit
     updates: list[dict] = [{"compaction": {"calibration": calibration}}]
     working = apply_update(state, updates[0])
 
-    stages = pass_stages(nodes, working, overflow=True)  # the pass every front runs, its gate in overflow mode
-    done, batch = advance(stages, None, None)
-    while not done:
-        done, batch = advance(stages, (yield ("compact", batch)), None)
-    compacted_updates, working = batch
+    compacted_updates, working = yield from pass_steps(engine, working, run, overflow=True)
     updates += compacted_updates
 
-    compacted = nodes.messages_of(working)
-    sizes = nodes.counter.counts(compacted)
-    after = calibrated_tokens(sum(sizes), calibration, nodes.fixed_tokens)
+    compacted = engine.messages_of(working)
+    sizes = engine.counter.counts(compacted)
+    after = calibrated_tokens(sum(sizes), calibration, engine.fixed_tokens)
     unchanged = [(m.id, m.content) for m in compacted] == [(m.id, m.content) for m in messages]
     event = {
         "stage": "overflow",
         "error": describe_error(refusal)[:300],
         "window": window,
-        "tokens_before": requested or calibrated_tokens(sum(counts), calibration, nodes.fixed_tokens),
+        "tokens_before": requested or calibrated_tokens(sum(counts), calibration, engine.fixed_tokens),
         "tokens_after": after,
     }
     if unchanged or after > window:
-        why = smallest_request_problem(compacted, sizes, window, nodes.fixed_tokens, calibration)
+        why = smallest_request_problem(compacted, sizes, window, engine.fixed_tokens, calibration)
         emit_event({**event, "error": why})
         raise ContextTooLongError(f"the model refused the request as too long, and {why}") from refusal
     updates.append({"compaction": {"events": [emit_event({**event, "retried": True})], "counts": {"overflow": 1}}})
     try:
-        output = yield ("call", working)
+        output = yield CallAgent(working)
     except Exception as exc:  # noqa: BLE001 - one retry only: a second refusal surfaces
         if not is_context_overflow(exc):
             raise
@@ -152,45 +145,20 @@ def recovery_steps(nodes: CompactionNodes, state: Any, run: Any) -> Recovery:
     return _merged(output, list(state_value(working, "messages") or []), update_delta(updates))
 
 
-def drive_recovery(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
-    done, item = advance(gen, None, None)
-    while not done:
-        value, error = None, None
-        try:
-            value = call(item[1]) if item[0] == "call" else run_batch(nodes, item[1], run)
-        except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
-            error = exc
-        done, item = advance(gen, value, error)
-    return item
-
-
-async def adrive_recovery(nodes: CompactionNodes, gen: Recovery, run: Any, call: Callable[[Any], Any]) -> Any:
-    done, item = advance(gen, None, None)
-    while not done:
-        value, error = None, None
-        try:
-            value = await (call(item[1]) if item[0] == "call" else arun_batch(nodes, item[1], run))
-        except Exception as exc:  # noqa: BLE001 - handed to the recovery, which decides
-            error = exc
-        done, item = advance(gen, value, error)
-    return item
-
-
-def with_overflow_recovery(node: Any, nodes: CompactionNodes, name: str | None = None) -> Runnable:
+def with_overflow_recovery(node: Any, nodes: Any, name: str | None = None) -> Runnable:
     """Return the model node wrapped so that a too-long refusal compacts the history and retries once.
 
     ``node`` is the node's runnable (or function) as the graph holds it; the
     wrapper calls it with the same state and config, sync or async.
     """
     inner = node if isinstance(node, Runnable) else RunnableLambda(node)
+    engine = nodes
 
     def invoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config, state)
-        return drive_recovery(nodes, recovery_steps(nodes, state, run), run, lambda s: inner.invoke(s, config))
+        return engine.recover(state, engine.where(config, state), lambda s: inner.invoke(s, config))
 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config, state)
-        return await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, lambda s: inner.ainvoke(s, config))
+        return await engine.arecover(state, engine.where(config, state), lambda s: inner.ainvoke(s, config))
 
     # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
     return RunnableCallable(invoke, ainvoke, name=name or getattr(inner, "name", None) or "model", trace=False)
@@ -204,7 +172,7 @@ def _request(system_prompt: Any, messages: list) -> list:
 
 
 def invoke_with_recovery(
-    nodes: CompactionNodes, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
+    nodes: Any, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
 ) -> dict:
     """Call ``model`` on the state's messages and return the node update ``{"messages": [reply]}``.
 
@@ -214,22 +182,20 @@ def invoke_with_recovery(
     messages for the call only.
     """
     config = config or {}
-    run = nodes._run(config, state)
 
     def call(s: Any) -> dict:
         return {"messages": [model.invoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
-    return drive_recovery(nodes, recovery_steps(nodes, state, run), run, call)
+    return nodes.recover(state, nodes.where(config, state), call)
 
 
 async def ainvoke_with_recovery(
-    nodes: CompactionNodes, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
+    nodes: Any, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
 ) -> dict:
     """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``."""
     config = config or {}
-    run = nodes._run(config, state)
 
     async def call(s: Any) -> dict:
         return {"messages": [await model.ainvoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
-    return await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, call)
+    return await nodes.arecover(state, nodes.where(config, state), call)

@@ -1,37 +1,55 @@
 """The order of one compaction pass, written once, and the state it leaves.
 
-``pass_stages`` yields the stages of a pass in batches (the gate; offload and
-flush side by side; the summary) and applies each update with the graph's
-reducers; ``run_batch`` / ``arun_batch`` run one batch. The whole-pass
-driver (``run_pass``) and overflow recovery (a pass in overflow mode) both
-drive it, so the fronts and the recovery can never run the steps in
-different orders.
+``pass_steps`` is the whole pass as one step: the gate; then flush and
+offload side by side (``Parallel``); then the summary; each update applied
+in memory with the graph's reducers (``add_messages`` and
+``merge_compaction``). The whole-pass drivers (``CompactionEngine.run_pass``),
+overflow recovery (a pass in overflow mode) and every front run it, so they can
+never run the stages in different orders.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import dataclasses
-from collections.abc import Generator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from ..storage import message_records
 from ..storage.codec import encode, revision
-from .effects import Run, state_value
+from .driver import guarded
+from .effects import Parallel, Steps
 from .flush import FLUSH
-from .gate import GATE
 from .offload import OFFLOAD
+from .run import Run, state_value
 from .state import merge_compaction
-from .summarize import SUMMARIZE
 
-#: A stage to run: (name, the node's steps, the state it reads).
-Stage = tuple
-Pass = Generator[list[Stage], list[dict], tuple[list[dict], Any]]
+
+class Stages(Protocol):
+    """What a pass needs of the engine: its stages over a state, the gate's router, and the messages it works on."""
+
+    @property
+    def before(self) -> str: ...
+
+    @property
+    def counter(self) -> Any: ...
+
+    @property
+    def fixed_tokens(self) -> int: ...
+
+    def route(self, state: Any) -> list[str] | str: ...
+
+    def messages_of(self, state: Any) -> list[BaseMessage]: ...
+
+    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict]: ...
+
+    def offload_steps(self, state: Any, run: Run) -> Steps[dict]: ...
+
+    def flush_steps(self, state: Any, run: Run) -> Steps[dict]: ...
+
+    def summarize_steps(self, state: Any, run: Run) -> Steps[dict]: ...
 
 
 def replaced_state(state: Any, **values: Any) -> Any:
@@ -85,6 +103,21 @@ def with_message_ids(state: Any) -> tuple[Any, list]:
     return replaced_state(state, messages=messages), [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
 
 
+def message_writes(writes: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return message writes equal to ``writes`` applied in order, as one list ``add_messages`` applies the same way.
+
+    ``add_messages`` keeps what follows the last remove-all exactly as given,
+    so edits by id written after a rewrite would stand twice in the history:
+    they are folded into the rewrite here.
+    """
+    at = max(
+        (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None
+    )
+    if at is None:
+        return list(writes)
+    return [writes[at], *add_messages([], list(writes[at + 1 :]))]
+
+
 def update_delta(updates: list[dict]) -> dict:
     """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
     out: dict[str, Any] = {"counts": {}, "edited_messages": {}, "events": []}
@@ -100,41 +133,26 @@ def update_delta(updates: list[dict]) -> dict:
     return out
 
 
-def pass_stages(nodes: Any, state: Any, overflow: bool = False) -> Pass:
-    """Yield the stages to run, each batch side by side; return the updates in the order applied, and the state after.
+def stage_name(node: str) -> str:
+    """Return the stage a graph node runs (``compaction_flush`` -> ``flush``), as events name it."""
+    return node.removeprefix("compaction_")
+
+
+def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> Steps[tuple[list[dict], Any]]:
+    """The whole pass as one step; return the updates in the order applied, and the state after them.
 
     ``overflow=True`` runs the gate in overflow mode (a request the model refused as too long).
     """
-    gate = (lambda s, r: nodes._gate_steps(s, r, overflow=True)) if overflow else nodes._gate_steps
-    updates = [(yield [(GATE, gate, state)])[0]]
+    updates = [(yield from guarded("gate", engine.gate_steps(state, run, overflow=overflow)))]
     state = apply_update(state, updates[0])
-    targets = nodes.route(state)
-    if targets == nodes.before:
+    targets = engine.route(state)
+    if targets == engine.before:
         return updates, state
-    branches = ((FLUSH, nodes._flush_steps), (OFFLOAD, nodes._offload_steps))
-    side = [(name, steps, state) for name, steps in branches if name in targets]
+    branches = ((FLUSH, engine.flush_steps), (OFFLOAD, engine.offload_steps))
+    side = tuple(guarded(stage_name(name), steps(state, run)) for name, steps in branches if name in targets)
     if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
-        for update in (yield side):
+        for update in (yield Parallel(side)):
             updates.append(update)
             state = apply_update(state, update)
-    updates.append((yield [(SUMMARIZE, nodes._summarize_steps, state)])[0])
+    updates.append((yield from guarded("summarize", engine.summarize_steps(state, run))))
     return updates, apply_update(state, updates[-1])
-
-
-def run_batch(nodes: Any, batch: list[Stage], run: Run) -> list[dict]:
-    """Run one batch of stages (side by side in threads when there are several); return their updates."""
-    if len(batch) == 1:  # the gate runs before every model call: no thread hop for it
-        name, steps, state = batch[0]
-        return [nodes._guarded(name, state, steps, run)]
-    with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="compaction") as pool:
-        # each thread gets a copy of this context: the stream writer and the runtime travel with it
-        futures = [
-            pool.submit(contextvars.copy_context().run, nodes._guarded, name, st, steps, run)
-            for name, steps, st in batch
-        ]
-        return [f.result() for f in futures]
-
-
-async def arun_batch(nodes: Any, batch: list[Stage], run: Run) -> list[dict]:
-    """Run one batch of stages with ``await`` (``asyncio.gather``); return their updates."""
-    return list(await asyncio.gather(*(nodes._aguarded(name, st, steps, run) for name, steps, st in batch)))

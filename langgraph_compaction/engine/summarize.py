@@ -3,387 +3,341 @@
 It removes nothing whose offload is not durable, never applies a summary
 that fails the checks (empty, placeholder, over the target, no shrink), and
 falls back to the extractive summary when the model fails too often (the
-breaker) or the request would not fit the window otherwise. With the agent's
-own model it sends the agent's request up to the cut, so the provider's
-prompt cache serves that prefix.
+breaker) or the request would not fit the window otherwise. The request
+itself is built in ``summary_request``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from ..core.config import model_context_window
 from ..core.conversation import is_injected
 from ..core.fidelity import complete_summary
-from ..core.hooks import CompactionInfo, before_summary_answer, injected_messages
+from ..core.hooks import CompactionInfo, before_summary_answer, injected_messages, pairing_problem
 from ..core.plan import compacted_view, over_budget_reason
-from ..core.redact import redact_record, redact_secrets
-from ..core.summary import (
-    build_summary_message,
-    chunk_for_window,
-    compaction_note,
-    extractive_summary,
-    finish_summary,
-    render_messages,
-    summary_instruction,
-    summary_problem,
-    summary_prompt,
-)
-from ..core.tokens import estimate_text_tokens
+from ..core.redact import redact_secrets
+from ..core.summary import build_summary_message, compaction_note, extractive_summary, finish_summary
 from ..core.view import kept_edits, view_record
 from ..core.working_set import working_set_note
-from ..storage import message_records
-from .breaker import breaker_after, read_breaker
-from .effects import Run, Steps, state_value
-from .errors import is_context_overflow, overflow_figures
+from .breaker import breaker_after, is_open
+from .effects import CallHook, Steps, StorageCall
 from .events import describe_error, emit_event
-from .state import read_compaction
+from .offload import transcript_records
+from .run import Run
+from .setup import Setup
+from .state import Breaker, CompactionRecord, Pending, read_breaker
+from .summary_request import cached_prefix, summary_text
 
 SUMMARIZE = "compaction_summarize"
 
-#: Tokens left free in the summarizer's window besides a reused prefix: the instruction and the answer.
-PREFIX_ALLOWANCE = 4_000
+
+@dataclass(frozen=True)
+class Composed:
+    """One summary made from a body: its text, the pins it keeps, the message, the compacted messages, their tokens."""
+
+    text: str
+    pins: list
+    summary: BaseMessage
+    result: list[BaseMessage]
+    tokens: int
 
 
-class SummarizeStage:
-    """The summarize node and the summarizer's request (mixed into ``CompactionNodes``)."""
+@dataclass
+class Draft:
+    """What a summary of one pending request is made of: the messages it replaces and the note it ends with."""
 
-    def summarize(self, state: Any, config: RunnableConfig) -> dict:
-        """Replace the evicted prefix by one structured summary (the join of flush and offload)."""
-        return self._guarded("summarize", state, self._summarize_steps, self._run(config, state))
+    setup: Setup
+    messages: list[BaseMessage]
+    evict_ids: set[str]
+    evicted: list[BaseMessage]
+    pins: list
+    path: str | None
+    note: str
 
-    async def asummarize(self, state: Any, config: RunnableConfig) -> dict:
-        return await self._aguarded("summarize", state, self._summarize_steps, self._run(config, state))
-
-    def _cached_prefix(self, messages: Sequence[BaseMessage], pending: dict) -> list[BaseMessage] | None:
-        """Return the agent's own request up to the cut (system prompt first), or None when it cannot be reused.
-
-        It cannot after an overflow (the agent's request was refused as too
-        long) or when it may not fit the summarizer's window.
-        """
-        if pending.get("reason") == "overflow":
-            return None
-        cutoff_id = pending.get("cutoff_id")
-        end = (
-            next((i for i, m in enumerate(messages) if m.id == cutoff_id), len(messages))
-            if cutoff_id
-            else len(messages)
+    def compose(self, body: str, injected: Sequence[BaseMessage] = ()) -> Composed:
+        """Return the summary of ``body`` (its deterministic parts completed) and what the context becomes with it."""
+        config = self.setup.config
+        redactor = config.redactor or redact_secrets
+        text, pins = complete_summary(body, self.evicted, pins=self.pins, settings=config.fidelity, redactor=redactor)
+        covers = [m.id for m in self.evicted]
+        summary = build_summary_message(
+            finish_summary(text, self.note), self.path, evicted=len(self.evicted), covers=covers
         )
-        prefix = [*self._head, *messages[:end]]
-        if self.counter.total(prefix) + self.fixed_tokens + PREFIX_ALLOWANCE > self._summarizer_window():
-            return None
-        return prefix
+        result = compacted_view(self.messages, self.evict_ids, summary, injected)
+        return Composed(text, pins, summary, result, self.setup.counter.total(result))
 
-    def _summarizer_window(self) -> int:
-        return (
-            self.config.summarizer_context_window
-            or model_context_window(self.model)
-            or self.budget.context_window
-            or self.config.fallback_trigger_tokens
+
+def draft_of(
+    setup: Setup, messages: list[BaseMessage], record: CompactionRecord, pending: Pending, run: Run, offload_on: bool
+) -> Draft:
+    """Return the draft of the summary ``pending`` asks for."""
+    evict_ids = set(pending["evict_ids"])
+    # what an after_compaction hook placed after the last summary is replaced, not summarized again
+    evicted = [m for m in messages if m.id in evict_ids and not is_injected(m)]
+    path = record["offload_path"] if offload_on else None
+    note = compaction_note(evicted, sum(setup.counter.counts(evicted)), path)
+    if run.budget.working_set_tokens:  # the files kept after the summary, and the ones it took
+        note = "\n".join(filter(None, (note, working_set_note(messages, evict_ids))))
+    return Draft(setup, messages, evict_ids, evicted, record["pins"], path, note)
+
+
+def _failed(done: dict, error: str) -> dict:
+    event = emit_event({"stage": "summarize", "error": error})
+    return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
+
+
+def _ask_before(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[tuple[str | None, bool]]:
+    """Call ``before_summary``; return (extra instructions for this summary, skip the summarizer)."""
+    if setup.config.before_summary is None:
+        return None, False
+    try:
+        return before_summary_answer((yield CallHook(setup.config.before_summary, (info,))))
+    except Exception as exc:  # noqa: BLE001 - a failing hook changes nothing: the summary is made as configured
+        events.append(emit_event({"stage": "summarize", "hook": "before_summary", "error": describe_error(exc)}))
+        return None, False
+
+
+@dataclass
+class Made:
+    """What the summarizer made of a draft: a composed summary, or a body still to compose, and how."""
+
+    kind: str
+    body: str | None = None
+    composed: Composed | None = None
+    problem: str | None = None
+    breaker: Breaker | None = None
+
+
+def _checked(draft: Draft, text: str, target: int) -> tuple[Composed, str | None, str]:
+    """Return (the summary to use, why the model's was refused, its kind) for a model's well-formed answer.
+
+    A well-formed but endless answer fails too: it misses the target where the
+    extractive summary meets it, or it does not even shrink the context.
+    """
+    composed = draft.compose(text)
+    if composed.tokens > target:
+        fallback = draft.compose(extractive_summary(draft.evicted))
+        no_shrink = composed.tokens >= draft.setup.counter.total(draft.messages)
+        if fallback.tokens < composed.tokens and (fallback.tokens <= target or no_shrink):
+            return (
+                fallback,
+                f"the summary would leave {composed.tokens:,} tokens, over the target of {target:,}",
+                "extractive",
+            )
+    return composed, None, "summarize"
+
+
+def _make(
+    setup: Setup,
+    draft: Draft,
+    record: CompactionRecord,
+    pending: Pending,
+    run: Run,
+    extra: str | None,
+    skip: bool,
+    events: list[dict],
+) -> Steps[Made]:
+    """Yield the summarizer's calls (or none) and return what was made."""
+    breaker = read_breaker(record["breaker"])
+    if skip:  # the application asked for no model call: the extractive summary, as when the summarizer fails
+        events.append(emit_event({"stage": "summarize", "hook": "before_summary", "note": "skipped the summarizer"}))
+        return Made("extractive", body=extractive_summary(draft.evicted))
+    if setup.model is None or is_open(breaker):
+        # no summarizer, or it failed too often lately: the deterministic summary is the summary
+        return Made("extractive", body=extractive_summary(draft.evicted))
+    prefix = cached_prefix(setup, draft.messages, pending) if setup.summary_shares_cache else None
+    text, problem = yield from summary_text(setup, draft.evicted, pending["focus"], prefix=prefix, instructions=[extra])
+    made = Made("summarize", problem=problem)
+    if text is not None and not problem:
+        made.composed, made.problem, made.kind = _checked(
+            draft, text, pending["target_tokens"] or run.budget.target_tokens
         )
+    cfg = setup.config
+    made.breaker = breaker_after(breaker, made.problem, cfg.breaker_failures, cfg.breaker_cooldown)
+    if made.breaker["open_until"]:
+        error = f"{made.problem}; using extractive summaries"
+        events.append(emit_event({"stage": "summarize", "breaker": "open", **made.breaker, "error": error}))
+    return made
 
-    def _summarizer_budget(self) -> int:
-        window = self._summarizer_window()
-        return max(1_000, window - min(self.config.reserved, window // 2) - 1_500)
 
-    def _summary_text(
-        self,
-        evicted: Sequence[BaseMessage],
-        focus: str | None,
-        budget: int | None = None,
-        prefix: list[BaseMessage] | None = None,
-        instructions: Sequence[str | None] = (),
-    ) -> Steps:
-        """Yield summarizer calls (split and merged when the prefix is over its window); return (text, problem).
-
-        With ``prefix`` (the agent's own request up to the cut, see
-        ``_cached_prefix``) one call sends it followed by the instruction.
-        When the summarizer refuses a part as too long (its window is smaller
-        than configured), the prefix is split again into parts half as large.
-        ``instructions`` (the application's, this summary's) are added to the
-        prompt (``summary_prompt`` when configured, else the built-in one).
-        """
-        prompt = {
-            "prompt": self.config.summary_prompt,
-            "instructions": [self.config.summary_instructions, *instructions],
-        }
-        if prefix is not None:
-            try:
-                answer = yield (
-                    "model",
-                    self._agent_model,
-                    ([*prefix, HumanMessage(summary_instruction(focus, **prompt))],),
-                )
-            except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
-                if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
-                    return (yield from self._summary_text(evicted, focus, instructions=instructions))
-                return None, f"the summarizer failed: {describe_error(exc)}"
-            problem = summary_problem(answer)
-            return (None, problem) if problem else (answer, None)
-        budget = budget or self._summarizer_budget()
-        text: str | None = None
-        shown = self.config.summarizer_result_chars
-        # the counts are known: only a prefix that may not fit is rendered and measured piece by piece
-        fits = self.counter.total(evicted) * 1.2 + 500 < budget
-        for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):
-            inputs = ([build_summary_message(text)] if text else []) + list(chunk)
-            try:
-                answer = yield ("model", self.model, (summary_prompt(render_messages(inputs, shown), focus, **prompt),))
-            except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
-                window, _ = overflow_figures(exc)
-                smaller = min(budget // 2, (window or budget) // 2)
-                if is_context_overflow(exc) and smaller >= 250:
-                    return (yield from self._summary_text(evicted, focus, smaller, instructions=instructions))
-                return None, f"the summarizer failed: {describe_error(exc)}"
-            problem = summary_problem(answer)
-            if problem:
-                return None, problem
-            text = answer
-        return text, None
-
-    def _record_summary(self, summary: BaseMessage, run: Run, offload_on: bool) -> Steps:
-        """Write the summary to the transcript now (it names what it covers, so recall can open it); return events.
-
-        A failure is an event only: the summary stays in the state, and the
-        next offload writes it.
-        """
-        if not offload_on:
-            return []
-        records = message_records([summary])
-        if self.config.redact_transcripts:
-            records = [redact_record(r, self.config.redactor or redact_secrets) for r in records]
-        try:
-            yield ("storage", "append_transcript", (run.thread_id, records))
-        except Exception as exc:  # noqa: BLE001 - the summary is committed either way
-            return [
-                emit_event(
-                    {
-                        "stage": "summarize",
-                        "error": f"the summary was not written to the transcript: {describe_error(exc)}",
-                    }
-                )
-            ]
+def _ask_after(setup: Setup, info: CompactionInfo, composed: Composed, events: list[dict]) -> Steps[list[BaseMessage]]:
+    """Call ``after_compaction``; return the messages it places right after the summary."""
+    if setup.config.after_compaction is None:
         return []
+    made = dataclasses.replace(info, summary=composed.text, summary_id=composed.summary.id)
+    try:
+        answer = yield CallHook(setup.config.after_compaction, (made,))
+        injected = injected_messages(answer, composed.summary.id)
+    except Exception as exc:  # noqa: BLE001 - a failing hook adds nothing; the summary stands
+        events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)}))
+        return []
+    if problem := pairing_problem(injected):  # an orphan result or an unanswered call would be in every request
+        error = f"its messages were refused, they would break tool-call pairing: {problem}"
+        events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": error}))
+        return []
+    return injected
 
-    def _summarize_steps(self, state: Any, run: Run) -> Steps:
-        view = read_compaction(state_value(state, "compaction"))
-        messages = self.messages_of(state, view)
-        pending = view.get("pending")
-        if not pending:
-            return {}
-        evict_ids = set(pending.get("evict_ids") or [])
-        # what an after_compaction hook placed after the last summary is replaced, not summarized again
-        evicted = [m for m in messages if m.id in evict_ids and not is_injected(m)]
-        done = {"pending": None, "manual": None}
-        offload_on = self.config.offload_before_compact and run.storage is not None
-        if not evicted:
-            return {"compaction": done}
-        if offload_on and not evict_ids.issubset(view["offloaded_ids"]):
-            event = emit_event({"stage": "summarize", "error": "offload did not complete; nothing was removed"})
-            return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
 
-        path = view.get("offload_path") if offload_on else None
-        note = compaction_note(evicted, sum(self.counter.counts(evicted)), path)
-        if run.budget.working_set_tokens:  # the files kept after the summary, and the ones it took
-            note = "\n".join(filter(None, (note, working_set_note(messages, evict_ids))))
+def record_summary(setup: Setup, summary: BaseMessage, run: Run, offload_on: bool) -> Steps[list[dict]]:
+    """Write the summary to the transcript now (it names what it covers, so recall can open it); return events.
 
-        covers = [m.id for m in evicted]
+    A failure is an event only: the summary stays in the state, and the next
+    offload writes it.
+    """
+    if not offload_on:
+        return []
+    try:
+        yield StorageCall("append_transcript", (run.thread_id, transcript_records([summary], setup.config)))
+    except Exception as exc:  # noqa: BLE001 - the summary is committed either way
+        error = f"the summary was not written to the transcript: {describe_error(exc)}"
+        return [emit_event({"stage": "summarize", "error": error})]
+    return []
 
-        def compose(body: str) -> tuple:
-            """Return (text, pins, summary message, compacted messages, their tokens) for one summary body."""
-            body, pins = complete_summary(
-                body,
-                evicted,
-                pins=view["pins"],
-                settings=self.config.fidelity,
-                redactor=self.config.redactor or redact_secrets,
-            )
-            summary = build_summary_message(finish_summary(body, note), path, evicted=len(evicted), covers=covers)
-            result = compacted_view(messages, evict_ids, summary)
-            return body, pins, summary, result, self.counter.total(result)
 
-        info = CompactionInfo(
-            thread_id=run.thread_id,
-            user_id=run.user_id,
-            reason=pending.get("reason"),
-            tokens_before=pending.get("tokens_before") or self.counter.total(messages),
-            messages=list(evicted),
-            transcript_path=path,
-            focus=pending.get("focus"),
-        )
-        hook_events: list[dict] = []
-        extra, skip = None, False
-        if self.config.before_summary is not None:
-            try:
-                extra, skip = before_summary_answer((yield ("hook", self.config.before_summary, (info,))))
-            except Exception as exc:  # noqa: BLE001 - a failing hook changes nothing: the summary is made as configured
-                hook_events.append(
-                    emit_event({"stage": "summarize", "hook": "before_summary", "error": describe_error(exc)})
-                )
-        breaker = read_breaker(view)
-        breaker_events: list[dict] = []
-        composed = None
-        if skip:  # the application asked for no model call: the extractive summary, as when the summarizer fails
-            text, problem, kind = extractive_summary(evicted), None, "extractive"
-            hook_events.append(
-                emit_event({"stage": "summarize", "hook": "before_summary", "note": "skipped the summarizer"})
-            )
-        elif self.model is None or breaker["open_until"] > time.time():
-            # no summarizer, or it failed too often lately: the deterministic summary is the summary
-            text, problem, kind = extractive_summary(evicted), None, "extractive"
-        else:
-            prefix = self._cached_prefix(messages, pending) if self._summary_shares_cache else None
-            text, problem = yield from self._summary_text(
-                evicted, pending.get("focus"), prefix=prefix, instructions=[extra]
-            )
-            kind = "summarize"
-            if not problem:
-                # a well-formed but endless answer fails too (invariant 3): it misses the target where the
-                # extractive summary meets it, or it does not even shrink the context
-                composed = compose(text)
-                target = pending.get("target_tokens") or run.budget.target_tokens
-                if composed[4] > target:
-                    fallback = compose(extractive_summary(evicted))
-                    if fallback[4] < composed[4] and (
-                        fallback[4] <= target or composed[4] >= self.counter.total(messages)
-                    ):
-                        problem = f"the summary would leave {composed[4]:,} tokens, over the target of {target:,}"
-                        composed, kind = fallback, "extractive"
-            breaker = breaker_after(breaker, problem, self.config.breaker_failures, self.config.breaker_cooldown)
-            if breaker["open_until"]:
-                breaker_events.append(
-                    emit_event(
-                        {
-                            "stage": "summarize",
-                            "breaker": "open",
-                            **breaker,
-                            "error": f"{problem}; using extractive summaries",
-                        }
-                    )
-                )
-            done = {**done, "breaker": breaker}
-        if problem and composed is None:  # the model gave no usable answer at all
-            urgent = pending.get("reason") == "overflow" or breaker["open_until"]
-            if not urgent and pending.get("tokens_after_layers", 0) < run.budget.hard_limit:
-                event = emit_event(
-                    {"stage": "summarize", "error": f"{problem}; history kept (it still fits the window)"}
-                )
-                return {
-                    "compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}
-                }
-            text, kind = extractive_summary(evicted), "extractive"
-        text, pins, summary, result, after = composed or compose(text)
-        injected: list[BaseMessage] = []
-        if self.config.after_compaction is not None:
-            made = dataclasses.replace(info, summary=text, summary_id=summary.id)
-            try:
-                injected = injected_messages((yield ("hook", self.config.after_compaction, (made,))), summary.id)
-            except Exception as exc:  # noqa: BLE001 - a failing hook adds nothing; the summary stands
-                hook_events.append(
-                    emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)})
-                )
-            if injected:  # counted like every message: a compaction that would not shrink with them is refused below
-                result = compacted_view(messages, evict_ids, summary, injected)
-                after = self.counter.total(result)
-        before = self.counter.total(messages)
-        if after >= before:  # no progress, whatever the reason (a manual request too): keep the history
-            why = over_budget_reason(
-                result, self.counter.counts(result), run.budget.trigger_tokens
-            )  # invariant 3: say why
-            note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
-            event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
-            event = emit_event({**event, **({"over_budget": why} if why else {})})
-            return {"compaction": {**done, "events": [*hook_events, event], "cooldown_id": messages[-1].id}}
-        applied = {"reason": pending.get("reason"), "usage": dict(run.usage)}
-        if pending.get("reason") != "background":  # a background job's summary is applied later, by the gate
-            applied = {"event": "compaction_applied", "mode": "blocking", **applied}
-        update = self._summary_update(
-            messages,
-            view,
-            evict_ids,
-            pending.get("cutoff_id"),
-            summary,
-            pins,
-            kind,
-            path,
-            run,
-            event={**applied, **({"error": problem} if problem else {})},
-            injected=injected,
-        )
-        # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
-        written = (
-            [] if pending.get("reason") == "background" else (yield from self._record_summary(summary, run, offload_on))
-        )
-        update["compaction"] = {
+def _no_progress(
+    setup: Setup, messages: list[BaseMessage], result: list[BaseMessage], run: Run, done: dict, events: list[dict]
+) -> dict:
+    """Return the update of a summary that would not shrink the context: the history is kept, and why."""
+    before, after = setup.counter.total(messages), setup.counter.total(result)
+    why = over_budget_reason(result, setup.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
+    note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
+    event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
+    event = emit_event({**event, **({"over_budget": why} if why else {})})
+    return {"compaction": {**done, "events": [*events, event], "cooldown_id": messages[-1].id}}
+
+
+def summarize_steps(setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run) -> Steps[dict]:
+    """The summarize node's steps: replace the pending request's evicted messages by a summary; return the update."""
+    pending = record["pending"]
+    if not pending:
+        return {}
+    done: dict[str, Any] = {"pending": None, "manual": None}
+    offload_on = setup.config.offload_before_compact and run.storage is not None
+    draft = draft_of(setup, messages, record, pending, run, offload_on)
+    if not draft.evicted:
+        return {"compaction": done}
+    if offload_on and not draft.evict_ids.issubset(record["offloaded_ids"]):
+        return _failed(done, "offload did not complete; nothing was removed")
+    info = CompactionInfo(
+        thread_id=run.thread_id,
+        user_id=run.user_id,
+        reason=pending["reason"],
+        tokens_before=pending["tokens_before"] or setup.counter.total(messages),
+        messages=list(draft.evicted),
+        transcript_path=draft.path,
+        focus=pending["focus"],
+    )
+    events: list[dict] = []
+    extra, skip = yield from _ask_before(setup, info, events)
+    made = yield from _make(setup, draft, record, pending, run, extra, skip, events)
+    if made.breaker is not None:
+        done["breaker"] = made.breaker
+    if made.problem and made.composed is None:  # the model gave no usable answer at all
+        urgent = pending["reason"] == "overflow" or (made.breaker and made.breaker["open_until"])
+        if not urgent and pending["tokens_after_layers"] < run.budget.hard_limit:
+            return _failed(done, f"{made.problem}; history kept (it still fits the window)")
+        made.body, made.kind = extractive_summary(draft.evicted), "extractive"
+    composed = made.composed or draft.compose(made.body or "")
+    injected = yield from _ask_after(setup, info, composed, events)
+    if injected:  # counted like every message: a compaction that would not shrink with them is refused below
+        result = compacted_view(messages, draft.evict_ids, composed.summary, injected)
+        composed = dataclasses.replace(composed, result=result, tokens=setup.counter.total(result))
+    if composed.tokens >= setup.counter.total(messages):  # no progress, whatever the reason (a manual request too)
+        return _no_progress(setup, messages, composed.result, run, done, events)
+    applied: dict[str, Any] = {"reason": pending["reason"], "usage": dict(run.usage)}
+    background = pending["reason"] == "background"
+    if not background:  # a background job's summary is applied later, by the gate
+        applied = {"event": "compaction_applied", "mode": "blocking", **applied}
+    if made.problem:
+        applied["error"] = made.problem
+    update = summary_update(
+        setup,
+        messages,
+        record,
+        draft.evict_ids,
+        pending["cutoff_id"],
+        composed.summary,
+        composed.pins,
+        made.kind,
+        draft.path,
+        run,
+        event=applied,
+        injected=injected,
+    )
+    # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
+    written = [] if background else (yield from record_summary(setup, composed.summary, run, offload_on))
+    compaction = update["compaction"]
+    update["compaction"] = {
+        **done,
+        **compaction,
+        "events": [*events, *written, *compaction["events"]],
+        **({"last_error": made.problem} if made.problem else {}),
+    }
+    return update
+
+
+def summary_update(
+    setup: Setup,
+    messages: Sequence[BaseMessage],
+    record: CompactionRecord,
+    evict_ids: set,
+    cutoff_id: str | None,
+    summary: BaseMessage,
+    pins: list,
+    kind: str,
+    path: str | None,
+    run: Run,
+    event: dict,
+    injected: Sequence[BaseMessage] = (),
+) -> dict:
+    """Return the state update that replaces the evicted messages by the summary (rewrite) or records the view.
+
+    ``event`` adds to the summarize event (what made the summary, and how); ``injected`` (an
+    ``after_compaction`` hook's messages) follow the summary.
+    """
+    result = compacted_view(messages, evict_ids, summary, injected)
+    counts = setup.counter.counts(result)
+    before, after = setup.counter.total(messages), sum(counts)
+    why = over_budget_reason(result, counts, run.budget.trigger_tokens)  # invariant 3: say why
+    evicted = [m.id for m in messages if m.id in evict_ids]
+    done: dict[str, Any] = {}
+    view_mode = setup.config.mode == "view"
+    if view_mode:  # the state keeps every message; the record rebuilds the model's view
+        done["view"] = view_record(messages, evict_ids, cutoff_id, summary, injected)
+        done["view_edits"] = kept_edits(record["view_edits"], result)
+    emitted = emit_event(
+        {
+            "stage": "summarize",
+            "layer": kind,
+            **event,
+            "tokens_before": before,  # the state as summarize found it (the gate's edits may not have landed)
+            "tokens_after": after,
+            **({"over_budget": why} if why else {}),
+            "cutoff_id": cutoff_id,
+            "evicted": len(evicted),
+            "evicted_ids": evicted,
+            **({"injected": len(injected)} if injected else {}),
+            "offload_path": path,
+        }
+    )
+    return {
+        **({} if view_mode else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result]}),
+        "compaction": {
             **done,
-            **update["compaction"],
-            "events": [*hook_events, *breaker_events, *written, *update["compaction"]["events"]],
-            **({"last_error": problem} if problem else {}),
-        }
-        return update
-
-    def _summary_update(
-        self,
-        messages: Sequence[BaseMessage],
-        view: dict,
-        evict_ids: set,
-        cutoff_id: str | None,
-        summary: BaseMessage,
-        pins: list,
-        kind: str,
-        path: str | None,
-        run: Run,
-        event: dict,
-        injected: Sequence[BaseMessage] = (),
-    ) -> dict:
-        """Return the state update that replaces the evicted messages by ``summary`` (rewrite) or records the view.
-
-        ``event`` adds to the summarize event (what made the summary, and how); ``injected`` (an
-        ``after_compaction`` hook's messages) follow the summary.
-        """
-        result = compacted_view(messages, evict_ids, summary, injected)
-        counts = self.counter.counts(result)
-        before, after = self.counter.total(messages), sum(counts)
-        why = over_budget_reason(result, counts, run.budget.trigger_tokens)  # invariant 3: say why
-        evicted = [m.id for m in messages if m.id in evict_ids]
-        done: dict[str, Any] = {}
-        if self.config.mode == "view":  # the state keeps every message; the record rebuilds the model's view
-            done["view"] = view_record(messages, evict_ids, cutoff_id, summary, injected)
-            done["view_edits"] = kept_edits(view.get("view_edits"), result)
-        event = emit_event(
-            {
-                "stage": "summarize",
-                "layer": kind,
-                **event,
-                "tokens_before": before,  # the state as summarize found it (the gate's edits may not have landed)
-                "tokens_after": after,
-                **({"over_budget": why} if why else {}),
-                "cutoff_id": cutoff_id,
-                "evicted": len(evicted),
-                "evicted_ids": evicted,
-                **({"injected": len(injected)} if injected else {}),
-                "offload_path": path,
-            }
-        )
-        return {
-            **({} if self.config.mode == "view" else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result]}),
-            "compaction": {
-                **done,
-                "summary_id": summary.id,
-                "pins": pins,
-                "cutoff_id": cutoff_id,
-                "offload_path": path,
-                "counts": {kind: 1},
-                "edited_messages": {kind: len(evicted)},
-                "events": [event],
-                "cooldown_id": result[-1].id,
-                "prepared": None,  # a summary prepared in the background covered what this one replaced
-            },
-        }
+            "summary_id": summary.id,
+            "pins": pins,
+            "cutoff_id": cutoff_id,
+            "offload_path": path,
+            "counts": {kind: 1},
+            "edited_messages": {kind: len(evicted)},
+            "events": [emitted],
+            "cooldown_id": result[-1].id,
+            "prepared": None,  # a summary prepared in the background covered what this one replaced
+        },
+    }

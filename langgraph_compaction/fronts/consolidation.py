@@ -7,7 +7,8 @@ from typing import Any
 from langchain_core.runnables import RunnableLambda
 
 from ..core.config import CompactionConfig
-from ..engine.nodes import current_runtime, emit_event, run_user_id
+from ..engine.events import emit_event
+from ..engine.run import current_runtime, run_user_id
 from ..memory.consolidation import ConsolidationResult, aconsolidate_memory, consolidate_memory
 from ..storage import StoreStorage, open_storage
 

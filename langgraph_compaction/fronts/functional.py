@@ -11,7 +11,7 @@ comes back and sends the view::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +19,16 @@ from langchain_core.messages import BaseMessage, convert_to_messages
 from langgraph.graph.message import add_messages
 
 from ..core.config import CompactionConfig
-from ..engine import PassResult, arun_pass, run_pass
-from ..engine.nodes import CompactionNodes
+from ..core.langchain_args import ContextSize, Trigger, settings_with
+from ..engine.jobs import BackgroundJobs
+from ..engine.nodes import CompactionEngine, PassResult
 from ..engine.passes import stable_ids
 from ..engine.state import read_compaction
+from .models import chat_model
+
+#: Each call builds its engine anew; a summary one call starts preparing in the background is applied by a later
+#: call of the same thread, so the calls of this process share their background jobs.
+_JOBS = BackgroundJobs()
 
 
 @dataclass
@@ -48,16 +54,16 @@ def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **sett
         )
     if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
-    nodes = CompactionNodes(before="model", **settings)
+    nodes = CompactionEngine(before="model", jobs=_JOBS, **{**settings, "model": chat_model(settings["model"])})
     # the transcript and the summaries refer to messages by id: an id-less message gets the same one at every call
     values = {
         "messages": add_messages([], stable_ids(convert_to_messages(list(messages)))),
         "compaction": read_compaction(state),
     }
-    return nodes, values, nodes._run({"configurable": {"thread_id": str(thread_id)}}, values)
+    return nodes, values, nodes.where({"configurable": {"thread_id": str(thread_id)}}, values)
 
 
-def _finish(nodes: CompactionNodes, result: PassResult) -> CompactionResult:
+def _finish(nodes: CompactionEngine, result: PassResult) -> CompactionResult:
     state = read_compaction(result.state["compaction"])
     view = nodes.model_messages(result.state)
     return CompactionResult(messages=result.messages, state=state, events=result.events, view=view)
@@ -73,19 +79,43 @@ def compact_messages(
     state: dict | None = None,
     agent_model: Any = None,
     system_prompt: Any = None,
+    trigger: Trigger | None = None,
+    keep: ContextSize | None = None,
+    token_counter: Callable[..., int] | None = None,
+    summary_prompt: str | None = None,
 ) -> CompactionResult:
     """Return the messages after one compaction pass, the ``compaction`` state to pass back, and the events.
 
-    ``model`` summarizes and extracts memories; ``storage`` (a directory, a
-    ``BaseStore``, or None for the store of the surrounding LangGraph run)
-    receives the transcript and the memory ledger. ``state`` is the previous
-    result's ``.state`` (None the first time), so summaries chain.
-    ``agent_model`` (the model the messages are sent to, tools bound) and
-    ``system_prompt`` (put in front of them at the call) are counted too.
-    Messages without an id (OpenAI-style dicts too) get one derived from their
-    place and content, the same at every call. Compaction failures are recorded in the
-    events and never lose a message.
+    Messages without an id (OpenAI-style dicts too) get one derived from
+    their place and content, the same at every call. Compaction failures are
+    recorded in the events and never lose a message.
+
+    Args:
+        messages: The whole history (messages or OpenAI-style dicts).
+        model: Summarizes and extracts memories: a chat model, a name resolved
+            as LangChain's ``init_chat_model`` does (``"openai:gpt-4o-mini"``),
+            or None for extractive summaries.
+        config: The settings; None for the defaults.
+        storage: A directory, a ``BaseStore``, or None for the store of the
+            surrounding LangGraph run; it receives the transcript and the memory ledger.
+        thread_id: Names the transcript and keys the summaries.
+        state: The previous result's ``.state`` (None the first time), so summaries chain.
+        agent_model: The model the messages are sent to, tools bound: counted too.
+        system_prompt: What is put in front of the messages at the call: counted too.
+        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
+            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
+            of the window, or a list of them (when any is met).
+        keep: The tail a compaction keeps: one such pair.
+        token_counter: A callable(messages) -> int counting a list of messages.
+        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
+
+    Raises:
+        ValueError: no ``thread_id``, a model name that names no model, a bad
+            ``trigger`` or ``keep``, or an argument that contradicts ``config``.
     """
+    config = settings_with(
+        config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+    )
     nodes, values, run = _prepare(
         messages,
         thread_id,
@@ -96,7 +126,7 @@ def compact_messages(
         agent_model=agent_model,
         system_prompt=system_prompt,
     )
-    return _finish(nodes, run_pass(nodes, values, run))
+    return _finish(nodes, nodes.run_pass(values, run))
 
 
 async def acompact_messages(
@@ -109,8 +139,30 @@ async def acompact_messages(
     state: dict | None = None,
     agent_model: Any = None,
     system_prompt: Any = None,
+    trigger: Trigger | None = None,
+    keep: ContextSize | None = None,
+    token_counter: Callable[..., int] | None = None,
+    summary_prompt: str | None = None,
 ) -> CompactionResult:
-    """Return ``compact_messages``'s result, calling the models with ``await``."""
+    """Return ``compact_messages``'s result, calling the models with ``await``.
+
+    Args:
+        messages: See ``compact_messages``; every argument means the same.
+        model: See ``compact_messages``.
+        config: See ``compact_messages``.
+        storage: See ``compact_messages``.
+        thread_id: See ``compact_messages``.
+        state: See ``compact_messages``.
+        agent_model: See ``compact_messages``.
+        system_prompt: See ``compact_messages``.
+        trigger: See ``compact_messages``.
+        keep: See ``compact_messages``.
+        token_counter: See ``compact_messages``.
+        summary_prompt: See ``compact_messages``.
+    """
+    config = settings_with(
+        config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+    )
     nodes, values, run = _prepare(
         messages,
         thread_id,
@@ -121,4 +173,4 @@ async def acompact_messages(
         agent_model=agent_model,
         system_prompt=system_prompt,
     )
-    return _finish(nodes, await arun_pass(nodes, values, run))
+    return _finish(nodes, await nodes.arun_pass(values, run))

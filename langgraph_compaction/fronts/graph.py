@@ -16,26 +16,28 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, get_type_hints
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import StateGraph
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.types import Send
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.types import Command, Send
 from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import TypedDict
 
 from ..core.config import CompactionConfig
-from ..engine import arun_pass, run_pass
+from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting, writing_back
-from ..engine.nodes import FLUSH, GATE, OFFLOAD, RUN_THREAD, SUMMARIZE, CompactionNodes, state_value
-from ..engine.overflow import adrive_recovery, drive_recovery, in_front, recovery_steps
+from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
+from ..engine.overflow import in_front
 from ..engine.passes import replaced_state
+from ..engine.run import RUN_THREAD, state_value
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
+from .models import chat_model
 
 
 def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
@@ -108,10 +110,11 @@ def _after(state: Any, update: Any) -> list[BaseMessage]:
     at = max(
         (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None
     )
-    return writes[at + 1 :] if at is not None else state_value(state, "messages") or []
+    # after a rewrite, edits by id may follow it (the gate answers unanswered calls, then layers 1-2 edit)
+    return add_messages([], writes[at + 1 :]) if at is not None else state_value(state, "messages") or []
 
 
-def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
+def _compaction_nodes(nodes: CompactionEngine, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
     """Return the gate and summarize nodes, each recording the messages it lets through to the model node."""
 
     def let_through(state: Any, config: RunnableConfig, update: Any, stage: str) -> Any:
@@ -139,7 +142,7 @@ def _compaction_nodes(nodes: CompactionNodes, passed: _Passed) -> tuple[Runnable
     return _node(gate, agate, GATE), _node(summarize, asummarize, SUMMARIZE)
 
 
-def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, recover: bool) -> RunnableCallable:
+def _model_front(node: Any, nodes: CompactionEngine, passed: _Passed, name: str, recover: bool) -> RunnableCallable:
     """Return the model node wrapped: the gate's pass when the gate was skipped, the view, overflow recovery.
 
     A ``Send`` payload is not the graph's state: it is compacted for this call
@@ -154,32 +157,30 @@ def _model_front(node: Any, nodes: CompactionNodes, passed: _Passed, name: str, 
         return _PUSH in ((config.get("metadata") or {}).get("langgraph_triggers") or ())
 
     def invoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config, state)
+        run = nodes.where(config, state)
         done = None
         if pushed(config) or not passed.check(
             config, state_value(state, "compaction"), state_value(state, "messages") or []
         ):
-            done = run_pass(nodes, state, run)
+            done = nodes.run_pass(state, run)
             state = done.state
         call = lambda s: inner.invoke(model_input(s), config)  # noqa: E731
-        output = drive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else call(state)
+        output = nodes.recover(state, run, call) if recover else call(state)
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
-        run = nodes._run(config, state)
+        run = nodes.where(config, state)
         done = None
         if pushed(config) or not passed.check(
             config, state_value(state, "compaction"), state_value(state, "messages") or []
         ):
-            done = await arun_pass(nodes, state, run)
+            done = await nodes.arun_pass(state, run)
             state = done.state
 
         async def call(s: Any) -> Any:
             return await inner.ainvoke(model_input(s), config)
 
-        output = (
-            await adrive_recovery(nodes, recovery_steps(nodes, state, run), run, call) if recover else await call(state)
-        )
+        output = await nodes.arecover(state, run, call) if recover else await call(state)
         return in_front(done.update, output) if done is not None and done.update and not pushed(config) else output
 
     # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
@@ -216,6 +217,11 @@ def _subgraph_update(before: Any, after: dict) -> dict:
     return out
 
 
+def _whole_state(state: Any) -> Command:
+    """Return the parent's state as an update of the agent's: its ``compaction`` too, which the agent's input omits."""
+    return Command(update=dict(state) if isinstance(state, dict) else state)
+
+
 def subgraph_node(graph: Any, *, name: str | None = None) -> RunnableCallable:
     """Return a node that runs a compiled compacting agent as a subgraph of a parent with the same ``messages``.
 
@@ -231,11 +237,11 @@ def subgraph_node(graph: Any, *, name: str | None = None) -> RunnableCallable:
 
     def invoke(state: Any, config: RunnableConfig) -> dict:
         with writing_back(config):
-            return _subgraph_update(state, graph.invoke(state, config))
+            return _subgraph_update(state, graph.invoke(_whole_state(state), config))
 
     async def ainvoke(state: Any, config: RunnableConfig) -> dict:
         with writing_back(config):
-            return _subgraph_update(state, await graph.ainvoke(state, config))
+            return _subgraph_update(state, await graph.ainvoke(_whole_state(state), config))
 
     return RunnableCallable(invoke, ainvoke, name=name or getattr(graph, "name", None) or "agent", trace=False)
 
@@ -251,6 +257,25 @@ def _redirect(target: Any, before: str) -> Any:
     return target
 
 
+def _input_without_compaction(builder: StateGraph) -> None:
+    """Take ``compaction`` out of the graph's input: a run's caller controls its messages, never this record.
+
+    A graph behind an endpoint takes the client's JSON as its input; a
+    ``compaction`` key there would become state (a transcript's name, pins, a
+    prepared summary). Operators keep ``update_state``. Only a TypedDict input
+    schema is narrowed (LangGraph's own default, the state schema, included).
+    """
+    schema = builder.input_schema
+    if not (isinstance(schema, type) and issubclass(schema, dict)):
+        return
+    hints = get_type_hints(schema, include_extras=True)
+    if "compaction" not in hints:
+        return
+    narrowed = TypedDict(f"{schema.__name__}Input", {k: v for k, v in hints.items() if k != "compaction"})
+    builder.input_schema = narrowed
+    builder._add_schema(narrowed, allow_managed=False)  # registers its keys as the graph's input, as __init__ does
+
+
 def add_compaction(
     builder: StateGraph,
     *,
@@ -262,27 +287,47 @@ def add_compaction(
     agent_model: Any = None,
     system_prompt: Any = None,
     overflow_recovery: bool = True,
-) -> CompactionNodes:
+    trigger: Trigger | None = None,
+    keep: ContextSize | None = None,
+    token_counter: Callable[..., int] | None = None,
+    summary_prompt: str | None = None,
+) -> CompactionEngine:
     """Insert gate -> (flush | offload) -> summarize in front of ``before``; return the nodes.
 
     Call it after the graph's own nodes and edges exist: every edge that led
     to ``before`` (plain, waiting or conditional) leads to the gate instead.
-    ``model`` is the summarizer; ``storage`` a directory path, a LangGraph
-    ``BaseStore``, or None for the store the graph is compiled or served with.
     A ``compaction`` key is added to the state when the schema lacks one.
+    ``before`` is wrapped, keeping its name: a call that did not come through
+    the gate (``Command(goto=...)``, ``Send``, a resume) compacts first; with
+    ``config.mode == "view"`` it is sent the compacted view while the state
+    keeps every message. It may return a dict, a ``Command`` or a list of them.
 
-    ``agent_model`` (the model ``before`` calls, tools bound) and
-    ``system_prompt`` (what ``before`` puts in front of the messages) are
-    counted in every request. ``before`` is wrapped, keeping its name: a call
-    that did not come through the gate (``Command(goto=...)``, ``Send``, a
-    resume) compacts first; with ``config.mode == "view"`` it is sent the
-    compacted view while the state keeps every message; with
-    ``overflow_recovery`` (the default), when its model refuses the request as
-    too long, the history is compacted at once and the call retried once (see
-    ``overflow``). It may return a dict, a ``Command`` or a list of them.
+    Args:
+        builder: The user's ``StateGraph``, before ``compile()``; its state has ``messages``.
+        before: The node that calls the model.
+        model: The summarizer: a chat model, a name resolved as LangChain's
+            ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
+            extractive summaries.
+        config: The settings; None for the defaults.
+        storage: A directory path, a LangGraph ``BaseStore``, or None for the
+            store the graph is compiled or served with.
+        flush_model: Extracts memories (a model or a name); None: ``model``.
+        agent_model: The model ``before`` calls, tools bound: counted in every
+            request, and its window used when ``config.context_window`` is not set.
+        system_prompt: What ``before`` puts in front of the messages: counted in every request.
+        overflow_recovery: When ``before``'s model refuses the request as too
+            long, compact at once and retry the call once (see ``overflow``).
+        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
+            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
+            of the window, or a list of them (when any is met).
+        keep: The tail a compaction keeps: one such pair.
+        token_counter: A callable(messages) -> int counting a list of messages.
+        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
 
-    Raises ValueError when ``before`` is not a node of the graph or the state
-    has no ``messages`` key.
+    Raises:
+        ValueError: ``before`` is not a node of the graph, the state has no
+            ``messages`` key, a model name names no model, or ``trigger``,
+            ``keep`` or an argument that contradicts ``config`` is refused.
     """
     if not isinstance(builder, StateGraph):
         raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
@@ -299,6 +344,7 @@ def add_compaction(
     taken = [n for n in (GATE, FLUSH, OFFLOAD, SUMMARIZE) if n in builder.nodes]
     if taken:
         raise ValueError(f"the graph already has node(s) {taken}; add_compaction can be called once per graph")
+    _input_without_compaction(builder)
     input_schema = None
     if "compaction" not in builder.channels:
         # the nodes read the user's keys plus ``compaction``: a schema of both adds the channel
@@ -307,7 +353,11 @@ def add_compaction(
             f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__}
         )
 
-    nodes = CompactionNodes(
+    config = settings_with(
+        config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+    )
+    model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
+    nodes = CompactionEngine(
         before=before,
         model=model,
         config=config,

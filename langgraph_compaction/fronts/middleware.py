@@ -30,12 +30,12 @@ from langgraph.types import Command
 
 from ..core.calibration import fixed_tokens
 from ..core.config import CompactionConfig
-from ..engine import arun_pass, run_pass
+from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting
-from ..engine.nodes import CompactionNodes
-from ..engine.overflow import adrive_recovery, drive_recovery, recovery_steps
+from ..engine.nodes import CompactionEngine
 from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
+from .models import chat_model
 from .tools import make_compaction_tools
 
 
@@ -65,31 +65,65 @@ def _tool_schema(tool: Any) -> Any:
 class CompactionMiddleware(AgentMiddleware):
     """Keep a ``create_agent`` / ``create_deep_agent`` conversation inside its model's window.
 
-    ``model`` summarizes and ``flush_model`` (default: ``model``) extracts
-    memories; ``storage`` is a directory, a LangGraph ``BaseStore``, or None
-    for the store the agent is compiled with. ``add_tools`` gives the agent
-    the memory tools and ``compact`` (``make_compaction_tools``).
-    ``overflow_recovery`` compacts and retries once when the model refuses a
-    request as too long. ``name`` is the middleware's name: deepagents
-    replaces its own summarization with a middleware named
+    It takes what LangChain's ``SummarizationMiddleware`` takes (a model or
+    a model name, ``trigger``, ``keep``, ``token_counter``,
+    ``summary_prompt``) and adds the settings of ``CompactionConfig``::
+
+        CompactionMiddleware("openai:gpt-4o-mini", trigger=("tokens", 4000), keep=("messages", 20))
+
+    deepagents replaces its own summarization with a middleware named
     ``"SummarizationMiddleware"`` (see the README).
+
+    Args:
+        model: The summarizer: a chat model, a name resolved as LangChain's
+            ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
+            extractive summaries. Its ``profile["max_input_tokens"]`` is the
+            window when ``config.context_window`` is not set.
+        config: The settings; None for the defaults.
+        storage: A directory, a LangGraph ``BaseStore``, or None for the store
+            the agent is compiled with.
+        flush_model: Extracts memories (a model or a name); None: ``model``.
+        add_tools: Give the agent the memory tools and ``compact``
+            (``make_compaction_tools``).
+        overflow_recovery: Compact and retry once when the model refuses a
+            request as too long.
+        name: The middleware's name; None: the class name.
+        trigger: When to compact, as LangChain says it: ``("tokens", n)``,
+            ``("messages", n)``, ``("fraction", f)`` of the window, or a list
+            of them (when any is met). Written onto ``config``.
+        keep: The tail a compaction keeps: one such pair.
+        token_counter: A callable(messages) -> int counting a list of messages.
+        summary_prompt: The summarizer's prompt: ``{messages}`` and the four
+            section names (LangChain's default prompt has them).
+
+    Raises:
+        ValueError: a model name that names no model, a bad ``trigger`` or
+            ``keep``, or an argument that contradicts ``config``.
     """
 
     state_schema = CompactionAgentState
 
     def __init__(
         self,
-        *,
         model: Any,
+        *,
         config: CompactionConfig | None = None,
         storage: Any = None,
         flush_model: Any = None,
         add_tools: bool = True,
         overflow_recovery: bool = True,
         name: str | None = None,
+        trigger: Trigger | None = None,
+        keep: ContextSize | None = None,
+        token_counter: Callable[..., int] | None = None,
+        summary_prompt: str | None = None,
     ) -> None:
         super().__init__()
-        self.nodes = CompactionNodes(
+        config = settings_with(
+            config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+        )
+        model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
+        self.nodes = CompactionEngine(
             before="model", model=model, config=config, storage=storage, flush_model=flush_model
         )
         # each agent level gets steps of its own over the same settings and the same opened storage
@@ -99,14 +133,14 @@ class CompactionMiddleware(AgentMiddleware):
         self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if add_tools else []
         self.overflow_recovery = overflow_recovery
         self._name = name or type(self).__name__
-        self._levels: dict[tuple, tuple[CompactionNodes, list]] = {}
+        self._levels: dict[tuple, tuple[CompactionEngine, list]] = {}
         self._levels_lock = threading.Lock()
 
     @property
     def name(self) -> str:
         return self._name
 
-    def _level(self, config: RunnableConfig) -> tuple[CompactionNodes, list]:
+    def _level(self, config: RunnableConfig) -> tuple[CompactionEngine, list]:
         """Return the steps and the counted-request cache of the agent this call belongs to.
 
         deepagents runs the same middleware instance in the agent and in its
@@ -118,7 +152,7 @@ class CompactionMiddleware(AgentMiddleware):
         key = ((config.get("metadata") or {}).get("lc_agent_name"), namespace.count("|"))
         with self._levels_lock:
             if key not in self._levels:
-                self._levels[key] = (CompactionNodes(**self._settings) if self._levels else self.nodes, [None])
+                self._levels[key] = (CompactionEngine(**self._settings) if self._levels else self.nodes, [None])
             return self._levels[key]
 
     # -- before every model call
@@ -127,17 +161,17 @@ class CompactionMiddleware(AgentMiddleware):
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
         state, writes = with_message_ids(state)
-        return _with_writes(writes, run_pass(nodes, state, nodes._run(config, state)).update)
+        return _with_writes(writes, nodes.run_pass(state, nodes.where(config, state)).update)
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict | None:
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
         state, writes = with_message_ids(state)
-        return _with_writes(writes, (await arun_pass(nodes, state, nodes._run(config, state))).update)
+        return _with_writes(writes, (await nodes.arun_pass(state, nodes.where(config, state))).update)
 
     # -- around the model call
-    def _count_request(self, request: ModelRequest, nodes: CompactionNodes, counted: list) -> None:
+    def _count_request(self, request: ModelRequest, nodes: CompactionEngine, counted: list) -> None:
         """Count the system prompt and tool schemas this request carries (used from the next pass on).
 
         The first request of an agent in a process is not counted yet; if it
@@ -152,8 +186,8 @@ class CompactionMiddleware(AgentMiddleware):
         counted[0] = key
 
     @staticmethod
-    def _model_request(request: ModelRequest, state: Any, nodes: CompactionNodes) -> ModelRequest:
-        """Return the request for ``state``: its messages, or in view mode the compacted view of them (and the status line)."""
+    def _model_request(request: ModelRequest, state: Any, nodes: CompactionEngine) -> ModelRequest:
+        """Return the request for ``state``: its messages, or in view mode their compacted view and status line."""
         if nodes.sends_other_messages():
             return request.override(messages=nodes.model_messages(state), state=state)
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
@@ -172,14 +206,14 @@ class CompactionMiddleware(AgentMiddleware):
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return handler(self._model_request(request, request.state, nodes))
-        run = nodes._run(config, request.state)
+        run = nodes.where(config, request.state)
         responses: list[ModelResponse] = []
 
         def call(state: Any) -> dict:
             responses.append(handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = drive_recovery(nodes, recovery_steps(nodes, request.state, run), run, call)
+        output = nodes.recover(request.state, run, call)
         return self._response(output, responses[-1])
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
@@ -188,12 +222,12 @@ class CompactionMiddleware(AgentMiddleware):
         self._count_request(request, nodes, counted)
         if not self.overflow_recovery:
             return await handler(self._model_request(request, request.state, nodes))
-        run = nodes._run(config, request.state)
+        run = nodes.where(config, request.state)
         responses: list[ModelResponse] = []
 
         async def call(state: Any) -> dict:
             responses.append(await handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = await adrive_recovery(nodes, recovery_steps(nodes, request.state, run), run, call)
+        output = await nodes.arecover(request.state, run, call)
         return self._response(output, responses[-1])

@@ -4,12 +4,15 @@ The hook runs one whole compaction pass (``engine.run_pass``) before every
 model call and returns its update; the history it rewrites is the state's, so
 the model, the checkpoint and the next call see the same thing. In view mode
 (``CompactionConfig(mode="view")``) the state keeps every message and the
-model is sent the view (``llm_input_messages``). Its state needs a
-``compaction`` key: pass ``state_schema=hook.state_schema``.
+model is sent the view (``llm_input_messages``). The hook's node reads and
+writes a ``compaction`` key of its own (``CompactionReactState``, found by
+LangGraph from the hook's signature), which is not part of the agent's input:
+a run's caller controls its messages only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, NotRequired
 
 from langchain_core.runnables import RunnableConfig
@@ -17,16 +20,26 @@ from langgraph.prebuilt.chat_agent_executor import AgentState
 from langgraph.utils.runnable import RunnableCallable
 
 from ..core.config import CompactionConfig
-from ..engine import PassResult, arun_pass, run_pass
+from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting
-from ..engine.nodes import CompactionNodes
+from ..engine.nodes import CompactionEngine, PassResult
 from ..engine.state import merge_compaction
+from .models import chat_model
 
 
 class CompactionReactState(AgentState):
-    """``create_react_agent``'s state plus ``compaction``."""
+    """``create_react_agent``'s state plus ``compaction``: what the hook's node reads."""
 
     compaction: NotRequired[Annotated[dict, merge_compaction]]
+
+
+class PreModelHook(RunnableCallable):
+    """The hook's node. LangGraph reads the state it takes from ``__call__``'s signature and adds its
+    ``compaction`` key to the agent's state, outside the agent's input (``StateGraph.add_node`` infers a node's
+    input schema so)."""
+
+    def __call__(self, state: CompactionReactState, config: RunnableConfig) -> dict:
+        return self.invoke(state, config)
 
 
 def make_pre_model_hook(
@@ -37,19 +50,47 @@ def make_pre_model_hook(
     flush_model: Any = None,
     agent_model: Any = None,
     system_prompt: Any = None,
-) -> RunnableCallable:
+    trigger: Trigger | None = None,
+    keep: ContextSize | None = None,
+    token_counter: Callable[..., int] | None = None,
+    summary_prompt: str | None = None,
+) -> PreModelHook:
     """Return a ``pre_model_hook`` node that compacts the history before every model call.
 
-    ``model`` summarizes, ``flush_model`` (default: ``model``) extracts
-    memories, ``storage`` is a directory, a ``BaseStore`` or None for the
-    agent's store. ``agent_model`` (the agent's model, tools bound) and
-    ``system_prompt`` (its ``prompt``) are counted in every request. The
-    hook's ``.state_schema`` is the state it needs::
+    The agent's state gains a ``compaction`` key that is not part of its
+    input (read it with ``agent.get_state(config).values["compaction"]``)::
 
         hook = make_pre_model_hook(model=summarizer, storage="./.compaction")
-        agent = create_react_agent(llm, tools, pre_model_hook=hook, state_schema=hook.state_schema)
+        agent = create_react_agent(llm, tools, pre_model_hook=hook)
+
+    ``hook.state_schema`` is ``create_react_agent``'s own state, for code that
+    passes ``state_schema=hook.state_schema``.
+
+    Args:
+        model: The summarizer: a chat model, a name resolved as LangChain's
+            ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
+            extractive summaries.
+        config: The settings; None for the defaults.
+        storage: A directory, a ``BaseStore``, or None for the agent's store.
+        flush_model: Extracts memories (a model or a name); None: ``model``.
+        agent_model: The agent's model, tools bound: counted in every request.
+        system_prompt: The agent's ``prompt``: counted in every request.
+        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
+            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
+            of the window, or a list of them (when any is met).
+        keep: The tail a compaction keeps: one such pair.
+        token_counter: A callable(messages) -> int counting a list of messages.
+        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
+
+    Raises:
+        ValueError: a model name that names no model, a bad ``trigger`` or
+            ``keep``, or an argument that contradicts ``config``.
     """
-    nodes = CompactionNodes(
+    config = settings_with(
+        config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+    )
+    model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
+    nodes = CompactionEngine(
         before="agent",
         model=model,
         config=config,
@@ -67,13 +108,13 @@ def make_pre_model_hook(
 
     def hook(state: Any, config: RunnableConfig) -> dict:
         check_nesting(nodes, state, config)
-        return update(run_pass(nodes, state, nodes._run(config, state)))
+        return update(nodes.run_pass(state, nodes.where(config, state)))
 
     async def ahook(state: Any, config: RunnableConfig) -> dict:
         check_nesting(nodes, state, config)
-        return update(await arun_pass(nodes, state, nodes._run(config, state)))
+        return update(await nodes.arun_pass(state, nodes.where(config, state)))
 
-    node = RunnableCallable(hook, ahook, name="compaction", trace=False)
-    node.state_schema = CompactionReactState
+    node = PreModelHook(hook, ahook, name="compaction", trace=False)
+    node.state_schema = AgentState
     node.nodes = nodes
     return node

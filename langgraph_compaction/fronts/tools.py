@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,10 +45,10 @@ from ..core.fidelity import active_pins, pin_constraint, pin_id, unpin_constrain
 from ..core.plan import find_cutoff
 from ..core.summary import render_message
 from ..core.tokens import TokenCounter
-from ..engine.nodes import run_thread_id, run_user_id
+from ..engine.run import run_thread_id, run_user_id
 from ..engine.state import read_compaction
-from ..memory.ledger import MEMORY_FILE, is_memory_text, memory_lines, search_terms
-from ..storage import CompactionStorage, StoreStorage, check_relpath, open_storage
+from ..memory.ledger import MEMORY_FILE, MemoryLine, is_memory_text, memory_lines, search_terms
+from ..storage import DEFAULT_USER, CompactionStorage, StoreStorage, check_relpath, open_storage, safe_label
 from ..storage.transcript import messages_by_id, paginate, render_recalled, summary_covers
 
 logger = logging.getLogger("langgraph_compaction")
@@ -69,14 +71,77 @@ NO_STORAGE = (
 # --- ranking (pure) -----------------------------------------------------------
 
 
+#: A query word this long or longer also finds the words it begins (``modul`` finds ``modules``).
+PREFIX_CHARS = 3
+
+
+def document_terms(text: str) -> list[list[str]]:
+    """Return a text's words, each as the terms it is found by: the word, then its parts.
+
+    The words are `search_terms`'s; a word's parts are where its case or
+    its letters and digits change (``readFile`` -> ``read``, ``file``;
+    ``module7`` -> ``module``, ``7``).
+
+    >>> document_terms("readFile(module7)")
+    [['readfile', 'read', 'file'], ['module7', 'module', '7']]
+
+    Args:
+        text: a memory line or a rendered message.
+    """
+    words: list[list[str]] = []
+    for run in re.findall(r"[^\W_]+", text):
+        terms = search_terms(run)
+        parts = _word_parts(run)
+        if len(terms) == 1 and len(parts) > 1:
+            words.append([terms[0], *dict.fromkeys(p for p in parts if p != terms[0])])
+        else:
+            words += [[term] for term in terms]
+    return words
+
+
+def _word_parts(word: str) -> list[str]:
+    """Return the folded parts of a word: split where lower case meets upper case, or letters meet digits."""
+    parts: list[str] = []
+    current = ""
+    for ch in word:
+        if current and (ch.isdigit() != current[-1].isdigit() or (ch.isupper() and current[-1].islower())):
+            parts.append(current)
+            current = ""
+        elif current[-2:].isupper() and len(current) >= 2 and ch.islower():  # "HTTPServer": "HTTP", "Server"
+            parts.append(current[:-1])
+            current = current[-1]
+        current += ch
+    return [p.casefold() for p in [*parts, current] if p]
+
+
+def _matched(query_terms: Sequence[str], word: Sequence[str]) -> str:
+    """Return the query term a document word counts as (itself when it matches none)."""
+    for term in query_terms:
+        if any(t == term or (len(term) >= PREFIX_CHARS and t.startswith(term)) for t in word):
+            return term
+    return word[0]
+
+
 def rank(query: str, documents: Sequence[str], max_results: int) -> list[tuple[int, float]]:
     """Return (index, score) of the documents that match the query best, BM25-ranked, newest first on ties.
 
-    Only documents that share at least one term with the query are returned.
+    A query term finds a document word that is the term, begins with it
+    (terms of at least `PREFIX_CHARS` characters) or has it as a part
+    (`document_terms`): ``module`` finds ``modules`` and ``module7``. Only
+    documents with at least one such word are returned. Memory search and
+    session search rank by this one rule.
+
+    Args:
+        query: what to look for.
+        documents: the texts to rank.
+        max_results: how many to return at most.
     """
-    terms = search_terms(query)
-    corpus = [search_terms(d) for d in documents]
-    if not terms or not any(corpus):
+    terms = list(dict.fromkeys(search_terms(query)))
+    if not terms or not documents:
+        return []
+    # each document word is counted as the query term it matches, so BM25 weighs "modules" as "module"
+    corpus = [[_matched(terms, word) for word in document_terms(d)] for d in documents]
+    if not any(corpus):
         return []
     # BM25+ keeps IDF positive, so a term found in half of a small memory still counts
     scores = BM25Plus([c or [""] for c in corpus]).get_scores(terms)
@@ -116,16 +181,33 @@ class _Where:
 
 
 def search_memory(storage: CompactionStorage, user_id: str, query: str, max_results: int = 10) -> str:
-    """Return the ``memory_search`` answer: ranked hits as ``path#line [date] text``."""
+    """Return the ``memory_search`` answer: ranked hits as ``path#line [date] text``.
+
+    Lines are ranked by words (`rank`); where the memory lives in a LangGraph
+    store configured with an embedding index (``index={"dims": ..., "embed":
+    ...}``), by the store's semantic search too, the two rankings merged
+    (`merge_rankings`): a line that shares no word with the query is found
+    by its meaning.
+
+    Args:
+        storage: where the memory files are.
+        user_id: whose memory.
+        query: what to look for.
+        max_results: how many lines to return at most (1 to `MAX_RESULTS`).
+    """
     lines = []
     for path in storage.list_memory_files(user_id):
         if is_memory_text(path):
             lines += memory_lines(path, storage.read_memory_file(user_id, path) or "")
-    hits = rank(query, [line.text for line in lines], _clamp(max_results, 1, MAX_RESULTS, 10))
+    limit = _clamp(max_results, 1, MAX_RESULTS, 10)
+    hits = [i for i, _ in rank(query, [line.text for line in lines], limit)]
+    store = semantic_store(storage)
+    if store is not None and lines and query.strip():
+        hits = merge_rankings([hits, semantic_ranking(store, user_id, lines, query, limit)])[:limit]
     if not hits:
         return f"No memory matches {query!r}."
     rows = []
-    for i, _ in hits:
+    for i in hits:
         line = lines[i]
         when = f" [{line.date}]" if line.date else (" [curated]" if line.path == MEMORY_FILE else "")
         rows.append(f"{line.path}#{line.line}{when} {line.text}")
@@ -133,6 +215,75 @@ def search_memory(storage: CompactionStorage, user_id: str, query: str, max_resu
         f"{len(rows)} memory results for {query!r} (use memory_get(path, start_line, end_line) for context):\n"
         + "\n".join(rows)
     )
+
+
+#: Where memory search keeps the memory's lines for a store's semantic search, per user: one item per line.
+SEMANTIC_NAMESPACE = ("compaction", "memory_search")
+#: Reciprocal rank fusion's constant: how much a first place outweighs a tenth.
+RRF_K = 60
+
+
+def semantic_store(storage: CompactionStorage | None) -> Any | None:
+    """Return the LangGraph store behind ``storage`` when it has an embedding index (semantic search), else None.
+
+    Args:
+        storage: the compaction storage the tools read.
+    """
+    store = getattr(storage, "store", None) if isinstance(storage, StoreStorage) else None
+    return store if getattr(store, "index_config", None) else None
+
+
+def semantic_ranking(store: Any, user_id: str, lines: Sequence[MemoryLine], query: str, limit: int) -> list[int]:
+    """Return the indexes of ``lines`` the store's semantic search ranks first for ``query``.
+
+    The lines are kept as items of their own under `SEMANTIC_NAMESPACE`,
+    keyed by file and text: a line is embedded once, when first searched, and
+    an item whose line is gone is deleted.
+
+    Args:
+        store: a LangGraph ``BaseStore`` with an embedding index.
+        user_id: whose memory (the items are per user).
+        lines: the memory's lines (`memory_lines`).
+        query: what to look for.
+        limit: how many to return at most.
+    """
+    from langgraph.store.base import PutOp
+
+    namespace = (*SEMANTIC_NAMESPACE, safe_label(user_id or DEFAULT_USER))
+    keys: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        keys.setdefault(_line_key(line), i)
+    stored: set[str] = set()
+    offset = 0
+    while batch := store.search(namespace, limit=500, offset=offset):
+        stored.update(item.key for item in batch)
+        offset += len(batch)
+    writes = [PutOp(namespace, key, None) for key in stored - keys.keys()]
+    writes += [PutOp(namespace, k, {"text": lines[i].text}, index=["text"]) for k, i in keys.items() if k not in stored]
+    if writes:
+        store.batch(writes)
+    found = store.search(namespace, query=query, limit=limit)
+    return [keys[item.key] for item in found if item.key in keys]
+
+
+def _line_key(line: MemoryLine) -> str:
+    return hashlib.sha256(f"{line.path}\x00{line.text}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def merge_rankings(rankings: Sequence[Sequence[int]]) -> list[int]:
+    """Return the items of several rankings in one order: reciprocal rank fusion (the sum of ``1 / (RRF_K + rank)``).
+
+    >>> merge_rankings([[3, 1, 2], [1, 4]])
+    [1, 3, 4, 2]
+
+    Args:
+        rankings: each a list of items, best first.
+    """
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for place, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + place)
+    return sorted(scores, key=lambda item: -scores[item])
 
 
 def read_memory(storage: CompactionStorage, user_id: str, path: str, start_line: Any = 1, end_line: Any = None) -> str:
@@ -255,7 +406,10 @@ def compact_answer(messages: Sequence[BaseMessage], focus: str | None, config: C
     """
     counter = TokenCounter(config.token_counter if config else None)
     counts = counter.counts(messages)
-    budget = config.resolve() if config else None
+    try:
+        budget = config.resolve() if config else None
+    except ValueError:  # a share of a window only the agent's model reports: the tail is counted by messages
+        budget = None
     cut = find_cutoff(messages, counts, budget.keep_tokens if budget else 0, budget.keep_messages if budget else 1)
     if cut is None:
         return None

@@ -2,8 +2,10 @@
 
 The ledger ``memory/YYYY-MM-DD.md`` is append-only: each flush adds a
 ``## Flush <ISO time>`` section of markdown bullets, followed by a hidden
-``<!-- flush:<key> -->`` line naming the messages it came from, so a flush
-re-run after a crash finds its own entry instead of asking the model again.
+``<!-- flush:<key> messages:<k1>,<k2>,... -->`` line naming, by content, the
+messages it came from (``content_key``): a flush run again, after a crash,
+on another worker or by a client's retry whose tool results got new ids,
+finds those messages there and asks the model only about the others.
 ``MEMORY.md`` is the curated memory; flush only reads it, consolidation
 rewrites it (keeping backups under ``memory/backups/``); old daily files move
 to ``memory/archive/``. Consolidation's prompt, watermark and loss guard are
@@ -13,6 +15,7 @@ here too; ``consolidation.py`` runs them against storage and a model.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from zoneinfo import ZoneInfo
 from langchain_core.messages import BaseMessage
 
 from ..core.conversation import is_injected, is_summary
+from ..core.ledger_format import bullet_item, entry_text, normalize_bullet, parse_bullets
 from ..core.prompts import NO_REPLY, memory_request
 from ..core.summary import render_messages
 from ..core.tokens import estimate_text_tokens
@@ -30,10 +34,11 @@ from ..core.tokens import estimate_text_tokens
 MEMORY_FILE = "MEMORY.md"
 ARCHIVE_DIR = "memory/archive"
 BACKUP_DIR = "memory/backups"
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*\S)\s*$")
 _DAILY = re.compile(r"memory/(?:archive/)?(\d{4}-\d{2}-\d{2})\.md")
 _FLUSH_HEADER = re.compile(r"^##\s+Flush\s+(\S+)")
-_MARKER = re.compile(r"^<!--\s*flush:([0-9a-f]+)\s*-->$")
+_MARKER = re.compile(r"^<!--\s*flush:([0-9a-f]+)(?:\s+messages:([0-9a-f,]*))?\s*-->$")
+#: Hex digits of a message's content key in the marker: one in 2**48 chance that two messages share one.
+_KEY_DIGITS = 12
 
 
 def ledger_relpath(day: str) -> str:
@@ -52,15 +57,41 @@ def is_memory_text(relpath: str) -> bool:
     return relpath == MEMORY_FILE or ledger_day(relpath) is not None
 
 
-def flush_marker(message_ids: Iterable[str]) -> str:
-    """Return the hidden line that marks a ledger entry as extracted from these messages."""
-    digest = hashlib.sha256("\x00".join(sorted(message_ids)).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"<!-- flush:{digest} -->"
+def content_key(message: BaseMessage, thread_id: str) -> str:
+    """Return a key of what a message of a thread says (its type, content, tool calls and tool name), not of its id.
+
+    A run retried after a crash makes the same messages again under new ids
+    (a tool's result gets a fresh one); their memories are in the ledger
+    already, and this key finds them there. The thread is part of the key: two
+    threads that say the same thing each keep their own memories.
+    """
+    calls = [(c.get("name"), c.get("args")) for c in getattr(message, "tool_calls", None) or []]
+    said = [thread_id, message.type, message.content, calls, getattr(message, "name", None)]
+    text = json.dumps(said, sort_keys=True, ensure_ascii=False, default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_KEY_DIGITS]
+
+
+def flush_marker(messages: Iterable[BaseMessage], thread_id: str) -> str:
+    """Return the hidden line that marks a ledger entry as extracted from these messages (by their content)."""
+    keys = sorted({content_key(m, thread_id) for m in messages})
+    digest = hashlib.sha256(",".join(keys).encode("ascii")).hexdigest()[:16]
+    return f"<!-- flush:{digest} messages:{','.join(keys)} -->"
 
 
 def has_flush_marker(ledger: str, marker: str) -> bool:
     """Return True when the ledger already holds the entry of this marker (a re-run after a crash)."""
     return any(line.strip() == marker for line in ledger.splitlines())
+
+
+def flushed_keys(*ledgers: str) -> set[str]:
+    """Return the content keys of every message the entries of these ledgers were extracted from."""
+    keys: set[str] = set()
+    for text in ledgers:
+        for line in text.splitlines():
+            match = _MARKER.match(line.strip())
+            if match and match.group(2):
+                keys.update(k for k in match.group(2).split(",") if k)
+    return keys
 
 
 @dataclass(frozen=True)
@@ -89,8 +120,7 @@ def memory_lines(relpath: str, text: str) -> list[MemoryLine]:
             continue
         if not line or line.startswith("#") or _MARKER.match(line):
             continue
-        bullet = _BULLET.match(line)
-        out.append(MemoryLine(relpath, number, bullet.group(1) if bullet else line, date))
+        out.append(MemoryLine(relpath, number, bullet_item(line) or line, date))
     return out
 
 
@@ -161,16 +191,6 @@ def search_terms(text: str) -> list[str]:
     return terms
 
 
-def normalize_bullet(text: str) -> str:
-    """Return a bullet's text folded for duplicate detection (case, spaces, end punctuation)."""
-    return re.sub(r"\s+", " ", text).strip().rstrip(".;").casefold()
-
-
-def parse_bullets(text: str) -> list[str]:
-    """Return the bullet items of a markdown answer (other lines are ignored)."""
-    return [m.group(1) for line in text.splitlines() if (m := _BULLET.match(line))]
-
-
 def flush_problem(answer: object) -> str | None:
     """Return why a memory-extraction answer is unusable (neither ``NO_REPLY`` nor bullets), or None."""
     if not isinstance(answer, str):
@@ -212,12 +232,6 @@ def ledger_entry(
         return None
     header = f"## Flush {now.isoformat(timespec='seconds')}\n" + (f"{marker}\n" if marker else "")
     return entry_text(existing, header, fresh)
-
-
-def entry_text(existing: str, header: str, bullets: Sequence[str]) -> str:
-    """Return a ledger entry as appended after ``existing``: a separating blank line, the header, the bullets."""
-    lead = "" if not existing or existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
-    return lead + header + "\n" + "".join(f"- {b}\n" for b in bullets) + "\n"
 
 
 # --- consolidation, the pure part ------------------------------------------------

@@ -20,7 +20,10 @@ import base64
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
+
+from .base import record_id
 
 TAG = "$t"
 _PLAIN = (str, int, float, bool, type(None))
@@ -43,34 +46,40 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+#: Values of these types become ``{"$t": <type name>, "v": <plain JSON>}``; ``_FROM_TAGGED`` reads them back.
+_TO_TAGGED: dict[type, Callable[[Any], Any]] = {
+    bytes: lambda v: base64.b64encode(v).decode("ascii"),
+    dt.datetime: dt.datetime.isoformat,
+    dt.date: dt.date.isoformat,
+    dt.time: dt.time.isoformat,
+    dt.timedelta: lambda v: [v.days, v.seconds, v.microseconds],
+}
+_FROM_TAGGED: dict[str, Callable[[Any], Any]] = {
+    "bytes": base64.b64decode,
+    "datetime": dt.datetime.fromisoformat,
+    "date": dt.date.fromisoformat,
+    "time": dt.time.fromisoformat,
+    "timedelta": lambda v: dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2]),
+    "serde": lambda v: _serde().loads_typed(("msgpack", base64.b64decode(v))),
+}
+
+
 def encode(value: Any, marked: list[str] | None = None, where: str = "") -> Any:
     """Return ``value`` as plain JSON data that ``decode`` turns back into an equal value.
 
-    Each value that could not be encoded is replaced by a marked repr and its
-    path is appended to ``marked``.
+    Args:
+        value: A record, or any value inside one.
+        marked: Where the path of each value that could not be encoded (and
+            was replaced by a marked repr) is appended.
+        where: The path of ``value`` in the record, for ``marked``.
     """
     kind = type(value)
     if kind in _PLAIN:
         return value
-    if kind is list:
-        return [encode(v, marked, f"{where}[{i}]") for i, v in enumerate(value)]
-    if kind is dict:
-        if all(type(k) is str for k in value) and TAG not in value:
-            return {k: encode(v, marked, f"{where}.{k}") for k, v in value.items()}
-        items = [[encode(k, marked, f"{where}<key>"), encode(v, marked, f"{where}[{k!r}]")] for k, v in value.items()]
-        return {TAG: "dict", "v": items}
-    if kind is tuple:
-        return {TAG: "tuple", "v": [encode(v, marked, f"{where}[{i}]") for i, v in enumerate(value)]}
-    if kind in (set, frozenset):
-        # set order differs between processes (hash seeds): sorted, so one set always encodes alike
-        items = sorted((encode(v, marked, f"{where}{{}}") for v in value), key=_canonical)
-        return {TAG: kind.__name__, "v": items}
-    if kind is bytes:
-        return {TAG: "bytes", "v": base64.b64encode(value).decode("ascii")}
-    if kind in (dt.datetime, dt.date, dt.time):
-        return {TAG: kind.__name__, "v": value.isoformat()}
-    if kind is dt.timedelta:
-        return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
+    if kind in (list, dict, tuple, set, frozenset):
+        return _encode_collection(value, marked, where)
+    if kind in _TO_TAGGED:
+        return {TAG: kind.__name__, "v": _TO_TAGGED[kind](value)}
     try:
         form, data = _serde().dumps_typed(value)
         if form != "msgpack":
@@ -82,6 +91,23 @@ def encode(value: Any, marked: list[str] | None = None, where: str = "") -> Any:
         return {TAG: "unencodable", "type": f"{kind.__module__}.{kind.__qualname__}", "repr": _safe_repr(value)}
 
 
+def _encode_collection(value: Any, marked: list[str] | None, where: str) -> Any:
+    """Return a list, dict, tuple or set encoded item by item (a dict with only string keys stays a dict)."""
+    kind = type(value)
+    if kind is list:
+        return [encode(v, marked, f"{where}[{i}]") for i, v in enumerate(value)]
+    if kind is dict:
+        if all(type(k) is str for k in value) and TAG not in value:
+            return {k: encode(v, marked, f"{where}.{k}") for k, v in value.items()}
+        items = [[encode(k, marked, f"{where}<key>"), encode(v, marked, f"{where}[{k!r}]")] for k, v in value.items()]
+        return {TAG: "dict", "v": items}
+    if kind is tuple:
+        return {TAG: "tuple", "v": [encode(v, marked, f"{where}[{i}]") for i, v in enumerate(value)]}
+    # set order differs between processes (hash seeds): sorted, so one set always encodes alike
+    items = sorted((encode(v, marked, f"{where}{{}}") for v in value), key=_canonical)
+    return {TAG: kind.__name__, "v": items}
+
+
 def _safe_repr(value: Any) -> str:
     try:
         return repr(value)[:_REPR_CHARS]
@@ -90,38 +116,28 @@ def _safe_repr(value: Any) -> str:
 
 
 def decode(value: Any) -> Any:
-    """Return the value ``encode`` was given (an unencodable one as its marked repr)."""
+    """Return the value ``encode`` was given (an unencodable one as its marked repr).
+
+    Args:
+        value: What ``encode`` returned, as read back from JSON.
+    """
     kind = type(value)
     if kind is list:
         return [decode(v) for v in value]
     if kind is not dict:
         return value
     tag = value.get(TAG)
+    data = value.get("v")
     if tag is None:
         return {k: decode(v) for k, v in value.items()}
-    data = value.get("v")
     if tag == "dict":
         return {decode(k): decode(v) for k, v in data}
-    if tag == "tuple":
-        return tuple(decode(v) for v in data)
-    if tag == "set":
-        return {decode(v) for v in data}
-    if tag == "frozenset":
-        return frozenset(decode(v) for v in data)
-    if tag == "bytes":
-        return base64.b64decode(data)
-    if tag == "datetime":
-        return dt.datetime.fromisoformat(data)
-    if tag == "date":
-        return dt.date.fromisoformat(data)
-    if tag == "time":
-        return dt.time.fromisoformat(data)
-    if tag == "timedelta":
-        return dt.timedelta(days=data[0], seconds=data[1], microseconds=data[2])
-    if tag == "serde":
-        return _serde().loads_typed(("msgpack", base64.b64decode(data)))
+    if tag in ("tuple", "set", "frozenset"):
+        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](decode(v) for v in data)
     if tag == "unencodable":
         return {"unencodable": value.get("type"), "repr": value.get("repr")}
+    if tag in _FROM_TAGGED:
+        return _FROM_TAGGED[tag](data)
     raise ValueError(f"unknown transcript value tag {tag!r}: written by a newer version of langgraph-compaction?")
 
 
@@ -148,3 +164,17 @@ def same_version(a: Any, b: Any) -> bool:
 def revision(encoded: Any) -> str:
     """Return the revision of an encoded record: a hash of its content, equal for equal records."""
     return hashlib.sha256(_canonical(encoded).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def versioned(record: dict) -> tuple[str | None, str, Any]:
+    """Return (message id, revision, encoded record) of a transcript record: how both backends key and store it."""
+    encoded = encode(record)
+    return record_id(record), revision(encoded), encoded
+
+
+def unencodable_fields(records: list[dict]) -> list[str]:
+    """Return the fields of these records that only a marked repr can store (the offload event names them)."""
+    marked: list[str] = []
+    for record in records:
+        encode(record.get("data"), marked, f"{record_id(record)}")
+    return marked

@@ -25,7 +25,9 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 
 from ..core.conversation import is_summary, text_of
 from ..core.summary import COMPACTION_MARKER, render_message
-from . import open_storage, record_id, thread_key
+from . import open_storage
+from .base import CompactionStorage, record_id
+from .names import thread_key
 
 #: The id range of a summary's compaction note (``compaction_note``), for summaries written without ``covers``.
 _NOTE_RANGE = re.compile(
@@ -33,7 +35,7 @@ _NOTE_RANGE = re.compile(
 )
 
 
-def _require(storage: Any):
+def _require(storage: Any) -> CompactionStorage:
     opened = open_storage(storage)
     if opened is None:
         raise ValueError("storage is None: pass the directory, BaseStore or storage object compaction offloads to")
@@ -128,7 +130,7 @@ class Page:
 
 
 def paginate(text: str, page: int, page_chars: int) -> Page:
-    """Return page ``page`` (1-based, clamped) of ``text`` cut into ``page_chars`` slices, at line ends when possible."""
+    """Return page ``page`` (1-based, clamped) of ``text`` in ``page_chars`` slices, cut at line ends when possible."""
     pages: list[str] = []
     rest = text
     while rest:

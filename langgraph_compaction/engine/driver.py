@@ -1,0 +1,194 @@
+"""The one driver pair: ``drive`` performs a step's effects synchronously, ``adrive`` with ``await``.
+
+Every stage, the whole pass, overflow recovery and a background job are steps
+(``effects``); these two loops are the only code that performs their effects.
+A failing effect is thrown back into the step, which records it and degrades;
+LangGraph's control flow (``GraphBubbleUp``: an interrupt, a parent command)
+always passes through, and so does ``asyncio.CancelledError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.errors import GraphBubbleUp
+
+from ..core.conversation import content_text
+from .effects import CallAgent, CallHook, CallModel, Effect, Parallel, StartJob, StorageCall, WaitJob, advance
+from .events import emit_event, failed_update, stage_ended, stage_started
+from .run import Run
+
+
+@dataclass
+class Performer:
+    """What the driver performs effects with: the run (storage, usage), the model timeout, the agent's call."""
+
+    run: Run
+    timeout: float | None = None
+    #: Performs ``CallAgent`` (overflow recovery): the front's call of the agent's model (sync, or a coroutine).
+    call_agent: Callable[[Any], Any] | None = None
+
+
+def add_usage(total: dict, reply: Any) -> None:
+    """Add a model reply's ``usage_metadata`` (input, output and total tokens) to ``total``."""
+    usage = getattr(reply, "usage_metadata", None) or {}
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        if isinstance(usage.get(key), int):
+            total[key] = total.get(key, 0) + usage[key]
+    total["calls"] = total.get("calls", 0) + 1
+
+
+def _model_request(effect: CallModel) -> tuple[Any, list]:
+    runnable = effect.model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
+    request = [HumanMessage(effect.request)] if isinstance(effect.request, str) else effect.request
+    return runnable, request
+
+
+def _call_model(effect: CallModel, performer: Performer) -> str:
+    runnable, request = _model_request(effect)
+    if performer.timeout is None:
+        reply = runnable.invoke(request)
+    else:
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
+            reply = future.result(timeout=performer.timeout)
+        finally:
+            pool.shutdown(wait=False)
+    add_usage(performer.run.usage, reply)
+    return content_text(reply.content)
+
+
+async def _acall_model(effect: CallModel, performer: Performer) -> str:
+    runnable, request = _model_request(effect)
+    reply = await asyncio.wait_for(runnable.ainvoke(request), performer.timeout)
+    add_usage(performer.run.usage, reply)
+    return content_text(reply.content)
+
+
+def _call_hook(effect: CallHook) -> Any:
+    """Call an application hook; an ``async`` one runs to its end on an event loop of its own thread."""
+    result = effect.hook(*effect.args)
+    if not inspect.isawaitable(result):
+        return result
+
+    async def wait() -> Any:
+        return await result
+
+    with ThreadPoolExecutor(max_workers=1) as pool:  # this thread may already run a loop (sync code called from one)
+        return pool.submit(contextvars.copy_context().run, asyncio.run, wait()).result()
+
+
+async def _acall_hook(effect: CallHook) -> Any:
+    """Await an ``async`` hook; a plain one runs in a worker thread, so a slow one does not block the loop."""
+    hook = effect.hook
+    if inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(getattr(hook, "__call__", None)):  # noqa: B004
+        return await hook(*effect.args)
+    result = await asyncio.to_thread(hook, *effect.args)
+    return await result if inspect.isawaitable(result) else result
+
+
+def perform(effect: Effect, performer: Performer) -> Any:
+    """Perform one effect synchronously and return its result (or raise its failure)."""
+    match effect:
+        case CallModel():
+            return _call_model(effect, performer)
+        case StorageCall(op=op, args=args):
+            return getattr(performer.run.storage, op)(*args)
+        case CallHook():
+            return _call_hook(effect)
+        case CallAgent(state=state):
+            assert performer.call_agent is not None, "a CallAgent effect needs the front's call_agent"
+            return performer.call_agent(state)
+        case Parallel(steps=steps):
+            if len(steps) == 1:
+                return [drive(steps[0], performer)]
+            with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="compaction") as pool:
+                # each thread gets a copy of this context: the stream writer and the runtime travel with it
+                ctx = contextvars.copy_context
+                futures = [pool.submit(ctx().run, drive, s, performer) for s in steps]
+                return [f.result() for f in futures]
+        case StartJob(job=job):
+            return job.runner.start_sync(job, job.work, job.awork)
+        case WaitJob(job=job, timeout=timeout):
+            return job.runner.wait_sync(job, timeout)
+    raise TypeError(f"not a compaction effect: {effect!r}")
+
+
+async def aperform(effect: Effect, performer: Performer) -> Any:
+    """Perform one effect with ``await`` and return its result (or raise its failure)."""
+    match effect:
+        case CallModel():
+            return await _acall_model(effect, performer)
+        case StorageCall(op=op, args=args):
+            return await getattr(performer.run.storage, "a" + op)(*args)
+        case CallHook():
+            return await _acall_hook(effect)
+        case CallAgent(state=state):
+            assert performer.call_agent is not None, "a CallAgent effect needs the front's call_agent"
+            return await performer.call_agent(state)
+        case Parallel(steps=steps):
+            return list(await asyncio.gather(*(adrive(s, performer) for s in steps)))
+        case StartJob(job=job):
+            return job.runner.start_async(job, job.work, job.awork)
+        case WaitJob(job=job, timeout=timeout):
+            return await job.runner.wait_async(job, timeout)
+    raise TypeError(f"not a compaction effect: {effect!r}")
+
+
+def drive(steps: Generator[Effect, Any, Any], performer: Performer) -> Any:
+    """Run a step to its end, performing each effect synchronously; return the step's result."""
+    done, item = advance(steps, None, None)
+    while not done:
+        try:
+            value, error = perform(item, performer), None
+        except GraphBubbleUp:  # LangGraph's control flow is never a failure
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to the step, which decides
+            value, error = None, exc
+        done, item = advance(steps, value, error)
+    return item
+
+
+async def adrive(steps: Generator[Effect, Any, Any], performer: Performer) -> Any:
+    """Run a step to its end, awaiting each effect; return the step's result."""
+    done, item = advance(steps, None, None)
+    while not done:
+        try:
+            value, error = await aperform(item, performer), None
+        except GraphBubbleUp:
+            raise
+        except asyncio.CancelledError as cancelled:  # the caller's to handle; the step may say where it stopped
+            advance(steps, None, cancelled)
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to the step, which decides
+            value, error = None, exc
+        done, item = advance(steps, value, error)
+    return item
+
+
+def guarded(stage: str, steps: Generator[Effect, Any, dict]) -> Generator[Effect, Any, dict]:
+    """Return a stage's steps that never fail: a failure leaves the messages alone and is recorded in the update.
+
+    The side steps (flush, offload, summarize) also stream their start and
+    end (``events.stage_started``), so a UI can show "compacting...".
+    """
+    started = stage_started(stage)
+    try:
+        update = yield from steps
+    except GraphBubbleUp:
+        raise
+    except asyncio.CancelledError:
+        emit_event({"stage": stage, "error": "cancelled; this step wrote no state update"})
+        raise
+    except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
+        update = failed_update(stage, exc)
+    return stage_ended(stage, started, update)

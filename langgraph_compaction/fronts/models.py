@@ -1,0 +1,63 @@
+"""The chat models a front is given: an instance as it is, a name resolved as LangChain's ``init_chat_model`` does.
+
+LangChain's ``SummarizationMiddleware(model="openai:gpt-4o-mini")`` takes a
+model by name; every front here takes the same names for ``model`` and
+``flush_model``. A name is resolved when the front is built, so a name that
+names no model is refused there, not at the first summary. Resolving a name
+needs LangChain (the ``agents`` extra); instances never do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXAMPLES = "'openai:gpt-4o-mini' or 'anthropic:claude-sonnet-4-5'"
+
+
+def chat_model(value: Any, argument: str = "model") -> Any:
+    """Return the chat model ``value`` stands for: an instance or None as it is, a name made into a model.
+
+    Args:
+        value: A chat model (any LangChain ``Runnable``), None (no model: an
+            extractive summary, or ``model`` again for ``flush_model``), or a
+            name such as ``"openai:gpt-4o-mini"`` or ``"gpt-4o-mini"``, resolved
+            by LangChain's ``init_chat_model`` with the provider's package and
+            its API key from the environment. Building the model calls nobody.
+        argument: The parameter ``value`` was given as, named in errors.
+
+    Raises:
+        ValueError: the name names no model LangChain can build (the reason is given).
+        ImportError: a name was given and LangChain, or the provider's package, is not installed.
+        TypeError: ``value`` is neither a name, a model nor None.
+    """
+    if value is None or not isinstance(value, str):
+        if value is not None and not hasattr(value, "invoke"):
+            raise TypeError(
+                f"{argument} must be a chat model, a model name such as {_EXAMPLES}, or None, "
+                f"not {type(value).__name__}"
+            )
+        return value
+    if not value.strip() or value.strip().endswith(":"):
+        raise ValueError(f"{argument}={value!r} names no model; pass a name such as {_EXAMPLES}, or a chat model")
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError as exc:
+        raise ImportError(
+            f"{argument}={value!r} is a model name, which LangChain's init_chat_model resolves: "
+            "pip install 'langgraph-compaction[agents]', or pass a chat model instance"
+        ) from exc
+    try:
+        return init_chat_model(value)
+    except ImportError as exc:  # the provider's integration package, e.g. langchain-anthropic
+        raise ImportError(f"{argument}={value!r} needs its provider's package: {exc}") from exc
+    except ValueError as exc:  # init_chat_model cannot tell the provider
+        raise ValueError(
+            f"{argument}={value!r} names no model LangChain knows (it cannot tell the provider); write it as "
+            f"'provider:model', such as {_EXAMPLES}, or pass a chat model"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - the provider's own check, e.g. a missing API key
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"{argument}={value!r} could not be built: {reason}; set what the provider needs (its API key "
+            "variable), or pass a chat model"
+        ) from exc
