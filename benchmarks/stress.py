@@ -658,15 +658,18 @@ def retried(turn: Sequence[BaseMessage], attempt: int) -> list[BaseMessage]:
 
 
 def remembered_twice(ledgers: dict[str, str]) -> list[str]:
-    """Return the user requests that more than one ledger bullet remembers (each request's memory is written once)."""
+    """Return the user requests that more than one ledger bullet remembers (each request's memory is written once).
+
+    A request edited by id (``update_state``) is new content: its edited version may be remembered once more.
+    """
     import re
     from collections import Counter
 
     from langgraph_compaction.memory.ledger import parse_bullets
 
     bullets = [b for text in ledgers.values() for b in parse_bullets(text)]
-    counts = Counter(n for b in bullets for n in set(re.findall(r"request (\d+):", b)))
-    return [f"request {n} is remembered in {k} ledger bullets" for n, k in sorted(counts.items()) if k > 1]
+    counts = Counter(r for b in bullets for r in set(re.findall(r"(?:\(edited\) )?request \d+:", b)))
+    return [f"{r[:-1]} is remembered in {k} ledger bullets" for r, k in sorted(counts.items()) if k > 1]
 
 
 def request_problems(view: Sequence[BaseMessage], window: int | None, counter: Any) -> dict[str, list[str]]:
@@ -694,7 +697,6 @@ def run_retry_example(
     window (3). Nothing is lost (2); each request's memory is written once, however the memory model words it (4).
     ``faults`` adds no model or storage fault here: the retries are the faults.
     """
-    forget_jobs()
     with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
         root = Path(tmp) / "store"
         real = FileStorage(root) if storage == "file" else StoreStorage(_memory_store())
@@ -728,11 +730,9 @@ def run_retry_example(
                     continue
                 step = plan["calls"][calls[0] % len(plan["calls"])]
                 calls[0] += 1
-                if step["worker"] != serving[0]:
+                if step["worker"] != serving[0]:  # each worker's jobs in progress are its own
                     serving[0] = step["worker"]
                     sim.nodes = workers[serving[0]]
-                    if plan["background"]:
-                        forget_jobs()  # a job in progress lives in the other worker's process
                 if step["edit"] and plan["background"]:
                     sim.replace((HumanMessage, ToolMessage))
                 fault = step["fault"] if first else None
@@ -740,10 +740,10 @@ def run_retry_example(
                     before = sim.snapshot()
                     sim.model_call(pending, send=False)  # its side effects happen; nothing reaches the checkpoint
                     sim.restore(before)
-                    if fault == "kill":
+                    if fault == "kill":  # its jobs in progress die with it; another process serves the retry
+                        sim.nodes.jobs.forget()
                         workers[serving[0]] = worker()
                         sim.nodes = workers[serving[0]]
-                        forget_jobs()
                     return "retry"
                 view = sim.model_call(pending)
                 for name, found in request_problems(view, window, sim.nodes.counter).items():
@@ -762,7 +762,8 @@ def run_retry_example(
             for turn in turns_of(conversation):
                 if play(turn, first=True) == "retry":
                     play(retried(turn, 1), first=False)
-        forget_jobs()
+        for each in workers:
+            each.jobs.forget()
         sim.ledger.check_store(sim.messages, real.read_transcript("retried"), ledgers_of(real, "u"))
         problems["exactly_once"] += remembered_twice(ledgers_of(real, "u"))
         problems["bounded"] += bounded_problems(sim.events, config.resolve().trigger_tokens)

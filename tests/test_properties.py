@@ -275,7 +275,6 @@ def _retried(seed: int, plan: dict, backend: str) -> dict[str, list[str]]:
     return run_retry_example(random.Random(seed), storage=backend, plan=plan)
 
 
-@pytest.mark.xfail(strict=True, reason="a retried run leaves calls unanswered and writes a request's memory twice")
 @settings(**RETRIED)
 @given(st.integers(0, 2**20), fault_plans(), st.sampled_from(["file", "store"]))
 def test_retried_runs_unanswered_calls_and_two_workers_keep_history_valid_and_memory_once(seed, plan, backend):
