@@ -12,7 +12,15 @@ text; storage failing before or after a write; a node's update lost after
 its side effects, as a crash and resume would). One example in ten is a
 huge parallel round over the window, or a codemod changing 1,000-3,000
 files, at the default ``prompt_cache``: no view may be sent over the trigger
-that layers 1-2 could bring under it, and every trail keeps to its budget. It is replayed model call by
+that layers 1-2 could bring under it, and every trail keeps to its budget.
+One in ten compacts in the background. One in ten (``run_retry_example``)
+sends runs again after a killed worker, a database outage or a crash while
+the tools run, leaves calls unanswered by an approval the user answers with
+the next request, edits stored messages by id while a background job runs,
+and spreads the model calls over two workers: a conversation a provider
+accepts as it is must give requests it accepts too (no orphan result, no
+unanswered call), none over the window, and each request's memory written
+once however the memory model words it. It is replayed model call by
 model call through the real compaction nodes (gate, flush and offload on the
 same snapshot, then summarize), with the stock ``add_messages`` and
 ``merge_compaction`` reducers, and every view and every run is checked.
@@ -52,12 +60,13 @@ from langgraph_compaction.invariants import (
     INVARIANTS,
     ThreadLedger,
     bounded_problems,
+    broken_tool_ids,
     escaped_paths,
     files_under,
     ledgers_of,
 )
 from langgraph_compaction.storage import message_records, record_id
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing import ScriptedModel, scripted_memories
 
 HOSTILE_IDS = [
     "t",
@@ -121,8 +130,14 @@ def _artifact(rng: random.Random) -> Any:
     }
 
 
-def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessage]:
-    """Return a conversation with the shapes real agents produce and logs contain (unique message ids)."""
+def random_conversation(rng: random.Random, prefix: str = "m", *, clean: bool = False) -> list[BaseMessage]:
+    """Return a conversation with the shapes real agents produce and logs contain (unique message ids).
+
+    ``clean`` draws the same shapes but one a provider accepts as it is: no
+    reused call id, no call left unanswered, no note between results, no
+    orphan result (the draws are made all the same, so a seed gives the same
+    conversation otherwise).
+    """
     n = [0]
 
     def mid() -> str:
@@ -151,7 +166,8 @@ def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessa
             calls = []
             for _ in range(width):
                 call_ids[0] += 1
-                cid = "call_1" if rng.random() < 0.1 else f"c{call_ids[0]}"  # reused ids happen in real logs
+                reused = rng.random() < 0.1 and not clean
+                cid = "call_1" if reused else f"c{call_ids[0]}"  # reused ids happen in real logs
                 args: Any = {"cmd": _text(rng, rng.choice([5, 300, 5000]))}
                 if rng.random() < 0.2:
                     args = {"n": rng.randint(0, 9), "nested": {"a": [1, {"b": None}]}, "flag": True}
@@ -177,12 +193,12 @@ def random_conversation(rng: random.Random, prefix: str = "m") -> list[BaseMessa
                 )
                 for c in calls
             ]
-            if rng.random() < 0.1 and results:
+            if rng.random() < 0.1 and results and not clean:
                 results.pop(rng.randrange(len(results)))  # a call never answered
-            if len(results) > 1 and rng.random() < 0.15:
+            if len(results) > 1 and rng.random() < 0.15 and not clean:
                 results.insert(rng.randrange(1, len(results)), HumanMessage(content="(queued note)", id=mid()))
             messages.extend(results)
-        if rng.random() < 0.05:
+        if rng.random() < 0.05 and not clean:
             messages.append(ToolMessage(content="stray result", tool_call_id=f"ghost{turn}", id=mid()))  # an orphan
         if rng.random() < 0.7:
             messages.append(AIMessage(content="answer " + _text(rng, rng.choice([0, 30, 800])), id=mid()))
@@ -256,13 +272,16 @@ class Simulation:
         thread = self.config["configurable"].get("thread_id")
         return str(thread) if thread is not None else str(self.compaction.get("run_thread") or "")
 
-    def replace(self) -> None:
-        """Replace by id (``update_state``) a user message whose current version the transcript already holds."""
+    def replace(self, kinds: tuple[type, ...] = (HumanMessage,)) -> None:
+        """Replace by id (``update_state``) a message of ``kinds`` whose current version the transcript already holds.
+
+        A user message's text is edited; a tool result's output is.
+        """
         latest = {record_id(r): r for r in self.storage.read_transcript(self.transcript_key())}
         stored = [
             m
             for m in self.messages
-            if isinstance(m, HumanMessage) and not is_summary(m) and latest.get(m.id) == message_records([m])[0]
+            if isinstance(m, kinds) and not is_summary(m) and latest.get(m.id) == message_records([m])[0]
         ]
         if stored:
             old = self.rng.choice(stored)
@@ -297,8 +316,28 @@ class Simulation:
             node(state, self.config)  # its side effects happen, its update is lost: a crash, then resume re-runs it
         return node(state, self.config)
 
-    def model_call(self, pending: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """Add the pending messages, run the compaction nodes, and return the view the model receives."""
+    def snapshot(self) -> tuple:
+        """Return the thread as a checkpoint holds it (see ``restore``)."""
+        ledger = self.ledger
+        return (
+            list(self.messages),
+            dict(self.compaction),
+            list(ledger.history),
+            dict(ledger.records),
+            list(ledger.versions),
+        )
+
+    def restore(self, snapshot: tuple) -> None:
+        """Put the thread back as ``snapshot`` held it: what was not checkpointed since never happened to the state."""
+        messages, compaction, history, records, versions = snapshot
+        self.messages, self.compaction = list(messages), dict(compaction)
+        self.ledger.history, self.ledger.records, self.ledger.versions = list(history), dict(records), list(versions)
+
+    def model_call(self, pending: Sequence[BaseMessage], send: bool = True) -> list[BaseMessage]:
+        """Add the pending messages, run the compaction nodes, and return the view the model receives.
+
+        ``send=False``: the run dies before the model call (the view is neither sent nor checked).
+        """
         self.messages = add_messages(self.messages, list(pending))
         self.ledger.added(pending)
         state = {"messages": self.messages, "compaction": self.compaction}
@@ -311,12 +350,14 @@ class Simulation:
             state = {"messages": self.messages, "compaction": self.compaction}
             self._apply([self._node(self.nodes.summarize, state)])
         view = list(self.messages)
+        if not send:
+            return view
         self.ledger.check_view(view)
         snapshot = (list(self.messages), dict(self.compaction), list(self.ledger.history), dict(self.ledger.records))
         self.checkpoints = [*self.checkpoints[-7:], (*snapshot, list(self.ledger.versions))]
         return view
 
-    def reply(self, message: AIMessage) -> None:
+    def reply(self, message: BaseMessage) -> None:
         self.messages = add_messages(self.messages, [message])
         self.ledger.added([message])
 
@@ -398,7 +439,7 @@ def huge_round(rng: random.Random, window: int) -> list[BaseMessage]:
 
 
 def codemod(rng: random.Random) -> list[BaseMessage]:
-    """Return requests that change 1,000-3,000 files over 1-60 folders, by ``edit_file`` or ``git rm`` 50-400 at a time."""
+    """Return requests that change 1,000-3,000 files over 1-60 folders, ``edit_file`` or ``git rm``, 50-400 a time."""
     total, folders, batch = rng.randint(1_000, 3_000), rng.randint(1, 60), rng.randint(50, 400)
     paths = [f"pkg{i % folders}/sub{i % 3}/file_{i}.py" for i in range(total)]
     messages: list[BaseMessage] = []
@@ -439,8 +480,13 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
         sim = Simulation(nodes, {"configurable": {"thread_id": "bound", "user_id": "u"}}, rng, 0.0, real)
         conversation = huge_round(rng, window) if wide else codemod(rng)
         views: list[list[BaseMessage]] = []
-        model_call = sim.model_call
-        sim.model_call = lambda pending: views.append(model_call(pending)) or views[-1]  # type: ignore[method-assign]
+        sent = sim.model_call
+
+        def model_call(pending: Sequence[BaseMessage], send: bool = True) -> list[BaseMessage]:
+            views.append(sent(pending, send))
+            return views[-1]
+
+        sim.model_call = model_call  # type: ignore[method-assign]
         replay(sim, conversation)
         problems = sim.ledger.problems
         sim.ledger.check_store(sim.messages, real.read_transcript("bound"), ledgers_of(real, "u"))
@@ -550,10 +596,188 @@ def run_background_example(rng: random.Random, *, faults: bool = True, storage: 
         return problems
 
 
+# --- retried runs, unanswered calls, update_state under a background job, two workers ------------------------
+
+#: What can happen at a model call of a run's first attempt. ``kill``: the worker process dies after the compaction
+#: steps' side effects, nothing since the last checkpoint is kept, and the client sends the request again to another
+#: worker; ``outage``: the same, the database having dropped the worker's connection (the worker lives on);
+#: ``crash_in_tools``: the run dies while the tools run (the calls are checkpointed, their results are not) and the
+#: request is sent again; ``approval_rejected``: the calls wait for an approval the user answers with the next request.
+RETRY_FAULTS = (None, "kill", "outage", "crash_in_tools", "approval_rejected")
+_FAULT_WEIGHTS = (70, 8, 8, 8, 6)
+
+
+def draw_plan(rng: random.Random, calls: int) -> dict:
+    """Return what happens at each model call of a run: its worker (of two), its fault, an ``update_state`` before it.
+
+    ``background`` compacts next to the agent; ``two_workers`` sends each model call to a random one of two worker
+    processes (else always the first).
+    """
+    two = rng.random() < 0.5
+    return {
+        "background": rng.random() < 0.5,
+        "two_workers": two,
+        "calls": [
+            {
+                "worker": rng.randrange(2) if two else 0,
+                "fault": rng.choices(RETRY_FAULTS, _FAULT_WEIGHTS)[0],
+                "edit": rng.random() < 0.05,
+            }
+            for _ in range(max(1, calls))
+        ],
+    }
+
+
+def turns_of(conversation: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
+    """Return the conversation cut into runs, each from a user request (leading system messages go with the first)."""
+    turns: list[list[BaseMessage]] = []
+    for message in conversation:
+        if isinstance(message, HumanMessage) or not turns:
+            turns.append([])
+        turns[-1].append(message)
+    return turns
+
+
+def retried(turn: Sequence[BaseMessage], attempt: int) -> list[BaseMessage]:
+    """Return a run sent again: the same request and work, every message and tool call under a new id.
+
+    A client's retry sends the request without the id the state gave it, and the tools run again: their calls and
+    results get new ids. Leading system messages are the thread's, not the run's: they are not sent again.
+    """
+    out = []
+    for m in turn:
+        if isinstance(m, SystemMessage):
+            continue
+        update: dict[str, Any] = {"id": f"{m.id}~retry{attempt}"}
+        if isinstance(m, AIMessage) and m.tool_calls:
+            update["tool_calls"] = [{**c, "id": f"{c['id']}~retry{attempt}"} for c in m.tool_calls]
+        if isinstance(m, ToolMessage):
+            update["tool_call_id"] = f"{m.tool_call_id}~retry{attempt}"
+        out.append(m.model_copy(update=update))
+    return out
+
+
+def remembered_twice(ledgers: dict[str, str]) -> list[str]:
+    """Return the user requests that more than one ledger bullet remembers (each request's memory is written once).
+
+    A request edited by id (``update_state``) is new content: its edited version may be remembered once more.
+    """
+    import re
+    from collections import Counter
+
+    from langgraph_compaction.memory.ledger import parse_bullets
+
+    bullets = [b for text in ledgers.values() for b in parse_bullets(text)]
+    counts = Counter(r for b in bullets for r in set(re.findall(r"(?:\(edited\) )?request \d+:", b)))
+    return [f"{r[:-1]} is remembered in {k} ledger bullets" for r, k in sorted(counts.items()) if k > 1]
+
+
+def request_problems(view: Sequence[BaseMessage], window: int | None, counter: Any) -> dict[str, list[str]]:
+    """Return what a provider would refuse in a request: an orphan result, an unanswered call, over the window."""
+    problems: dict[str, list[str]] = {"valid_history": [], "bounded": []}
+    problems["valid_history"] += [
+        f"a request carries {kind} tool id {tid!r}" for kind, tid in sorted(broken_tool_ids(view))
+    ]
+    size = counter.total(list(view))
+    if window and size > window:
+        problems["bounded"].append(f"a request of {size:,} tokens was sent, over the {window:,}-token window")
+    return problems
+
+
+def run_retry_example(
+    rng: random.Random, *, faults: bool = True, storage: str = "file", plan: dict | None = None
+) -> dict[str, list[str]]:
+    """Run one conversation through retried runs, unanswered calls and two workers; return the problems per invariant.
+
+    Each model call follows ``plan`` (drawn from ``rng`` when None, see ``draw_plan``): the worker it goes to, a
+    fault that makes the client send its run again (a killed worker, a database outage, a crash while the tools
+    run) or an approval the user answers with the next request, and ``update_state`` on a stored message before it
+    (with a background job, as a rule, in progress). The conversation is one a provider accepts, so every request
+    the model receives must be too: no orphan result, no unanswered call (invariant 1), and no request over the
+    window (3). Nothing is lost (2); each request's memory is written once, however the memory model words it (4).
+    ``faults`` adds no model or storage fault here: the retries are the faults.
+    """
+    with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
+        root = Path(tmp) / "store"
+        real = FileStorage(root) if storage == "file" else StoreStorage(_memory_store())
+        config = random_config(rng)
+        window = config.context_window or config.trigger_tokens * 3
+        conversation = random_conversation(rng, clean=True)
+        plan = plan or draw_plan(rng, sum(isinstance(m, AIMessage) for m in conversation))
+        config = config.model_copy(update={"background": plan["background"], "context_window": window})
+        asked = [0]
+
+        def memory(prompt: str) -> str:
+            asked[0] += 1  # any LLM words each answer its own way: the ledger's bullet dedupe cannot see a repeat
+            return scripted_memories(prompt).replace("- The user asked:", f"- In call {asked[0]}, the user asked:")
+
+        def worker() -> CompactionNodes:
+            summarizer = ScriptedModel(summary_words=60, memory=memory)
+            return CompactionNodes(before="agent", model=summarizer, config=config, storage=real)
+
+        workers = [worker(), worker()]
+        sim = Simulation(workers[0], {"configurable": {"thread_id": "retried", "user_id": "u"}}, rng, 0.0, real)
+        problems = sim.ledger.problems
+        calls = [0]
+        serving = [0]
+
+        def play(turn: Sequence[BaseMessage], first: bool) -> str:
+            """Play one attempt of a run; return "done", "retry" (the client sends it again) or "rejected"."""
+            pending: list[BaseMessage] = []
+            for message in turn:
+                if not isinstance(message, AIMessage):
+                    pending.append(message)
+                    continue
+                step = plan["calls"][calls[0] % len(plan["calls"])]
+                calls[0] += 1
+                if step["worker"] != serving[0]:  # each worker's jobs in progress are its own
+                    serving[0] = step["worker"]
+                    sim.nodes = workers[serving[0]]
+                if step["edit"] and plan["background"]:
+                    sim.replace((HumanMessage, ToolMessage))
+                fault = step["fault"] if first else None
+                if fault in ("kill", "outage"):
+                    before = sim.snapshot()
+                    sim.model_call(pending, send=False)  # its side effects happen; nothing reaches the checkpoint
+                    sim.restore(before)
+                    if fault == "kill":  # its jobs in progress die with it; another process serves the retry
+                        sim.nodes.jobs.forget()
+                        workers[serving[0]] = worker()
+                        sim.nodes = workers[serving[0]]
+                    return "retry"
+                view = sim.model_call(pending)
+                for name, found in request_problems(view, window, sim.nodes.counter).items():
+                    problems[name] += found
+                sim.reply(message)
+                pending = []
+                if message.tool_calls and fault == "crash_in_tools":
+                    return "retry"
+                if message.tool_calls and fault == "approval_rejected":
+                    return "rejected"
+            for result in pending:  # results no model call read yet: the tools step checkpointed them
+                sim.reply(result)
+            return "done"
+
+        with use_runner(DrawnRunner(rng, lambda: calls[0])):
+            for turn in turns_of(conversation):
+                if play(turn, first=True) == "retry":
+                    play(retried(turn, 1), first=False)
+        for each in workers:
+            each.jobs.forget()
+        sim.ledger.check_store(sim.messages, real.read_transcript("retried"), ledgers_of(real, "u"))
+        problems["exactly_once"] += remembered_twice(ledgers_of(real, "u"))
+        problems["bounded"] += bounded_problems(sim.events, config.resolve().trigger_tokens)
+        if storage == "file":
+            problems["contained"] += escaped_paths(files_under(tmp), root)
+        return problems
+
+
 def pick_example(seed: int) -> Callable[..., dict[str, list[str]]]:
     """Return the example a seed runs: one in ten is a huge parallel round or a codemod (``run_bound_example``),
-    one in ten compacts in the background (``run_background_example``)."""
-    return run_bound_example if seed % 10 == 9 else run_background_example if seed % 10 == 4 else run_example
+    one in ten compacts in the background (``run_background_example``), one in ten is retried, left with
+    unanswered calls and served by two workers (``run_retry_example``)."""
+    special = {9: run_bound_example, 4: run_background_example, 7: run_retry_example}
+    return special.get(seed % 10, run_example)
 
 
 def _memory_store() -> Any:
@@ -651,7 +875,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{args.examples} random examples"
         + (f" + {len(trajectories)} trajectories" if trajectories else "")
-        + f" ({'with' if not args.no_faults else 'without'} faults, {args.storage} storage) in {time.perf_counter() - began:.0f} s"
+        + f" ({'with' if not args.no_faults else 'without'} faults, {args.storage} storage)"
+        + f" in {time.perf_counter() - began:.0f} s"
     )
     print(f"{'invariant':<16}violations")
     for name in INVARIANTS:

@@ -9,6 +9,8 @@ that says so. A complete pair (the call, then its result) is welcome.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
@@ -42,6 +44,7 @@ def _run(front: str, hook, tmp_path, background: bool = False) -> tuple[ToolCall
     """Run the scripted session with the hook; return the model (its requests) and every streamed event."""
     model = ToolCallingModel()
     config = CONFIG.model_copy(update={"after_compaction": hook, "background": background})
+    graph: Any
     if front == "graph":
         graph = edge_builder(model, tmp_path, config).compile(checkpointer=InMemorySaver())
     else:

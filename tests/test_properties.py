@@ -1,6 +1,7 @@
 """Property-based: any conversation shape, compacted, is one a provider accepts; no run reads another's transcript."""
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.graph.message import add_messages
@@ -196,7 +197,7 @@ def test_the_trail_keeps_to_its_budget_and_accounts_for_every_changed_file(case,
 
 @st.composite
 def two_runs(draw):
-    """Two thread ids for two runs: none (a stateless run), nasty ones, and the second built to collide with the first."""
+    """Two thread ids for two runs: none (a stateless run), nasty ones, the second built to collide with the first."""
     first = draw(st.one_of(st.none(), st.sampled_from(NASTY), st.text(max_size=20)))
     like = [] if first is None else [first, safe_label(first), hashed_label(first), first.upper(), first + "."]
     second = draw(st.one_of(st.none(), st.sampled_from(NASTY), *([st.sampled_from(like)] if like else [])))
@@ -220,7 +221,7 @@ def test_runs_with_colliding_or_no_thread_ids_never_read_each_others_transcript(
         storage = FileStorage(tmp) if backend == "files" else StoreStorage(InMemoryStore())
         config = CompactionConfig(context_window=4_000, trigger_tokens=2_000, keep_tokens=500)
         keys = []
-        for k, (thread, messages) in enumerate(zip(threads, conversations_)):
+        for k, (thread, messages) in enumerate(zip(threads, conversations_, strict=True)):
             nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=config, storage=storage)
             where = {"user_id": f"user-{k}", **({"thread_id": thread} if thread is not None else {})}
             sim = Simulation(nodes, {"configurable": where}, random.Random(k), 0.0, storage)
@@ -230,3 +231,60 @@ def test_runs_with_colliding_or_no_thread_ids_never_read_each_others_transcript(
             for k, key in enumerate(keys):
                 other = f"run{1 - k}-"
                 assert not [r for r in storage.read_transcript(key) if (r["data"].get("id") or "").startswith(other)]
+
+
+# --- retried runs, unanswered calls, update_state under a background job, two workers --------------------------
+
+
+@st.composite
+def fault_plans(draw):
+    """What happens at each model call of a conversation (``benchmarks.stress.draw_plan``'s shape), drawn."""
+    from benchmarks.stress import RETRY_FAULTS
+
+    two = draw(st.booleans())
+    step = st.fixed_dictionaries(
+        {
+            "worker": st.integers(0, 1) if two else st.just(0),
+            "fault": st.sampled_from(RETRY_FAULTS),
+            "edit": st.integers(0, 9).map(lambda n: n == 0),  # update_state before one call in ten
+        }
+    )
+    return {
+        "background": draw(st.booleans()),
+        "two_workers": two,
+        "calls": draw(st.lists(step, min_size=1, max_size=12)),
+    }
+
+
+#: Each example replays a whole conversation (about a second): a fixed set, and no shrinking, keeps the test short;
+#: ``python -m benchmarks.stress`` runs the same examples by the thousand.
+RETRIED = dict(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def _retried(seed: int, plan: dict, backend: str) -> dict[str, list[str]]:
+    import random
+
+    from benchmarks.stress import run_retry_example
+
+    return run_retry_example(random.Random(seed), storage=backend, plan=plan)
+
+
+@settings(**RETRIED)
+@given(st.integers(0, 2**20), fault_plans(), st.sampled_from(["file", "store"]))
+def test_retried_runs_unanswered_calls_and_two_workers_keep_history_valid_and_memory_once(seed, plan, backend):
+    problems = _retried(seed, plan, backend)
+    kept = ("valid_history", "nothing_lost", "exactly_once", "contained")
+    assert {name: problems[name][:3] for name in kept if problems[name]} == {}
+
+
+@pytest.mark.xfail(strict=True, reason="requests over the window are sent, with or without faults")
+@settings(**RETRIED)
+@given(st.integers(0, 2**20), fault_plans(), st.sampled_from(["file", "store"]))
+def test_retried_runs_unanswered_calls_and_two_workers_send_no_request_over_the_window(seed, plan, backend):
+    assert _retried(seed, plan, backend)["bounded"][:3] == []

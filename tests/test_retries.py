@@ -72,7 +72,7 @@ def _serve(root: str, dsn: str, thread: str, worker: str, first: int, die_in_sum
             graph.invoke(first_input(turn), {"configurable": {"thread_id": thread}})
 
 
-def _run_worker(*args) -> int:
+def _run_worker(*args: object) -> int | None:
     process = multiprocessing.get_context("spawn").Process(target=_serve, args=args)
     process.start()
     process.join(timeout=300)

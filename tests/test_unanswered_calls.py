@@ -27,6 +27,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import SecretStr
 
 from langgraph_compaction import (
     CompactionConfig,
@@ -82,14 +83,14 @@ def agent_responder(body: dict) -> dict | None:
 
 
 def _chat(server) -> ChatOpenAI:
-    return ChatOpenAI(base_url=server.base_url, api_key="test", model="gpt-4o-mini", max_retries=0)
+    return ChatOpenAI(base_url=server.base_url, api_key=SecretStr("test"), model="gpt-4o-mini", max_retries=0)
 
 
 def build(front: str, server, tools: list, storage, interrupt: bool = False) -> Any:
     """Return the compiled agent of a front, with compaction, an in-memory checkpointer and ChatOpenAI."""
     server.responder = agent_responder
     model = _chat(server)
-    stop = {"interrupt_before": ["tools"]} if interrupt else {}
+    stop = ["tools"] if interrupt else None
     if front == "graph":
         bound = model.bind_tools(tools)
         builder = StateGraph(CompactionState)
@@ -101,10 +102,10 @@ def build(front: str, server, tools: list, storage, interrupt: bool = False) -> 
         add_compaction(
             builder, before="agent", model=ScriptedModel(), config=CONFIG, storage=storage, agent_model=bound
         )
-        return builder.compile(checkpointer=InMemorySaver(), **stop)
+        return builder.compile(checkpointer=InMemorySaver(), interrupt_before=stop)
     if front == "middleware":
         middleware = CompactionMiddleware(model=ScriptedModel(), config=CONFIG, storage=storage, add_tools=False)
-        return create_agent(model, tools, middleware=[middleware], checkpointer=InMemorySaver(), **stop)
+        return create_agent(model, tools, middleware=[middleware], checkpointer=InMemorySaver(), interrupt_before=stop)
     from langgraph.prebuilt import create_react_agent
 
     hook = make_pre_model_hook(model=ScriptedModel(), config=CONFIG, storage=storage)
@@ -116,7 +117,7 @@ def build(front: str, server, tools: list, storage, interrupt: bool = False) -> 
             pre_model_hook=hook,
             state_schema=hook.state_schema,
             checkpointer=InMemorySaver(),
-            **stop,
+            interrupt_before=stop,
         )
 
 
@@ -147,13 +148,13 @@ def last_call(messages: list[BaseMessage]) -> AIMessage:
 def unanswered(messages: list[BaseMessage]) -> list[str]:
     """Return the ids of the last assistant message's calls that no result answers."""
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    return [c["id"] for c in last_call(messages).tool_calls if c["id"] not in answered]
+    return [str(c["id"]) for c in last_call(messages).tool_calls if c["id"] not in answered]
 
 
 def repairs_of(messages: list[BaseMessage], call: AIMessage) -> list[str]:
     """Return what is wrong with the answers to ``call``'s tool calls (empty: each answered once, right after it)."""
     at = next(i for i, m in enumerate(messages) if m.id == call.id)
-    ids = [c["id"] for c in call.tool_calls]
+    ids = [str(c["id"]) for c in call.tool_calls]
     block = []
     for m in messages[at + 1 :]:
         if not isinstance(m, ToolMessage):
