@@ -52,6 +52,7 @@ from langgraph.graph.message import add_messages
 from benchmarks.runner import trajectory_files
 from langgraph_compaction import CompactionConfig, CompactionNodes, FileStorage, StoreStorage, merge_compaction
 from langgraph_compaction.core.conversation import content_text, is_summary
+from langgraph_compaction.core.plan import plan_compaction
 from langgraph_compaction.core.fidelity import TRAIL_HEADER
 from langgraph_compaction.core.sections import section
 from langgraph_compaction.core.tokens import estimate_text_tokens
@@ -672,14 +673,27 @@ def remembered_twice(ledgers: dict[str, str]) -> list[str]:
     return [f"{r[:-1]} is remembered in {k} ledger bullets" for r, k in sorted(counts.items()) if k > 1]
 
 
-def request_problems(view: Sequence[BaseMessage], window: int | None, counter: Any) -> dict[str, list[str]]:
-    """Return what a provider would refuse in a request: an orphan result, an unanswered call, over the window."""
+def smallest_request(view: Sequence[BaseMessage], nodes: CompactionNodes) -> int:
+    """Return the fewest tokens layers 1-2 can bring a request to: over the whole history, excluded tools too."""
+    counts = nodes.counter.counts(list(view))
+    return plan_compaction(
+        view, counts, nodes.budget, nodes.config, nodes.counter.message, overflow=True
+    ).tokens_after_layers
+
+
+def request_problems(view: Sequence[BaseMessage], window: int | None, nodes: CompactionNodes) -> dict[str, list[str]]:
+    """Return what a provider would refuse in a request: an orphan result, an unanswered call, over the window.
+
+    A request over the window counts only when layers 1-2 could have brought it under (guarantee 3): the model
+    refuses any other, and the fronts' overflow recovery compacts it in overflow mode and retries, or says why it
+    cannot (``ContextTooLongError``).
+    """
     problems: dict[str, list[str]] = {"valid_history": [], "bounded": []}
     problems["valid_history"] += [
         f"a request carries {kind} tool id {tid!r}" for kind, tid in sorted(broken_tool_ids(view))
     ]
-    size = counter.total(list(view))
-    if window and size > window:
+    size = nodes.counter.total(list(view))
+    if window and size > window and smallest_request(view, nodes) <= window:
         problems["bounded"].append(f"a request of {size:,} tokens was sent, over the {window:,}-token window")
     return problems
 
@@ -746,7 +760,7 @@ def run_retry_example(
                         sim.nodes = workers[serving[0]]
                     return "retry"
                 view = sim.model_call(pending)
-                for name, found in request_problems(view, window, sim.nodes.counter).items():
+                for name, found in request_problems(view, window, sim.nodes).items():
                     problems[name] += found
                 sim.reply(message)
                 pending = []

@@ -302,7 +302,7 @@ def test_a_failing_summarizer_in_the_background_counts_on_the_breaker_and_never_
 
 def test_background_false_compacts_blocking_as_before(tmp_path, events):
     model = ToolCallingModel()
-    graph = _graph(model, tmp_path, CompactionConfig(context_window=WINDOW))
+    graph = _graph(model, tmp_path, CompactionConfig(context_window=WINDOW, background=False))
     _session(graph, model, "blocking", requests=12)
     kinds = _kinds(events())
     assert ("compaction_started", "blocking") in kinds and ("compaction_applied", "blocking") in kinds

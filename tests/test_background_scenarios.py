@@ -53,10 +53,8 @@ def _over_trigger(app: AppRun) -> str:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param("sync", marks=pytest.mark.xfail(strict=True, reason="background sends requests over the trigger")),
-        pytest.param(
-            "async", marks=pytest.mark.xfail(strict=True, reason="background sends requests over the trigger")
-        ),
+        "sync",
+        "async",
         "blocking",
     ],
 )
@@ -66,7 +64,6 @@ def test_the_new_users_app_sends_no_request_over_the_trigger(apps, name):
     assert max(app.request_sizes()) <= app.trigger, _over_trigger(app)
 
 
-@pytest.mark.xfail(strict=True, reason="most summaries the async app prepares are paid for and thrown away")
 def test_the_async_app_discards_at_most_a_tenth_of_the_summaries_it_prepares(apps):
     app, _ = apps["async"]
     prepared, discarded = app.background_events("compaction_started"), app.background_events("compaction_discarded")
@@ -111,10 +108,7 @@ class SlowToolCallingModel(ToolCallingModel):
 @pytest.mark.parametrize(
     "background",
     [
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(strict=True, reason="a summary swapped in is recorded before older messages"),
-        ),
+        True,
         False,
     ],
     ids=["background", "blocking"],
@@ -237,9 +231,6 @@ class SameModuleModel(AppModel):
         return AIMessage("Done: billing is fine.")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the gate's dedupe edits what a prepared summary covers, which is then discarded"
-)
 def test_the_gates_dedupe_never_changes_what_a_prepared_summary_covers(tmp_path):
     app = run_app(tmp_path, model=SameModuleModel(), prompt_cache=False)
     assert app.background_events("compaction_started")
@@ -250,7 +241,6 @@ def test_the_gates_dedupe_never_changes_what_a_prepared_summary_covers(tmp_path)
 # --- (c) after_compaction runs when a summary is applied ------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="after_compaction runs for summaries that are later discarded")
 def test_after_compaction_runs_for_each_applied_summary_and_no_other(tmp_path):
     hooked: list[str] = []
     app = run_app(tmp_path, after_compaction=lambda info: hooked.append(info.summary_id))
@@ -329,7 +319,6 @@ class ArtifactModel(ToolCallingModel):
         return reply.model_copy(update={"tool_calls": calls})
 
 
-@pytest.mark.xfail(strict=True, reason="a tool artifact with int and str keys makes every background gate call fail")
 def test_a_tool_artifact_with_int_and_str_keys_leaves_background_compaction_working(tmp_path):
     config = CONFIG.model_copy(update={"background": True})
     middleware = CompactionMiddleware(model=ScriptedModel(), config=config, storage=tmp_path)

@@ -283,7 +283,6 @@ def test_retried_runs_unanswered_calls_and_two_workers_keep_history_valid_and_me
     assert {name: problems[name][:3] for name in kept if problems[name]} == {}
 
 
-@pytest.mark.xfail(strict=True, reason="requests over the window are sent, with or without faults")
 @settings(**RETRIED)
 @given(st.integers(0, 2**20), fault_plans(), st.sampled_from(["file", "store"]))
 def test_retried_runs_unanswered_calls_and_two_workers_send_no_request_over_the_window(seed, plan, backend):

@@ -28,9 +28,7 @@ def fleet_dsn(postgres_dsn):
 @pytest.mark.parametrize(
     "background",
     [
-        pytest.param(
-            True, marks=pytest.mark.xfail(strict=True, reason="each worker prepares its own summary of a thread")
-        ),
+        True,
         False,
     ],
     ids=["background", "blocking"],

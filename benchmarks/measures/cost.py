@@ -296,7 +296,9 @@ def replay(
         "reread_tokens": 0,
         "violations": 0,
         "over_window": 0,
+        "over_trigger": 0,
     }
+    trigger = config.resolve().trigger_tokens if config is not None else thresholds.trigger_tokens
     charged: set = set()  # the reads already charged since the last compaction: a real agent re-reads once
 
     def observe(view: list[BaseMessage]) -> None:
@@ -314,6 +316,7 @@ def replay(
         state["compacted"] = len(compacted)
         ws["violations"] += bool(state["compacted"] and anthropic_violations(view))  # the recording's own order aside
         ws["over_window"] += request.tokens > thresholds.context_window
+        ws["over_trigger"] += request.tokens > trigger
         for edit in edits.get(state["calls"], ()):
             ws["edits"] += 1
             if read_in_view(edit, view):
@@ -345,6 +348,7 @@ def replay(
     figures["lost"] = sum(1 for m in flat if m.id not in kept)
     figures["ws_edits"], figures["ws_hits"], figures["rereads"] = ws["edits"], ws["hits"], ws["rereads"]
     figures["violations"], figures["over_window"] = ws["violations"], ws["over_window"]
+    figures["over_trigger"] = ws["over_trigger"]
     for name, pricing in PRICES.items():
         # the re-read: one more call whose context the cache serves, and the read's result billed in full
         charge = round(pricing.cached * ws["reread_context"] + pricing.uncached * ws["reread_tokens"])

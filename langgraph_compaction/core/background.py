@@ -28,9 +28,21 @@ from .hooks import pairing_problem
 from .validation import broken_tool_ids
 
 
+def _canonical(value: Any) -> Any:
+    """Return a value JSON can write with sorted keys: every key a string that says its type (``1`` and ``"1"`` differ)."""
+    if isinstance(value, dict):
+        return {(k if isinstance(k, str) else f"<{type(k).__name__}>{k!r}"): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
 def message_digest(message: BaseMessage) -> str:
-    """Return a digest of everything a message carries (type, id, content, tool calls, metadata), the same in every process."""
-    text = json.dumps(message_to_dict(message), sort_keys=True, ensure_ascii=False, default=repr)
+    """Return a digest of everything a message carries (type, id, content, tool calls, metadata), the same in every process.
+
+    Artifacts may hold dicts with keys of several types (``{1: ..., "a": ...}``): the digest covers them too.
+    """
+    text = json.dumps(_canonical(message_to_dict(message)), sort_keys=True, ensure_ascii=False, default=repr)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 

@@ -261,11 +261,13 @@ class CompactionConfig(_Settings):
 
     # Not in the design's table: compaction off the agent's critical path (see docs/background.md).
     background: bool = Field(
-        False,
+        True,
         description=(
-            "Prepare the summary (offload, flush, summary) in a thread or an asyncio task next to the agent once "
-            "the context passes background_start of the trigger, and swap it in at the trigger if the messages it "
-            "covers are unchanged. False: every compaction runs in front of the model call (blocking)."
+            "Prepare the summary (offload, flush, summary) in a thread or an asyncio task next to the agent before "
+            "the trigger (at background_start of it, sooner when the thread grows fast) and apply it at the "
+            "trigger; a request never goes out over the trigger: at the trigger the gate waits for a summary "
+            "still being prepared, or compacts in front of the model call when none is. False: every compaction "
+            "runs in front of the model call (blocking)."
         ),
     )
     background_start: float = Field(

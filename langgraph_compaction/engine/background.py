@@ -52,11 +52,12 @@ from ..core.plan import CompactionPlan, compacted_view, plan_compaction
 from .driver import Performer, adrive, drive, guarded
 from .effects import Parallel, StartJob, Steps, StorageCall, WaitJob
 from .events import describe_error, emit_event
-from .flush import commit_flush, flush_steps
+from .flush import commit_flush, flush_steps, read_memory
 from .jobs import BackgroundJobs, Job, Published, owner_gone
 from .offload import offload_messages, offload_steps
 from .run import Run
 from .setup import Setup
+from ..memory.ledger import local_now
 from .breaker import breaker_after
 from .state import CompactionRecord, Lease, merge_compaction, read_breaker, read_compaction
 from .summarize import ask_after, record_summary, summarize_steps, summary_update
@@ -101,25 +102,30 @@ def _event(name: str, **fields: Any) -> dict:
 
 
 def prepare_steps(
-    setup: Setup, meta: dict, key: tuple, messages: list[BaseMessage], record: CompactionRecord, run: Run
+    setup: Setup,
+    meta: dict,
+    key: tuple,
+    messages: list[BaseMessage],
+    record: CompactionRecord,
+    run: Run,
+    read: Read,
 ) -> Steps[dict]:
-    """The job's steps: offload, then the summary and the memory model side by side; return the job's record.
+    """The job's steps: the summary and the memory model side by side; return the job's record.
 
-    Offload comes first (summarize checks that what it covers is in the
-    transcript); nothing is removed before the swap, so the summary need not
-    wait for the memory. The record is published to the storage, where the
-    thread's other workers find it.
+    The job calls models only: the gate offloaded and read the memory before
+    starting it (``read``), and writes what the job made when it applies it,
+    so a job outliving its run never touches a store the application has
+    closed. Nothing is removed before the swap, so the summary need not wait
+    for the memory. A ready record is published to a storage the thread's
+    other workers share, where they find it.
     """
-    side: list[dict] = []
-    if run.storage is not None and setup.config.offload_before_compact:
-        side.append((yield from guarded("offload", offload_steps(messages, run, setup.config))))
-        record = read_compaction(merge_compaction(dict(record), side[-1].get("compaction")))
+    side, memory = read
     steps = [guarded("summarize", summarize_steps(setup, messages, record, run))]
-    if run.storage is not None and setup.config.flush_before_compact:
-        steps.append(guarded("flush", flush_steps(setup, messages, record, run, commit=False)))
+    if memory is not None:
+        steps.append(guarded("flush", flush_steps(setup, messages, record, run, commit=False, memory=memory)))
     summary, *flush = yield Parallel(tuple(steps))
     made = job_record(setup, meta, [*side, *flush], summary, run.usage)
-    if run.storage is not None and made.get("status") == "ready":
+    if run.storage is not None and getattr(run.storage, "shared", True) and made.get("status") == "ready":
         try:
             yield StorageCall("write_prepared", (run.thread_id, _published_key(key), made))
         except Exception as exc:  # noqa: BLE001 - this worker's own gate still finds the record in its job
@@ -161,9 +167,15 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
 # -- the gate's part
 
 
-def _lease_held_elsewhere(lease: Lease | None, jobs: BackgroundJobs) -> bool:
-    """Return True while another worker (or engine) prepares the conversation's summary under an unexpired lease."""
+def _lease_held_elsewhere(lease: Lease | None, jobs: BackgroundJobs, storage: Any) -> bool:
+    """Return True while another worker (or engine) prepares the conversation's summary under an unexpired lease.
+
+    Only a storage the workers share carries what that worker prepares: with
+    none (or an in-process store) each engine prepares its own.
+    """
     if lease is None or lease["state"] != "preparing" or lease["owner"] == jobs.owner:
+        return False
+    if storage is None or not getattr(storage, "shared", True):
         return False
     return lease["until"] > time.time() and not owner_gone(lease["owner"])
 
@@ -171,7 +183,7 @@ def _lease_held_elsewhere(lease: Lease | None, jobs: BackgroundJobs) -> bool:
 def background_floor(jobs: BackgroundJobs, run: Run, messages: Sequence[BaseMessage], record: CompactionRecord) -> int:
     """Return where the gate's own edits may start: after the cut of a summary being prepared (it must not change)."""
     job = jobs.get(job_key(run, messages))
-    lease = record["lease"] if _lease_held_elsewhere(record["lease"], jobs) else None
+    lease = record["lease"] if _lease_held_elsewhere(record["lease"], jobs, run.storage) else None
     meta = record["prepared"] or (job.meta if job is not None else None) or lease
     if meta is None:
         return 0
@@ -190,6 +202,8 @@ class _Gate:
     budget: Budget
     run: Run
     key: tuple
+    #: The gate's own layer 1-2 edits of this call, by index: a job started now covers the messages as edited.
+    edits: dict[int, BaseMessage] = field(default_factory=dict)
     out: Outcome = field(default_factory=Outcome)
     events: list[dict] = field(default_factory=list)
 
@@ -217,7 +231,7 @@ def background_steps(
 ) -> Steps[Outcome]:
     """Yield the background part of one gate call; return its ``Outcome``."""
     key = job_key(run, messages)
-    gate = _Gate(setup, jobs, messages, memo.counts, record, budget, run, key)
+    gate = _Gate(setup, jobs, messages, memo.counts, record, budget, run, key, dict(plan.edits))
     job = jobs.get(key)
     prepared: dict | None = record["prepared"]  # type: ignore[assignment]
     if job is not None and not job.done():
@@ -230,15 +244,17 @@ def background_steps(
             if (yield from _swap(gate, prepared)):
                 return gate.finish()
             prepared = None
-        if job is None and prepared is None and not _lease_held_elsewhere(record["lease"], jobs):
+        if job is None and prepared is None and not _lease_held_elsewhere(record["lease"], jobs, run.storage):
             yield from _maybe_start(gate, plan, memo, new_tokens)
         return gate.finish()
     if prepared is not None and (yield from _swap(gate, prepared)):
+        yield from _next_job(gate)
         return gate.finish()
     if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens:
         return (yield from _at_message_trigger(gate, plan, memo, new_tokens))
     waited = yield from _wait(gate, plan)
     if waited is not None and (yield from _swap(gate, waited)):
+        yield from _next_job(gate)
         return gate.finish()
     gate.out.blocked = gate.out.blocked or "no summary was prepared in time"
     return gate.finish()
@@ -258,9 +274,39 @@ def _maybe_start(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int |
             yield from _start(gate, planned)
 
 
+def _next_job(gate: _Gate) -> Steps[None]:
+    """After a swap at the trigger, start the next job at once if the thread grows fast enough to need it.
+
+    The swap left the tail that grew while its summary was made; with turns
+    as large as the newest one, the trigger comes again before a job started
+    at the next call would be ready.
+    """
+    after = gate.out.after or []
+    counts = gate.setup.counter.counts(after)
+    tokens, budget = sum(counts), gate.budget
+    if tokens >= budget.trigger_tokens or not gate.may_prepare():
+        return
+    start, turns = gate.setup.config.background_start, gate.jobs.turns_to_ready
+    if not should_start(tokens, turn_tokens(after, counts), budget, start, turns):
+        return
+    post = _Gate(gate.setup, gate.jobs, after, counts, gate.record, budget, gate.run, job_key(gate.run, after))
+    settings = gate.setup
+    planned = plan_compaction(
+        after,
+        counts,
+        start_budget(budget, min(1.0, tokens / budget.trigger_tokens)),
+        settings.config,
+        settings.counter.message,
+    )
+    if planned.summarize:
+        yield from _start(post, planned)
+        gate.out.compaction.update(post.out.compaction)
+        gate.events.extend(post.events)
+
+
 def _at_message_trigger(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int | None) -> Steps[Outcome]:
     """The message-count trigger with the tokens under their trigger: a job is started (or awaited), not waited for."""
-    if gate.jobs.get(gate.key) is not None or _lease_held_elsewhere(gate.record["lease"], gate.jobs):
+    if gate.jobs.get(gate.key) is not None or _lease_held_elsewhere(gate.record["lease"], gate.jobs, gate.run.storage):
         emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
         return gate.finish()
     if gate.may_prepare():
@@ -294,13 +340,12 @@ def _wait(gate: _Gate, plan: CompactionPlan) -> Steps[dict | None]:
     job = gate.jobs.get(gate.key)
     timeout = gate.setup.config.summary_timeout
     lease = gate.record["lease"]
-    if job is None and _lease_held_elsewhere(lease, gate.jobs) and gate.run.storage is not None:
+    if job is None and _lease_held_elsewhere(lease, gate.jobs, gate.run.storage):
         assert lease is not None
         runner = Published(gate.run.storage, gate.run.thread_id, _published_key(gate.key))
         job = Job(gate.key, {"id": lease["id"], "tokens_before": plan.tokens_after_layers}, runner)
-        timeout = (
-            max(0.0, lease["until"] - time.time()) if timeout is None else min(timeout, lease["until"] - time.time())
-        )
+        # at most what its lease has left, and never longer than a summary call may take
+        timeout = min(lease["until"] - time.time(), timeout or FOREIGN_WAIT_SECONDS)
         if (yield WaitJob(job, max(0.0, timeout))):
             return job.outcome()
         gate.out.blocked = "the summary another worker prepares was not ready in time"
@@ -313,6 +358,31 @@ def _wait(gate: _Gate, plan: CompactionPlan) -> Steps[dict | None]:
     gate.events.append(_discarded("not ready before the wait ran out", job.meta, plan.tokens_after_layers))
     gate.out.blocked = "the prepared summary was not ready before the wait ran out"
     return None
+
+
+#: What the gate does with the storage for a job before starting it: the offload's update, and the memory read.
+Read = tuple[list[dict], tuple[str, str, str] | None]
+
+
+def _read_for_job(setup: Setup, messages: list[BaseMessage], run: Run) -> Steps[Read]:
+    """Offload the job's messages and read what its flush reads, in the run (summarize checks that what it covers
+    is in the transcript)."""
+    if run.storage is None:
+        return [], None
+    side: list[dict] = []
+    if setup.config.offload_before_compact:
+        side.append((yield from guarded("offload", offload_steps(messages, run, setup.config))))
+    memory = None
+    if setup.config.flush_before_compact and setup.flush_model is not None:
+        try:
+            memory = yield from read_memory(run, local_now(setup.config.timezone))
+        except Exception as exc:  # noqa: BLE001 - no memory this time; the summary goes on
+            emit_event({"stage": "flush", "error": describe_error(exc)})
+    return side, memory
+
+
+#: How long a gate waits at most for a summary another worker prepares, when summary calls have no timeout.
+FOREIGN_WAIT_SECONDS = 60.0
 
 
 def _discarded(why: str, meta: dict, tokens_before: int) -> dict:
@@ -330,7 +400,9 @@ def lease_seconds(setup: Setup) -> float:
 
 def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
     """Yield the effect that starts a job for the plan's cut of the messages, and take the conversation's lease."""
-    setup, messages, run = gate.setup, gate.messages, gate.run
+    setup, run = gate.setup, gate.run
+    # the messages as the state holds them once this call's update lands: the gate's layer edits made
+    messages = [gate.edits.get(i, m) for i, m in enumerate(gate.messages)] if gate.edits else gate.messages
     cut = plan.cut
     assert cut is not None
     evict_ids = [messages[i].id for i in cut.evict]
@@ -352,16 +424,19 @@ def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
         "focus": None,
     }
     record = read_compaction({**gate.record, "pending": pending})
-    job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
     snapshot = list(messages)
+    read = yield from _read_for_job(setup, snapshot, run)
+    if read[0]:
+        record = read_compaction(merge_compaction(dict(record), read[0][0].get("compaction")))
+    job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
     performer = Performer(job_run, setup.config.summary_timeout)
     key = gate.key
     job = Job(
         key,
         meta,
         gate.jobs.runner(),
-        work=lambda: drive(prepare_steps(setup, meta, key, snapshot, record, job_run), performer),
-        awork=lambda: adrive(prepare_steps(setup, meta, key, snapshot, record, job_run), performer),
+        work=lambda: drive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer),
+        awork=lambda: adrive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer),
     )
     gate.jobs.add(job)
     try:
@@ -457,6 +532,28 @@ def _check(gate: _Gate, prepared: dict) -> tuple[BaseMessage | None, str | None]
     return summary, new_pairing_problem(gate.messages, result)
 
 
+def _hook_messages(gate: _Gate, prepared: dict, summary: BaseMessage, evict_ids: set) -> Steps[list[BaseMessage]]:
+    """Call ``after_compaction`` for a summary being applied; return its messages, unless they undo the shrink."""
+    setup, messages, counts, run = gate.setup, gate.messages, gate.counts, gate.run
+    info = CompactionInfo(
+        thread_id=run.thread_id,
+        user_id=run.user_id,
+        reason="background",
+        tokens_before=sum(counts),
+        messages=[m for m in messages if m.id in evict_ids],
+        transcript_path=prepared.get("offload_path"),
+        summary=str(summary.content),
+        summary_id=summary.id,
+    )
+    injected = yield from ask_after(setup, info, gate.events)
+    after = setup.counter.total(compacted_view(messages, evict_ids, summary, injected))
+    if injected and after >= sum(counts):
+        error = f"its messages were refused: with them the context would not shrink ({sum(counts):,} -> {after:,})"
+        gate.events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": error}))
+        return []
+    return injected
+
+
 def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None, list[BaseMessage]] | None]:
     """Yield the application of a ready summary (its hook, the transcript, the ledger); return its update, or None.
 
@@ -471,25 +568,16 @@ def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None, list[B
     evict_ids = set(prepared.get("evict_ids") or [])
     injected: list[BaseMessage] = []
     if summary is not None and problem is None:
-        evicted = [m for m in messages if m.id in evict_ids]
-        path = prepared.get("offload_path")
-        info = CompactionInfo(
-            thread_id=run.thread_id,
-            user_id=run.user_id,
-            reason="background",
-            tokens_before=sum(counts),
-            messages=evicted,
-            transcript_path=path,
-            summary=str(summary.content),
-            summary_id=summary.id,
-        )
-        injected = yield from ask_after(setup, info, gate.events)
-        after = setup.counter.total(compacted_view(messages, evict_ids, summary, injected))
+        after = setup.counter.total(compacted_view(messages, evict_ids, summary))
         if after >= sum(counts):
             problem = f"it would not shrink the context ({sum(counts):,} -> {after:,} tokens)"
     if summary is None or problem is not None:
         gate.events.append(_event("compaction_discarded", why=problem, **tokens))
         return None
+    # over the trigger even so, the gate summarizes again at once (chained): what a hook would add goes with it
+    injected = (
+        [] if after >= gate.budget.trigger_tokens else (yield from _hook_messages(gate, prepared, summary, evict_ids))
+    )
     offload_on = run.storage is not None and setup.config.offload_before_compact
     if offload_on:  # what is kept after the summary goes to the transcript before it: the order of first appearance
         try:

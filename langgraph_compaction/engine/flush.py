@@ -59,8 +59,22 @@ def _ask(
     return (yield CallModel(setup.flush_model, text))
 
 
+def read_memory(run: Run, now: Any) -> Steps[tuple[str, str, str]]:
+    """Read what a flush reads: ``MEMORY.md``, and the ledgers of ``now``'s day and the day before."""
+    memory_md = (yield StorageCall("read_memory_file", (run.user_id, MEMORY_FILE))) or ""
+    ledger = (yield StorageCall("read_memory_file", (run.user_id, ledger_relpath(now.date().isoformat())))) or ""
+    # a retry just after midnight finds the first attempt's entry in yesterday's ledger
+    yesterday = (yield StorageCall("read_memory_file", (run.user_id, _day_before(now)))) or ""
+    return memory_md, ledger, yesterday
+
+
 def flush_steps(
-    setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, run: Run, commit: bool = True
+    setup: Setup,
+    messages: Sequence[BaseMessage],
+    record: CompactionRecord,
+    run: Run,
+    commit: bool = True,
+    memory: tuple[str, str, str] | None = None,
 ) -> Steps[dict]:
     """Yield the flush of the evicted prefix; return its update.
 
@@ -68,7 +82,8 @@ def flush_steps(
     but writes nothing: the answer is returned as ``flush_answer`` and written
     by ``commit_flush`` when the summary is applied, so a discarded summary
     leaves no memory behind and every message is flushed once, by the
-    compaction that commits.
+    compaction that commits. ``memory`` is what ``read_memory`` read, when
+    the caller read it (a background job touches no storage of its own).
     """
     pending = record["pending"]
     evict = set(pending["evict_ids"]) if pending else set()
@@ -88,10 +103,7 @@ def flush_steps(
     asking = False  # True while a failure is the model's (its call or its answer), not the storage's
     tripped: dict[str, Any] = {}
     try:
-        memory_md = (yield StorageCall("read_memory_file", (run.user_id, MEMORY_FILE))) or ""
-        ledger = (yield StorageCall("read_memory_file", (run.user_id, ledger_relpath(day)))) or ""
-        # a retry just after midnight finds the first attempt's entry in yesterday's ledger
-        yesterday = (yield StorageCall("read_memory_file", (run.user_id, _day_before(now)))) or ""
+        memory_md, ledger, yesterday = memory if memory is not None else (yield from read_memory(run, now))
         known = flushed_keys(ledger, yesterday)
         asked = [
             m for m in todo if content_key(m, run.thread_id) not in known

@@ -222,11 +222,12 @@ def _after_swap(
     summary made now chains on the one just applied.
     """
     plan = plan_for(setup, after, budget=budget)
-    if not plan.summarize or plan.reason != "tokens":
+    if plan.reason != "tokens":
         return
     if plan.edits and setup.config.mode != "view":
         yield from _layer_edits(setup, None, plan, after, record, run, out)
-    _ask_for_summary(plan, after, budget, None, "the applied summary left the request over the trigger", out)
+    if plan.summarize:
+        _ask_for_summary(plan, after, budget, None, "the applied summary left the request over the trigger", out)
 
 
 def _ask_for_summary(

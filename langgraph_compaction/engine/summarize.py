@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, message_to_dict
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from ..core.config import Budget
 from ..core.conversation import is_injected
 from ..core.fidelity import complete_summary
 from ..core.hooks import CompactionInfo, before_summary_answer, injected_messages, pairing_problem
-from ..core.plan import compacted_view, over_budget_reason
+from ..core.plan import compacted_view, over_budget_reason, plan_compaction
 from ..core.redact import redact_secrets
 from ..core.summary import build_summary_message, compaction_note, extractive_summary, finish_summary
 from ..core.view import kept_edits, view_record
@@ -257,6 +258,7 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
         composed = dataclasses.replace(composed, result=result, tokens=setup.counter.total(result))
     if composed.tokens >= setup.counter.total(messages):  # no progress, whatever the reason (a manual request too)
         return _no_progress(setup, messages, composed.result, run, done, events)
+    edits = window_edits(setup, composed.result, run.budget) if offload_on else {}
     applied: dict[str, Any] = {"reason": pending["reason"], "usage": dict(run.usage)}
     if not background:  # a background job's summary is applied later, by the gate
         applied = {"event": "compaction_applied", "mode": "blocking", **applied}
@@ -275,6 +277,7 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
         run,
         event=applied,
         injected=injected,
+        edits=edits,
     )
     # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
     written = [] if background else (yield from record_summary(setup, composed.summary, run, offload_on))
@@ -286,6 +289,22 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
         **({"last_error": made.problem} if made.problem else {}),
     }
     return update
+
+
+def window_edits(setup: Setup, result: list[BaseMessage], budget: Budget) -> dict[str, BaseMessage]:
+    """Return layer 1-2 edits (by message id) of what a summary keeps, when the request is still over the window.
+
+    The summary quotes the user's requests and the kept tail holds the newest
+    tool round whole; when that is more than the model accepts, layers 1-2 over
+    everything kept (the tools whose results they usually leave alone too)
+    bring it under, before the model refuses it. Their originals are in the
+    transcript: offload ran before the summary.
+    """
+    counts = setup.counter.counts(result)
+    if sum(counts) <= budget.hard_limit:
+        return {}
+    plan = plan_compaction(result, counts, budget, setup.config, setup.counter.message, overflow=True)
+    return {result[i].id: m for i, m in plan.edits.items() if result[i].id is not None}  # type: ignore[misc]
 
 
 def summary_update(
@@ -301,13 +320,17 @@ def summary_update(
     run: Run,
     event: dict,
     injected: Sequence[BaseMessage] = (),
+    edits: dict[str, BaseMessage] | None = None,
 ) -> dict:
     """Return the state update that replaces the evicted messages by the summary (rewrite) or records the view.
 
     ``event`` adds to the summarize event (what made the summary, and how); ``injected`` (an
-    ``after_compaction`` hook's messages) follow the summary.
+    ``after_compaction`` hook's messages) follow the summary; ``edits`` (by message id) are layer 1-2 edits of
+    what it keeps (``window_edits``).
     """
     result = compacted_view(messages, evict_ids, summary, injected)
+    if edits:
+        result = [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
     counts = setup.counter.counts(result)
     before, after = setup.counter.total(messages), sum(counts)
     why = over_budget_reason(result, counts, run.budget.trigger_tokens)  # invariant 3: say why
@@ -316,7 +339,8 @@ def summary_update(
     view_mode = setup.config.mode == "view"
     if view_mode:  # the state keeps every message; the record rebuilds the model's view
         done["view"] = view_record(messages, evict_ids, cutoff_id, summary, injected)
-        done["view_edits"] = kept_edits(record["view_edits"], result)
+        shortened = {i: message_to_dict(m) for i, m in (edits or {}).items()}
+        done["view_edits"] = {**kept_edits(record["view_edits"], result), **shortened}
     emitted = emit_event(
         {
             "stage": "summarize",

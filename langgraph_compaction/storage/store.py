@@ -108,6 +108,13 @@ class StoreStorage:
 
     def __init__(self, store: Any) -> None:
         self.store = store
+        #: Whether other processes see this store (a server's, PostgreSQL): a summary prepared in the background is
+        #: published to it for the thread's other workers. An in-process store (``InMemoryStore``, ``SqliteStore``)
+        #: is this process's alone, and its application may close it while a job still runs.
+        self.shared = type(store).__module__.split(".")[:3] not in (
+            ["langgraph", "store", "memory"],
+            ["langgraph", "store", "sqlite"],
+        )
 
     def _tns(self, thread_id: str) -> tuple[str, ...]:
         return (_NS_ROOT, "transcripts", safe_label(thread_id))
