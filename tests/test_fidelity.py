@@ -33,6 +33,7 @@ from langgraph_compaction.core.fidelity import (
 )
 from langgraph_compaction.core.summary import extractive_summary, section
 from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.engine.gate import GATE
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
 
@@ -54,7 +55,10 @@ def _summary_texts(graph, turns, config=THREAD, first=None, start=0):
     """Run user turns ``start`` .. ``start + turns - 1``; return every distinct summary in the state, in order."""
     seen: dict[str, str] = {}
     for t in range(start, start + turns):
-        graph.invoke(first if (t == 0 and first) else first_input(t), config)
+        turn = first if (t == 0 and first) else first_input(t)
+        if "compaction" in turn:  # pins are the operator's: set between runs, never through a run's input
+            graph.update_state(config, {"compaction": turn["compaction"]}, as_node=GATE)
+        graph.invoke({"messages": turn["messages"]}, config)
         for m in graph.get_state(config).values["messages"]:
             if m.name == SUMMARY_MESSAGE_NAME:
                 seen.setdefault(m.id, m.content)
@@ -329,8 +333,10 @@ def test_rules_users_state_are_detected_word_for_word(text, rule):
 def test_pin_and_unpin_through_a_checkpointed_graph(tmp_path):
     with SqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")) as saver:
         graph, agent = build_graph(ScriptedModel(), config=SMALL_WINDOW, storage=tmp_path, checkpointer=saver)
-        graph.invoke({**first_input(0), **pin_constraint("Never push to main.")}, THREAD)
-        graph.invoke({**first_input(1), **pin_constraint("Keep the public API stable.")}, THREAD)
+        graph.update_state(THREAD, pin_constraint("Never push to main."), as_node=GATE)  # a new thread
+        graph.invoke(first_input(0), THREAD)
+        graph.update_state(THREAD, pin_constraint("Keep the public API stable."))
+        graph.invoke(first_input(1), THREAD)
         pins = graph.get_state(THREAD).values["compaction"]["pins"]
         assert json.loads(json.dumps(pins)) == pins  # JSON-native: survives any checkpointer and a Studio edit
         assert [p["text"] for p in pins] == ["Never push to main.", "Keep the public API stable."]
