@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
@@ -288,6 +289,9 @@ def drive(
         agent.next_reply = reply
         if graph.checkpointer is not None:
             values = graph.invoke({"messages": pending}, run)
+        elif "compaction" in graph.builder.channels:  # its record is state a run's input cannot write
+            graph.checkpointer = InMemorySaver()
+            values = graph.invoke({"messages": [*values.get("messages", ()), *pending]}, run)
         else:
             values = graph.invoke({**values, "messages": [*values.get("messages", ()), *pending]}, run)
         if after_turn is not None:

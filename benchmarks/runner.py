@@ -163,7 +163,7 @@ def write_results(
             "`python -m benchmarks --out DIR` writes elsewhere).\n"
         )
     )
-    body = "\n\n".join(section(m, o) for m, o in zip(modules, outcomes))
+    body = "\n\n".join(section(m, o) for m, o in zip(modules, outcomes, strict=False))
     (ctx.results_dir / "report.md").write_text(
         f"{header}\n## Targets\n\n{summary(outcomes)}\n\n{body}\n", encoding="utf-8"
     )

@@ -52,8 +52,8 @@ from langgraph.graph.message import add_messages
 from benchmarks.runner import trajectory_files
 from langgraph_compaction import CompactionConfig, CompactionNodes, FileStorage, StoreStorage, merge_compaction
 from langgraph_compaction.core.conversation import content_text, is_summary
-from langgraph_compaction.core.plan import plan_compaction
 from langgraph_compaction.core.fidelity import TRAIL_HEADER
+from langgraph_compaction.core.plan import plan_compaction
 from langgraph_compaction.core.sections import section
 from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.engine.jobs import Job, Runner, use_runner

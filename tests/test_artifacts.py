@@ -27,7 +27,7 @@ SHAPES = Path(__file__).parent / "data" / "agent_shapes"
 def _calls(*specs):
     """Return an assistant message calling tools and the results: specs are (name, args, result)."""
     calls = [{"name": n, "args": a, "id": f"c{i}-{n}"} for i, (n, a, _) in enumerate(specs)]
-    results = [ToolMessage(r, tool_call_id=c["id"], name=c["name"]) for c, (_, _, r) in zip(calls, specs)]
+    results = [ToolMessage(r, tool_call_id=c["id"], name=c["name"]) for c, (_, _, r) in zip(calls, specs, strict=False)]
     return [AIMessage("", tool_calls=calls), *results]
 
 

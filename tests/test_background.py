@@ -9,14 +9,12 @@ thread and task tests use the real runner.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import multiprocessing
 import random
 import sqlite3
 import threading
 import warnings
-from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -41,25 +39,11 @@ from langgraph_compaction import (
 from langgraph_compaction.core.background import message_digest, prepared_problem, start_budget, wait_limit
 from langgraph_compaction.core.config import Budget
 from langgraph_compaction.core.view import model_view
-from langgraph_compaction.engine.jobs import Job, Runner, use_runner
+from langgraph_compaction.engine.jobs import InstantRunner, Job, use_runner
 from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel
 
 BACKGROUND = CompactionConfig(context_window=WINDOW, background=True)
-
-
-class InstantRunner(Runner):
-    """Runs each job to its end when it starts (in this thread, in a fresh context, as the real runner does)."""
-
-    def start_sync(self, job: Job, work, awork) -> None:
-        future: Future = Future()
-        try:
-            future.set_result(contextvars.Context().run(work))
-        except Exception as exc:  # noqa: BLE001 - the job's own failure, for outcome() to report
-            future.set_exception(exc)
-        job.future = future
-
-    start_async = start_sync  # an async front's job too: what the gate sees next is decided, not timed
 
 
 class HeldRunner(InstantRunner):

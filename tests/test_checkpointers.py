@@ -290,7 +290,7 @@ def _bytes_per_turn(tmp_path: Path, name: str, thresholds: dict, durability: str
             graph.invoke(_request(turn), config, context={"user_id": "growth", **thresholds}, durability=durability)
             sizes.append(_sqlite_bytes(saver))
         rows = saver.conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
-        return [b - a for a, b in zip(sizes, sizes[1:])], (graph.get_state(config).values, rows)
+        return [b - a for a, b in zip(sizes, sizes[1:], strict=False)], (graph.get_state(config).values, rows)
 
 
 def _halves(per_turn: list[int]) -> tuple[float, float]:

@@ -14,8 +14,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_compaction.cli import main
 from langgraph_compaction.cli.demo import build_demo_graph, demo_config, make_tools
-from langgraph_compaction.cli.offline import PromptCache
 from langgraph_compaction.cli.demo_defaults import CHECKPOINTS_FILE, DEFAULT_WINDOW
+from langgraph_compaction.cli.offline import PromptCache
 from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.storage import FileStorage
 from langgraph_compaction.testing import ScriptedModel

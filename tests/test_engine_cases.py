@@ -275,7 +275,7 @@ def test_what_a_messages_stream_consumer_receives_during_a_compaction():
     from_compaction = [(node, msg) for node, msg in items if node.startswith("compaction")]
     assert compaction["counts"]["summarize"] >= 2
     assert len(from_compaction) == 2 * compaction["counts"]["summarize"]
-    for (node1, remove), (node2, summary) in zip(from_compaction[::2], from_compaction[1::2]):
+    for (node1, remove), (node2, summary) in zip(from_compaction[::2], from_compaction[1::2], strict=False):
         assert node1 == node2 == "compaction_summarize"
         assert remove.type == "remove" and remove.id == "__remove_all__"
         assert (

@@ -68,7 +68,7 @@ def _summary_texts(graph, turns, config=THREAD, first=None, start=0):
 def _calls(*specs):
     """Return an assistant message calling tools and the results: specs are (name, args, result)."""
     calls = [{"name": n, "args": a, "id": f"c{i}-{n}"} for i, (n, a, _) in enumerate(specs)]
-    results = [ToolMessage(r, tool_call_id=c["id"], name=c["name"]) for c, (_, _, r) in zip(calls, specs)]
+    results = [ToolMessage(r, tool_call_id=c["id"], name=c["name"]) for c, (_, _, r) in zip(calls, specs, strict=False)]
     return [AIMessage("", tool_calls=calls), *results]
 
 

@@ -157,7 +157,7 @@ def test_a_separate_cheaper_flush_model_is_used_and_not_streamed(tmp_path):
     graph = builder.compile(checkpointer=InMemorySaver())
     streamed = []
     for turn in range(4):
-        for chunk, meta in graph.stream(first_input(turn), THREAD, stream_mode="messages"):
+        for chunk, _ in graph.stream(first_input(turn), THREAD, stream_mode="messages"):
             streamed.append(chunk.content if isinstance(chunk.content, str) else "")
     assert _memory_prompts(flusher) and not _memory_prompts(summarizer)
     assert not any("The user asked:" in text for text in streamed)
@@ -206,7 +206,7 @@ def test_ledger_entry_and_marker_are_pure_and_deterministic():
     appended = ledger_entry("- Fact three", "x", now)
     assert appended.startswith("\n\n## Flush")
     lines = memory_lines("memory/2026-11-29.md", entry + "## Flush 2026-11-29T11:00:00+00:00\n\n- Fact three\n")
-    assert [(l.line, l.text, l.date) for l in lines] == [
+    assert [(x.line, x.text, x.date) for x in lines] == [
         (4, "Fact one.", "2026-11-29T10:15:00+00:00"),
         (5, "Fact two", "2026-11-29T10:15:00+00:00"),
         (9, "Fact three", "2026-11-29T11:00:00+00:00"),

@@ -53,7 +53,7 @@ def run_notebook(name: str, workdir: Path) -> str:
     )
     stale = f"{name}: its stored outputs are stale; rerun python -m benchmarks.readme --notebooks"
     assert shape == stored_shape, stale
-    assert all(abs(a - b) <= 0.01 * max(abs(a), abs(b)) for a, b in zip(numbers, stored_numbers)), stale
+    assert all(abs(a - b) <= 0.01 * max(abs(a), abs(b)) for a, b in zip(numbers, stored_numbers, strict=False)), stale
     return out
 
 

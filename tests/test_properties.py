@@ -1,6 +1,5 @@
 """Property-based: any conversation shape, compacted, is one a provider accepts; no run reads another's transcript."""
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage

@@ -220,7 +220,7 @@ def _replay(system: str, turns: list, path, storage, thresholds: Thresholds) -> 
 
 def _figures(timing: Timing, billed: dict) -> dict:
     """Return one replay's timing, blocking, discard, cost and recall figures."""
-    stalls = [max(0.0, round(t - b, 6)) for t, b in zip(timing.turn_seconds, timing.base_seconds)]
+    stalls = [max(0.0, round(t - b, 6)) for t, b in zip(timing.turn_seconds, timing.base_seconds, strict=False)]
     named = lambda name: [e for e in timing.events if e.get("event") == name]  # noqa: E731
     applied = named("compaction_applied")
     blocked = [e for e in named("compaction_started") if e.get("mode") == "blocking"]
@@ -318,8 +318,13 @@ def run(ctx) -> dict:
     for window, (thresholds, sessions) in _sessions(ctx).items():
         per[window] = {}
         for name, path, turns in sessions:
-            storage = lambda s: ctx.scratch_dir / f"background-{window}-{name}-{s}".replace(" ", "_").replace(",", "")  # noqa: E731
-            per[window][name] = {s: _replay(s, turns, path, storage(s), thresholds) for s in (*SYSTEMS, *SWEEP)}
+            folder = f"background-{window}-{name}-".replace(" ", "_")
+            per[window][name] = {
+                s: _replay(
+                    s, turns, path, ctx.scratch_dir / (folder + s.replace(" ", "_").replace(",", "")), thresholds
+                )
+                for s in (*SYSTEMS, *SWEEP)
+            }
         totals[window] = {s: _totals([per[window][n][s] for n in per[window]]) for s in (*SYSTEMS, *SWEEP)}
     L = totals["60k"]["ours, blocking"]["L"] or 1.0
     targets = []
@@ -398,7 +403,7 @@ def _plot(runs: dict, name: str, path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 1, figsize=(13, 4.8), sharex=True)
-    for ax, system in zip(axes, ("ours, blocking", "ours, background")):
+    for ax, system in zip(axes, ("ours, blocking", "ours, background"), strict=False):
         line = runs[system]["timeline"]
         ax.broken_barh(line["agent"], (20, 8), facecolors="tab:blue", label="agent call")
         ax.broken_barh(line["blocking"], (10, 8), facecolors="tab:red", label="compaction holding the agent")

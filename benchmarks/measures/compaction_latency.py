@@ -46,8 +46,8 @@ def run(ctx) -> dict:
     results = {}
     for mode in ("invoke", "ainvoke"):
         seconds, compacted = _turn_times(latency, session, ctx.scratch_dir / f"latency-{mode}", mode == "ainvoke")
-        base = statistics.median(s for s, c in zip(seconds, compacted) if not c)
-        paths = [s - base for s, c in zip(seconds, compacted) if c]
+        base = statistics.median(s for s, c in zip(seconds, compacted, strict=False) if not c)
+        paths = [s - base for s, c in zip(seconds, compacted, strict=False) if c]
         if not paths:
             raise RuntimeError(
                 f"no compaction happened in {len(session)} turns ({mode}); lower THRESHOLDS.trigger_tokens"

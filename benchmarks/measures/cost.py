@@ -61,6 +61,7 @@ from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
 from langgraph_compaction.core.validation import anthropic_violations
+from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.storage.transcript import load_transcript
 from langgraph_compaction.testing import ScriptedModel
 
@@ -334,7 +335,11 @@ def replay(
         summarizer = timing.model(summarizer)
     agent = ScriptedAgent(measure=False, observe=observe)
     graph = system_graph(system, agent, summarizer, thresholds, config=config, storage=storage).compile()
-    final = drive(graph, agent, turns, after_turn=(lambda i, _: timing.turn_done(i)) if timing is not None else None)
+    if timing is None:  # no clock: a background job is ready by the next model call, the same on every run
+        with use_runner(InstantRunner()):
+            final = drive(graph, agent, turns)
+    else:
+        final = drive(graph, agent, turns, after_turn=lambda i, _: timing.turn_done(i))
     figures = ledger.figures()
     for kind in KINDS:
         figures[kind] = sum(c[kind] for c in checks)
@@ -523,7 +528,7 @@ def _plot_working_set(windows: dict, path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(windows), figsize=(7 * len(windows), 5), squeeze=False)
-    for ax, (label, per) in zip(axes[0], windows.items()):
+    for ax, (label, per) in zip(axes[0], windows.items(), strict=False):
         names = [t for t in per if per[t]["none"]["ws_edits"]]
         width = 0.8 / len(MAIN)
         for k, system in enumerate(MAIN):

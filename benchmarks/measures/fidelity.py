@@ -422,7 +422,7 @@ def _plot(settings: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(settings), figsize=(5.5 * len(settings), 4), squeeze=False)
-    for ax, (label, v) in zip(axes[0], settings.items()):
+    for ax, (label, v) in zip(axes[0], settings.items(), strict=False):
         for k, system in enumerate(SYSTEMS):
             # nothing expected (no rule stated in the compacted span): no bar rather than a zero
             recalls = [

@@ -40,7 +40,7 @@ def _replay(system: str, keep, turns: list, storage) -> dict:
     drive(graph, agent, turns)
     # the allowance of each call: the trigger plus what arrived for this call (the newest turn's own size)
     allowance = [THRESHOLDS.trigger_tokens + counter.total(pending) for pending, _ in turns]
-    over = sum(1 for tokens, limit in zip(agent.inputs, allowance) if tokens > limit)
+    over = sum(1 for tokens, limit in zip(agent.inputs, allowance, strict=False) if tokens > limit)
     summaries = sum(1 for p in summarizer.calls if system != "ours" or SUMMARY_PROMPT_MARK in p)
     fired = getattr(getattr(node, "func", None), "fired", None)
     return {

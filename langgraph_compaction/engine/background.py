@@ -49,6 +49,8 @@ from ..core.config import Budget
 from ..core.conversation import leading_systems
 from ..core.hooks import CompactionInfo
 from ..core.plan import CompactionPlan, compacted_view, plan_compaction
+from ..memory.ledger import local_now
+from .breaker import breaker_after
 from .driver import Performer, adrive, drive, guarded
 from .effects import Parallel, StartJob, Steps, StorageCall, WaitJob
 from .events import describe_error, emit_event
@@ -57,8 +59,6 @@ from .jobs import BackgroundJobs, Job, Published, owner_gone
 from .offload import offload_messages, offload_steps
 from .run import Run
 from .setup import Setup
-from ..memory.ledger import local_now
-from .breaker import breaker_after
 from .state import CompactionRecord, Lease, merge_compaction, read_breaker, read_compaction
 from .summarize import ask_after, record_summary, summarize_steps, summary_update
 
@@ -216,6 +216,29 @@ class _Gate:
         """Return False when a job would only fail: no summarizer, or its breaker is open (blocking has a fallback)."""
         breaker = self.record["breaker"] or {}
         return self.setup.model is not None and not (breaker.get("open_until") or 0) > time.time()
+
+
+def swap_coming(
+    setup: Setup,
+    jobs: BackgroundJobs,
+    messages: list[BaseMessage],
+    counts: Sequence[int],
+    record: CompactionRecord,
+    plan: CompactionPlan,
+    budget: Budget,
+    run: Run,
+) -> bool:
+    """Return True when a summary will replace the prefix soon: a job runs or is ready, or one starts now.
+
+    Under prompt caching, layer 1-2 edits made only because they repay their
+    cache break wait for that swap, which breaks the cache anyway: made now,
+    they would break it twice, and a job started now would summarize messages
+    the agent's cached prefix no longer holds.
+    """
+    if plan.reason == "messages" or record["prepared"] is not None or jobs.get(job_key(run, messages)) is not None:
+        return True  # the message-count trigger starts a job
+    start, turns = setup.config.background_start, jobs.turns_to_ready
+    return should_start(plan.tokens_before, turn_tokens(messages, counts), budget, start, turns)
 
 
 def background_steps(

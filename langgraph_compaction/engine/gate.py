@@ -8,6 +8,7 @@ then leads to flush and offload side by side, or straight to the model node.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from collections import OrderedDict
@@ -24,7 +25,7 @@ from ..core.config import Budget
 from ..core.plan import CompactionPlan, plan_compaction, tokens_since
 from ..core.tokens import TokenCounter, fingerprint
 from ..core.view import kept_edits
-from .background import background_floor, background_steps
+from .background import background_floor, background_steps, swap_coming
 from .effects import Steps
 from .events import describe_error, emit_event
 from .jobs import BackgroundJobs
@@ -289,6 +290,16 @@ def gate_steps(
         memo=memo,
         floor=floor,
     )
+    deferred = (
+        background
+        and setup.config.prompt_cache
+        and bool(plan.edits)
+        and plan.reason in (None, "messages")
+        and plan.tokens_before < budget.trigger_tokens
+        and swap_coming(setup, jobs, messages, memo.counts, record, plan, budget, run)
+    )
+    if deferred:  # the swap makes them at no extra break (see swap_coming)
+        plan = dataclasses.replace(plan, edits={}, layer_counts={}, tokens_after_layers=plan.tokens_before)
     out = GateUpdate(compaction={"calibration": calibration} if calibration else {})
     if repair is not None:
         _write_repair(*repair, out)
@@ -308,7 +319,7 @@ def gate_steps(
         settled = yield from _layer_edits(setup, memo, plan, messages, record, run, out)
     if applied and outcome.after is not None:
         yield from _after_swap(setup, outcome.after, record, budget, run, out)
-    if settled:
+    if settled and not deferred:
         memo.settled = plan.settled
     if not record["wired"]:  # tells the compact tool that a gate runs in front of this agent's model
         out.compaction["wired"] = True

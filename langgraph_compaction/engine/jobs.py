@@ -112,6 +112,25 @@ class Runner:
         return job.done()
 
 
+class InstantRunner(Runner):
+    """Runs each job to its end when it starts, in the starting thread (in a fresh context, as ``Runner`` does).
+
+    A deterministic stand-in for a job that is ready by the next model call:
+    for tests and replays (``with use_runner(InstantRunner()): ...``).
+    """
+
+    def start_sync(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
+        """Run the job now; its outcome (or failure) is ready at once."""
+        future: Future = Future()
+        try:
+            future.set_result(contextvars.Context().run(work))
+        except Exception as exc:  # noqa: BLE001 - the job's own failure, for outcome() to report
+            future.set_exception(exc)
+        job.future = future
+
+    start_async = start_sync  # an async front's job too: what the gate sees next is decided, not timed
+
+
 class Published(Runner):
     """Waits for a summary another worker prepares: it reads the storage where that worker publishes it.
 
