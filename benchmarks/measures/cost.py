@@ -54,12 +54,12 @@ from benchmarks.anchors import (
 from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.core.artifacts import touches
 from langgraph_compaction.core.billing import CACHED_PRICE, OPENAI, PRICES, PrefixCache
 from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, common_prefix
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
+from langgraph_compaction.core.touches import touches
 from langgraph_compaction.core.validation import anthropic_violations
 from langgraph_compaction.storage.transcript import load_transcript
 from langgraph_compaction.testing import ScriptedModel
@@ -214,7 +214,7 @@ class WorkingSetEdit:
 def working_set_edits(turns: Sequence[tuple[Sequence[BaseMessage], BaseMessage]]) -> list[WorkingSetEdit]:
     """Return every edit of a file after a read of it, with that file's latest read before the call that edits.
 
-    Reads and edits are what ``artifacts.touches`` reads from the calls (verb
+    Reads and edits are what ``touches.touches`` reads from the calls (verb
     ``read``; ``edited`` or ``wrote``); ``./a.py`` and ``a.py`` are one file.
     A read counts from its result on.
     """
@@ -606,7 +606,7 @@ def _working_set_report(figures: dict) -> str:
         """
 ### The working set: is the file being edited still in front of the agent?
 
-For every edit of a file the agent read before (what `artifacts.touches` reads from the calls: verb `read`, then
+For every edit of a file the agent read before (what `touches.touches` reads from the calls: verb `read`, then
 `edited` or `wrote`), is the file's latest read, its tool result unshortened, in the context the model was given for
 that call? A miss costs a real agent a re-read: one more call (its context served by the cache, 0.1×) and the read's
 tokens billed uncached (1×; Anthropic 1.25×), charged once per lost read between two compactions. "with re-read" adds
@@ -656,7 +656,7 @@ that charge to the bill; the ratio is to the cheaper anchor (LangChain's middlew
     parts.append(
         f"""
 Working-set recall per trajectory that edits a file it read (60k window; the answer key is the edits column: the
-edits after a read that `artifacts.touches` finds in the recorded calls):
+edits after a read that `touches.touches` finds in the recorded calls):
 
 {table(["trajectory", "edits after a read", *systems], rows)}
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from .artifacts import CHANGE_VERBS, touches
 from .config import MicroCompactConfig, PruneConfig, TruncateArgsConfig
 from .conversation import content_text, tool_calls_of, tool_names_by_result, tool_rounds
+from .touches import CHANGE_VERBS, touches
 
 PRUNED_MARK = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
 MICRO_PLACEHOLDER = (

@@ -4,7 +4,7 @@ When the agent edits a file it needs the file in front of it. A summary that
 takes the latest read of that file away leaves two choices: read it again
 (one more call, the file billed again) or edit blind. The working set is read
 from the tool calls the same way the ARTIFACTS trail reads them
-(``artifacts.touches``: ``Read``/``read_file``/``view``, ``cat``/``sed -n`` in
+(``touches.touches``: ``Read``/``read_file``/``view``, ``cat``/``sed -n`` in
 a shell, MCP tools, patches), so it knows any agent's tools:
 
 - each file the agent read, with its latest read (the tool round whose result
@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from .artifacts import touches
 from .conversation import ToolRound, starts_with_thinking, tool_calls_of, tool_rounds
+from .touches import touches
 
 #: Verbs after which the file's latest read no longer shows it (it is stale until read again).
 _STALE_VERBS = frozenset({"edited", "wrote"})
@@ -87,7 +87,7 @@ def _file_key(path: str) -> str:
 def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
     """Return the files the messages' tool calls read, newest touched first, each with its latest read.
 
-    A read is a call whose trail verb is ``read`` (``artifacts.touches``) and
+    A read is a call whose trail verb is ``read`` (``touches.touches``) and
     that has a result; a change (``edited``, ``wrote``) after the file's latest
     read is recorded with it (the read is then stale); ``deleted`` and
     ``moved`` take the path out. A file changed but never read has no result
