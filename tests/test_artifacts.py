@@ -304,3 +304,12 @@ def test_a_folder_line_gives_back_dot_slash_paths_as_they_were_written():
         "cmd/a.go",
         "cmd/b.go",
     }
+
+
+def test_one_file_spelled_two_ways_is_one_entry_of_the_trail():
+    trail = _trail(
+        ("Read", {"file_path": "src/billing.py"}, "def charge(): ..."),
+        ("Edit", {"file_path": "./src/billing.py", "old_string": "charge", "new_string": "bill"}, "ok"),
+        ("Bash", {"command": "cat src//billing.py && sed -n 1,5p lib/../src/billing.py"}, "def bill(): ..."),
+    )
+    assert trail == ["$ cat src//billing.py && sed -n 1,5p lib/../src/billing.py", "src/billing.py (read, edited)"]

@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from .verbs import URL, Touch, has_patch, looks_like_path, patch_touches, strings, verb_of
+from .verbs import URL, Touch, has_patch, has_revision_dots, looks_like_path, patch_touches, strings, verb_of
 
 #: Programs whose first operand is a script or a pattern, not a file (unless ``-e``/``-f`` gives it).
 _SCRIPTED = frozenset({"sed", "awk", "grep", "egrep", "rg", "perl"})
@@ -114,7 +114,9 @@ def _path_of(token: str, bare: bool = False) -> str | None:
     token = _LINE_SUFFIX.sub("", token.strip())
     if not token or any(c in token for c in "*?[]{}$`'\"=\\") or "://" in token:
         return None
-    return token if looks_like_path(token) or bare and _BARE_WORD.match(token) and ".." not in token else None
+    return (
+        token if looks_like_path(token) or bare and _BARE_WORD.match(token) and not has_revision_dots(token) else None
+    )
 
 
 def _resolve(path: str, cwd: str) -> str:

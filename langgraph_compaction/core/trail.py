@@ -12,7 +12,7 @@ previous summary's trail (``parse_line``), so that the trail survives
 chained compactions. Pure functions; nothing here imports langgraph.
 
 >>> from langchain_core.messages import AIMessage, ToolMessage
->>> call = {"name": "Edit", "args": {"file_path": "src/a.py", "old_string": "x", "new_string": "y"}, "id": "e"}
+>>> call = {"name": "Edit", "args": {"file_path": "./src/a.py", "old_string": "x", "new_string": "y"}, "id": "e"}
 >>> [e.render() for e in tool_trail([AIMessage("", tool_calls=[call]), ToolMessage("ok", tool_call_id="e")])]
 ['src/a.py (edited)']
 >>> [e.key for e in parse_line("src/ (2 files: a.py, b.py)")]
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from langchain_core.messages import BaseMessage
 
 from .conversation import text_of, tool_calls_of, tool_rounds
-from .touches import CHANGE_VERBS, call_commands, touches
+from .touches import CHANGE_VERBS, call_commands, normalise_path, touches
 
 #: Tool calls after which a touch weighs half as much: the agent's recent work outweighs its early work.
 WORK_HALF_LIFE = 100
@@ -116,7 +116,9 @@ def _command_entry(line: str, result: str) -> tuple[str, str | None]:
 def _call_items(call: dict, result: str) -> list[tuple[str, str | None]]:
     """Return (key, detail) of everything one tool call touched; its shell commands come last."""
     args = call.get("args")
-    found: list[tuple[str, str | None]] = [(t.target, t.verb) for t in touches(call.get("name") or "tool", args)]
+    found: list[tuple[str, str | None]] = [
+        (normalise_path(t.target), t.verb) for t in touches(call.get("name") or "tool", args)
+    ]
     # last, so that newest first the command comes before the paths it used
     return found + [_command_entry(line, result) for line in call_commands(args)]
 

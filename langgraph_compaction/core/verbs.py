@@ -145,7 +145,12 @@ def verb_of(*names: str) -> str | None:
 
 def looks_like_path(value: str) -> bool:
     """Return True for a word shaped like a relative or absolute path (``src/a.py``, ``./run.sh``, ``docs/``)."""
-    return bool(_PATH_TOKEN.match(value)) and ".." not in value.lstrip("./")
+    return bool(_PATH_TOKEN.match(value)) and not has_revision_dots(value)
+
+
+def has_revision_dots(value: str) -> bool:
+    """Return True when ``..`` is inside a word (``main..HEAD``, a revision range), not a folder step (``src/../a.py``)."""
+    return any(".." in part and part != ".." for part in value.split("/"))
 
 
 def patch_touches(text: str) -> list[Touch]:

@@ -37,14 +37,13 @@ knows to read it again. Pure functions; nothing here imports langgraph.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from .conversation import ToolRound, starts_with_thinking, tool_calls_of, tool_rounds
-from .touches import touches
+from .touches import normalise_path, touches
 
 #: Verbs after which the file's latest read no longer shows it (it is stale until read again).
 _STALE_VERBS = frozenset({"edited", "wrote"})
@@ -79,11 +78,6 @@ class WorkingFile:
         return sorted({self.read_round.call_index, *self.read_round.result_indices})
 
 
-def _file_key(path: str) -> str:
-    """Return the path a read and an edit of one file share (``./a.py`` and ``a.py`` are one file)."""
-    return posixpath.normpath(path) if path else path
-
-
 def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
     """Return the files the messages' tool calls read, newest touched first, each with its latest read.
 
@@ -99,7 +93,7 @@ def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
         for call in tool_calls_of(messages[r.call_index]):
             result = answered.get(call.get("id") or "")
             for touch in touches(call.get("name") or "tool", call.get("args")):
-                path = _file_key(touch.target)
+                path = normalise_path(touch.target)
                 if touch.verb == "read" and result is not None:
                     files.pop(path, None)  # re-inserted: the dict stays in order of the latest touch
                     files[path] = WorkingFile(path, result, r, (), r.call_index)
