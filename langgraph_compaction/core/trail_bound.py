@@ -6,7 +6,10 @@ trail is over its bound, read paths share their folder's line
 enough for its token bound, the files of the largest folders are counted
 instead (``src/pkg/ (412 changed files, 30 other files)``), changed files
 too: a codemod over thousands of files leaves a trail of a few lines, each
-named by the folder ``session_search`` finds them with. Linear in the
+named by the folder ``session_search`` finds them with. The files the agent
+works on (``worked_on``: touched most and most recently) keep their own lines
+throughout, in up to ``WORK_SHARE`` of the token bound; the long tail is
+grouped and counted. Linear in the
 entries (each one's tokens counted once). Pure functions; nothing here
 imports langgraph.
 
@@ -19,11 +22,13 @@ imports langgraph.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from .trail import FolderLine, TrailEntry, TrailLine
 
 Size = Callable[[Sequence[TrailLine]], int]
+#: The share of the token bound the files the agent works on most may take on their own lines.
+WORK_SHARE = 0.5
 
 
 def _split_folder(key: str) -> tuple[str | None, str]:
@@ -113,7 +118,25 @@ def group_paths(entries: Sequence[TrailEntry], room: int) -> list[TrailLine]:
     return lines
 
 
-def _bound_lines(entries: Sequence[TrailEntry], limit: int) -> tuple[list[TrailLine], int]:
+def worked_on(entries: Sequence[TrailEntry]) -> list[TrailEntry]:
+    """Return the paths the agent worked on: touched in two calls or more, the most used first.
+
+    An entry's ``weight`` counts its calls, each halved every
+    ``WORK_HALF_LIFE`` calls back: the files touched most and most recently
+    come first (the newest first among equals).
+    """
+    return sorted((e for e in entries if e.uses >= 2 and not e.is_command), key=lambda e: -e.weight)
+
+
+def _bound_lines(
+    entries: Sequence[TrailEntry], limit: int, own: Collection[TrailEntry] | None = None
+) -> tuple[list[TrailLine], int]:
+    """Return the trail in about ``limit`` lines, and how many older commands were left out.
+
+    ``own`` are the read paths that keep their own line when the others share
+    their folder's; by default the ones the agent worked on most
+    (``worked_on``), at most half the room.
+    """
     if len(entries) <= limit:
         return list(entries), 0
     commands = [e for e in entries if e.is_command]
@@ -121,13 +144,20 @@ def _bound_lines(entries: Sequence[TrailEntry], limit: int) -> tuple[list[TrailL
     changed = [e for e in entries if not e.is_command and e.is_change]
     reads = [e for e in entries if not e.is_command and not e.is_change]
     room = limit - len(changed) - len(recent)
-    grouped = group_paths(reads, max(room, 1)) if len(reads) > room else []
-    kept_older = older[: max(0, room - len(grouped or reads))]
-    keep = set(changed) | set(recent) | set(kept_older) | set([] if grouped else reads)
+    grouped: list[TrailLine] = []
+    if len(reads) > room:
+        named = set(own) if own is not None else set(worked_on(reads)[: max(room, 0) // 2])
+        tail = [e for e in reads if e not in named]
+        grouped = group_paths(tail, max(room - len(named), 1)) if tail else []
+        reads = [e for e in reads if e in named]
+    kept_older = older[: max(0, room - len(reads) - len(grouped))]
+    keep = set(changed) | set(recent) | set(kept_older) | set(reads)
     return [e for e in entries if e in keep] + grouped, len(older) - len(kept_older)
 
 
-def _counted_lines(entries: Sequence[TrailEntry], max_tokens: int, size: Size) -> tuple[list[TrailLine], int]:
+def _counted_lines(
+    entries: Sequence[TrailEntry], max_tokens: int, size: Size, own: Collection[TrailEntry]
+) -> tuple[list[TrailLine], int]:
     """Return the trail in one line of each kind with the files of the costliest folders counted, until it fits.
 
     The other files (read, searched, run) of the folders whose lines take the
@@ -135,7 +165,8 @@ def _counted_lines(entries: Sequence[TrailEntry], max_tokens: int, size: Size) -
     changed file keeps its own line longest. When every file is counted and
     the lines are still too many, the deepest folders merge into their
     parents, their counts added up. A count carried from an earlier summary
-    joins its folder's line as soon as that folder is counted.
+    joins its folder's line as soon as that folder is counted. The paths of
+    ``own`` keep their own lines.
     """
     homes: dict[
         TrailEntry, tuple[str, int, int]
@@ -143,7 +174,7 @@ def _counted_lines(entries: Sequence[TrailEntry], max_tokens: int, size: Size) -
     units: dict[TrailEntry, tuple] = {}  # entry -> the units (folder, changed?) whose counting counts it
     costs: dict[tuple[str, bool], int] = {}  # unit -> the tokens its entries take
     for e in entries:
-        if e.is_command:
+        if e.is_command or e in own:
             continue
         home = e.key[:-1] if e.is_counted else _split_folder(e.key)[0]
         if home is not None:
@@ -164,7 +195,7 @@ def _counted_lines(entries: Sequence[TrailEntry], max_tokens: int, size: Size) -
             total[0] += changed
             total[1] += other
         left = set(gone)
-        lines, dropped = _bound_lines([e for e in entries if e not in left], 1)
+        lines, dropped = _bound_lines([e for e in entries if e not in left], 1, own)
         return lines + [TrailEntry(f"{f}/", (), 0, 0.0, *n) for f, n in counts.items()], dropped
 
     low, high = 1, len(order)
@@ -178,6 +209,18 @@ def _counted_lines(entries: Sequence[TrailEntry], max_tokens: int, size: Size) -
         where, _ = _merge_folders(list(dict.fromkeys(h[0] for h in homes.values())), room)
         best = render(len(order), where)
     return best
+
+
+def _own_share(entries: Sequence[TrailEntry], max_tokens: float, size: Size) -> list[TrailEntry]:
+    """Return the paths the agent worked on most (``worked_on``) whose own lines take at most ``max_tokens``."""
+    own: list[TrailEntry] = []
+    used = 0
+    for e in worked_on(entries):
+        used += size([e])
+        if used > max_tokens:
+            break
+        own.append(e)
+    return own
 
 
 def bound_trail(
@@ -197,7 +240,10 @@ def bound_trail(
     quarter at a time: older commands leave first, then more paths share a
     folder's line. When even one line of each kind is over it, the files of
     the costliest folders are counted, changed ones too
-    (``src/pkg/ (412 changed files, 30 other files)``), until it fits.
+    (``src/pkg/ (412 changed files, 30 other files)``), until it fits. The
+    paths the agent worked on most (``worked_on``) keep their own lines all
+    along: half the room when read paths are grouped, up to ``WORK_SHARE``
+    of ``max_tokens`` when folders are counted.
     Linear in the entries (each one's tokens counted once).
     """
     best = _bound_lines(entries, limit)
@@ -221,7 +267,7 @@ def bound_trail(
         if size(tried[0]) < smallest:  # merging folders into their parents can lengthen the names: keep the shortest
             best, smallest = tried, size(tried[0])
     if smallest > max_tokens:
-        counted = _counted_lines(entries, max_tokens, size)
+        counted = _counted_lines(entries, max_tokens, size, _own_share(entries, max_tokens * WORK_SHARE, size))
         if size(counted[0]) < smallest:
             best = counted
     return best
