@@ -34,7 +34,6 @@ and compaction, for every system, and the cost is reported with and without it.
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -59,7 +58,7 @@ from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, common_pre
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
-from langgraph_compaction.core.touches import touches
+from langgraph_compaction.core.touches import normalise_path, touches
 from langgraph_compaction.core.validation import anthropic_violations
 from langgraph_compaction.storage.transcript import load_transcript
 from langgraph_compaction.testing import ScriptedModel
@@ -229,12 +228,12 @@ def working_set_edits(turns: Sequence[tuple[Sequence[BaseMessage], BaseMessage]]
         for call in tool_calls_of(reply):
             done = touches(call.get("name") or "tool", call.get("args"))
             for t in done:
-                path = posixpath.normpath(t.target)
+                path = normalise_path(t.target)
                 if t.verb in ("edited", "wrote") and path in latest:
                     found.append(WorkingSetEdit(k, path, latest[path]))
                 elif t.verb in ("deleted", "moved"):
                     latest.pop(path, None)
-            reading[call.get("id") or ""] = [posixpath.normpath(t.target) for t in done if t.verb == "read"]
+            reading[call.get("id") or ""] = [normalise_path(t.target) for t in done if t.verb == "read"]
     return found
 
 

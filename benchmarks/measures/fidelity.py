@@ -50,7 +50,7 @@ from langgraph_compaction.core.conversation import content_text, is_summary, is_
 from langgraph_compaction.core.fidelity import stated_rules
 from langgraph_compaction.core.summary import render_messages
 from langgraph_compaction.core.tokens import estimate_text_tokens
-from langgraph_compaction.core.touches import CHANGE_VERBS, touches
+from langgraph_compaction.core.touches import CHANGE_VERBS, normalise_path, touches
 from langgraph_compaction.core.trail import counted_files, expand_group
 
 NAME = "summary_fidelity"
@@ -144,12 +144,13 @@ def call_paths(messages: Sequence[BaseMessage], answer_key: dict | None = None) 
         for call in tool_calls_of(m):
             if answer_key is not None:
                 touched = answer_key[call["id"]]
-                found[(m.id, call["id"])] = (touched["changed"] + touched["read"], touched["changed"])
+                changed = [normalise_path(p) for p in touched["changed"]]
+                found[(m.id, call["id"])] = (changed + [normalise_path(p) for p in touched["read"]], changed)
             else:
                 got = touches(call.get("name") or "tool", call.get("args"))
                 found[(m.id, call.get("id") or "")] = (
-                    [t.target for t in got],
-                    [t.target for t in got if t.verb in CHANGE_VERBS],
+                    [normalise_path(t.target) for t in got],
+                    [normalise_path(t.target) for t in got if t.verb in CHANGE_VERBS],
                 )
     return found
 
