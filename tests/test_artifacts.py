@@ -15,10 +15,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langgraph_compaction import build_summary_message
-from langgraph_compaction.core.artifacts import expand_group, touches
 from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.summary import extractive_summary, section
 from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.core.touches import touches
+from langgraph_compaction.core.trail import expand_group
 from langgraph_compaction.trajectories import load_trajectory
 
 SHAPES = Path(__file__).parent / "data" / "agent_shapes"
@@ -146,7 +147,7 @@ def test_shell_lines_tell_writes_from_reads():
             "make > build.log 2>&1; curl -s https://x.dev/v1 | tee out/v1.json; grep -rn 'def flush' src/ lib/h.py"
         },
     )
-    assert [tuple(t) for t in found] == [
+    assert [(t.target, t.verb) for t in found] == [
         ("https://x.dev/v1", "fetched"),
         ("a.py", "read"),
         ("b.py", "edited"),
@@ -214,7 +215,7 @@ def _findable(artifacts: str) -> tuple[set[str], set[str]]:
 
 def _unaccounted(paths: set[str], named: set[str], artifacts: str) -> set[str]:
     """Return the paths an ARTIFACTS section neither names nor counts on their folder's line (``src/ (40 changed files)``)."""
-    from langgraph_compaction.core.artifacts import counted_files
+    from langgraph_compaction.core.trail import counted_files
 
     folders = {c[0] for line in artifacts.splitlines() if line.startswith("- ") and (c := counted_files(line[2:]))}
     under = lambda p: "." in folders or any(p[:i] in folders for i, ch in enumerate(p) if ch == "/")  # noqa: E731
@@ -291,14 +292,24 @@ def test_a_long_session_trail_over_its_token_budget_keeps_to_it_and_still_accoun
 
 
 def test_a_folder_line_gives_back_dot_slash_paths_as_they_were_written():
-    from langgraph_compaction.core.artifacts import group_paths
+    from langgraph_compaction.core.trail import TrailEntry
+    from langgraph_compaction.core.trail_bound import group_paths
 
-    entries = ["./session (read)", "./main.go (read)", "notes.md (read)", "cmd/a.go (read)", "cmd/b.go (read)"]
+    entries = [TrailEntry(p, ("read",)) for p in ("./session", "./main.go", "notes.md", "cmd/a.go", "cmd/b.go")]
     lines = group_paths(entries, 1)
-    assert {p for line in lines for p in expand_group(line)} == {
+    assert {p for line in lines for p in expand_group(line.render())} == {
         "./session",
         "./main.go",
         "notes.md",
         "cmd/a.go",
         "cmd/b.go",
     }
+
+
+def test_one_file_spelled_two_ways_is_one_entry_of_the_trail():
+    trail = _trail(
+        ("Read", {"file_path": "src/billing.py"}, "def charge(): ..."),
+        ("Edit", {"file_path": "./src/billing.py", "old_string": "charge", "new_string": "bill"}, "ok"),
+        ("Bash", {"command": "cat src//billing.py && sed -n 1,5p lib/../src/billing.py"}, "def bill(): ..."),
+    )
+    assert trail == ["$ cat src//billing.py && sed -n 1,5p lib/../src/billing.py", "src/billing.py (read, edited)"]

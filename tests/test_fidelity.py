@@ -19,7 +19,6 @@ from replay import replay
 from support import SMALL_WINDOW, build_graph, first_input
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, build_summary_message, read_compaction
-from langgraph_compaction.core.artifacts import tool_artifacts
 from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.conversation import is_user_turn, text_of
 from langgraph_compaction.core.fidelity import (
@@ -33,6 +32,7 @@ from langgraph_compaction.core.fidelity import (
 )
 from langgraph_compaction.core.summary import extractive_summary, section
 from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.core.trail import tool_trail
 from langgraph_compaction.engine.gate import GATE
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
@@ -211,7 +211,7 @@ def test_trail_has_paths_commands_with_exit_status_and_urls_newest_first():
         ("execute_bash", {"command": "cd /repo && python -m pytest tests/test_models.py -q"}, "2 passed\nexit code 0"),
         ("execute_bash", {"command": "rm /repo/app/old_models.py"}, "Exit code 0"),
     )
-    assert tool_artifacts(messages) == [
+    assert [e.render() for e in tool_trail(messages)] == [
         "$ rm /repo/app/old_models.py (exit 0)",
         "/repo/app/old_models.py (deleted)",
         "$ cd /repo && python -m pytest tests/test_models.py -q (exit 0)",  # the newest run's status

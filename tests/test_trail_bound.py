@@ -138,3 +138,51 @@ def test_a_codemod_agent_on_a_32k_window_ends_every_compaction_under_the_trigger
     assert all(e["tokens_after"] < trigger and not e.get("over_budget") for e in summaries), summaries
     summary = next(m for m in graph.get_state(thread).values["messages"] if is_summary(m))
     assert estimate_text_tokens(section(summary.content, "ARTIFACTS")) <= BUDGET + 200
+
+
+def _busy_session(calls: int = 500, seed: int = 7) -> tuple[list, list[tuple[str, str]]]:
+    """Return a session of ``calls`` reads and edits over 300 files in 10 folders, and its (path, verb) per call.
+
+    Five modules are the agent's work: read and edited again and again all
+    session long; the others are touched once or twice here and there.
+    """
+    import random
+
+    rng = random.Random(seed)
+    files = [f"src/pkg{k}/module_{j}.py" for k in range(10) for j in range(30)]
+    hot = [
+        "src/pkg3/module_7.py",
+        "src/pkg3/module_8.py",
+        "src/pkg5/module_1.py",
+        "src/pkg0/module_29.py",
+        "src/pkg9/module_4.py",
+    ]
+    steps = []
+    for n in range(calls):
+        path = hot[n % len(hot)] if n % 3 == 0 else rng.choice(files)
+        steps.append((path, "edited" if rng.random() < 0.3 else "read"))
+    messages = [HumanMessage("Refactor the billing modules.", id="u")]
+    for n, (path, verb) in enumerate(steps):
+        args = {"file_path": path} if verb == "read" else {"file_path": path, "old_string": "a", "new_string": "b"}
+        call = {"name": "Read" if verb == "read" else "Edit", "args": args, "id": f"c{n}"}
+        messages += [AIMessage("", tool_calls=[call], id=f"a{n}"), ToolMessage("ok", tool_call_id=f"c{n}", id=f"t{n}")]
+    return messages, steps
+
+
+def test_the_files_the_agent_works_on_most_keep_their_own_lines_when_the_trail_is_over_its_budget():
+    from collections import Counter
+
+    messages, steps = _busy_session()
+    artifacts = section(extractive_summary(messages), "ARTIFACTS")
+    assert estimate_text_tokens(artifacts) <= BUDGET + 200  # the trail is bounded ...
+    lines = _trail_lines(artifacts)
+    assert len({p for p, _ in steps}) > len(lines)  # ... with more files than it can name
+    recent = Counter(path for path, _ in steps[-200:])
+    worked_on = {path for path, n in recent.items() if n >= 3}
+    assert len(worked_on) >= 5
+    named = {line[2:].split(" (")[0] for line in lines}
+    assert worked_on - named == set()  # each on its own line, not counted on its folder's line
+    # and every changed file is still named or counted
+    changed = {p for p, verb in steps if verb == "edited"}
+    counted = {m.group(1) for line in lines if (m := _COUNTED.match(line))}
+    assert {p for p in changed if p not in named and p.rsplit("/", 1)[0] not in counted} == set()

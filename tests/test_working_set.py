@@ -231,3 +231,56 @@ def test_the_python_blocks_of_the_working_set_page_run_as_written(capsys):
         shown = [line[2:] for line in block.splitlines() if line.startswith("# ")]
         shown += [line.split("# ", 1)[1] for line in block.splitlines() if line.startswith("print(") and "# " in line]
         assert printed == shown
+
+
+PAGE = "".join(f"v{i} = {i}\n" for i in range(120))  # 120 short lines
+
+
+def _paged_session(page_call, filler_calls: int = 20) -> list:
+    """Return a session reading src/x.py in three pages of 120 lines (``page_call(first, last)``), then tests."""
+    messages = [SystemMessage("You are a coding agent.", id="sys"), HumanMessage("fix x.py", id="h")]
+    for n, first in enumerate((1, 121, 241)):
+        name, args = page_call(first, first + 119)
+        messages += _round(f"r{n}", name, args, PAGE)
+    for i in range(filler_calls):
+        messages += _round(f"p{i}", "Bash", {"command": "pytest -q"}, "F" * 40 + "\n" + "log line\n" * 200)
+    return messages
+
+
+PAGED_READS = {
+    "Read offset/limit": lambda a, b: ("Read", {"file_path": "src/x.py", "offset": a, "limit": b - a + 1}),
+    "sed -n": lambda a, b: ("Bash", {"command": f"sed -n '{a},{b}p' src/x.py"}),
+}
+
+
+@pytest.mark.parametrize("page_call", PAGED_READS.values(), ids=PAGED_READS.keys())
+def test_every_page_of_a_file_read_in_pages_stays_and_the_summary_says_which_lines(page_call):
+    messages = _paged_session(page_call)
+    plan, _ = _plan(messages, working_set_tokens=5_000)
+    assert plan.summarize
+    kept = {messages[i].id for i in plan.cut.working_set}
+    assert {"t-r0", "t-r1", "t-r2"} <= kept  # the first 120 lines too, not only the last page
+    note = working_set_note(messages, {messages[i].id for i in plan.cut.evict})
+    assert "still in context: src/x.py (lines 1-120, 121-240, 241-360)" in note
+
+
+def test_a_page_left_out_is_named_with_its_lines_and_the_pages_in_view_are_the_ones_kept():
+    messages = _paged_session(PAGED_READS["Read offset/limit"])
+    one_page = sum(TokenCounter().counts(messages[2:4]))
+    plan, _ = _plan(messages, working_set_tokens=one_page + 10)
+    assert [messages[i].id for i in plan.cut.working_set] == ["a-r2", "t-r2"]
+    note = working_set_note(messages, {messages[i].id for i in plan.cut.evict})
+    assert "still in context: src/x.py (lines 241-360)." in note
+    assert "- src/x.py lines 1-120 (read in t-r0)" in note and "- src/x.py lines 121-240 (read in t-r1)" in note
+
+
+def test_a_read_of_the_whole_file_replaces_its_pages_and_an_edit_makes_every_page_stale():
+    messages = _paged_session(PAGED_READS["sed -n"], filler_calls=0)
+    edit = _round("e1", "Edit", {"file_path": "./src/x.py", "old_string": "v1 = 1", "new_string": "v1 = 2"}, "ok")
+    assert [(f.lines, f.stale) for f in working_set(messages + edit)] == [
+        ((241, 360), True),
+        ((121, 240), True),
+        ((1, 120), True),
+    ]
+    whole = _round("r9", "Read", {"file_path": "src/x.py"}, PAGE * 3)
+    assert [(f.path, f.lines, f.stale) for f in working_set(messages + edit + whole)] == [("src/x.py", None, False)]

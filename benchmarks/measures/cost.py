@@ -34,7 +34,6 @@ and compaction, for every system, and the cost is reported with and without it.
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,12 +53,12 @@ from benchmarks.anchors import (
 from benchmarks.measures.fidelity import KINDS, call_paths, check_context
 from benchmarks.measures.replay import THRESHOLDS
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.core.artifacts import touches
 from langgraph_compaction.core.billing import CACHED_PRICE, OPENAI, PRICES, PrefixCache
 from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, common_prefix
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
+from langgraph_compaction.core.touches import normalise_path, touches
 from langgraph_compaction.core.validation import anthropic_violations
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.storage.transcript import load_transcript
@@ -215,7 +214,7 @@ class WorkingSetEdit:
 def working_set_edits(turns: Sequence[tuple[Sequence[BaseMessage], BaseMessage]]) -> list[WorkingSetEdit]:
     """Return every edit of a file after a read of it, with that file's latest read before the call that edits.
 
-    Reads and edits are what ``artifacts.touches`` reads from the calls (verb
+    Reads and edits are what ``touches.touches`` reads from the calls (verb
     ``read``; ``edited`` or ``wrote``); ``./a.py`` and ``a.py`` are one file.
     A read counts from its result on.
     """
@@ -230,12 +229,12 @@ def working_set_edits(turns: Sequence[tuple[Sequence[BaseMessage], BaseMessage]]
         for call in tool_calls_of(reply):
             done = touches(call.get("name") or "tool", call.get("args"))
             for t in done:
-                path = posixpath.normpath(t.target)
+                path = normalise_path(t.target)
                 if t.verb in ("edited", "wrote") and path in latest:
                     found.append(WorkingSetEdit(k, path, latest[path]))
                 elif t.verb in ("deleted", "moved"):
                     latest.pop(path, None)
-            reading[call.get("id") or ""] = [posixpath.normpath(t.target) for t in done if t.verb == "read"]
+            reading[call.get("id") or ""] = [normalise_path(t.target) for t in done if t.verb == "read"]
     return found
 
 
@@ -615,7 +614,7 @@ def _working_set_report(figures: dict) -> str:
         """
 ### The working set: is the file being edited still in front of the agent?
 
-For every edit of a file the agent read before (what `artifacts.touches` reads from the calls: verb `read`, then
+For every edit of a file the agent read before (what `touches.touches` reads from the calls: verb `read`, then
 `edited` or `wrote`), is the file's latest read, its tool result unshortened, in the context the model was given for
 that call? A miss costs a real agent a re-read: one more call (its context served by the cache, 0.1×) and the read's
 tokens billed uncached (1×; Anthropic 1.25×), charged once per lost read between two compactions. "with re-read" adds
@@ -665,7 +664,7 @@ that charge to the bill; the ratio is to the cheaper anchor (LangChain's middlew
     parts.append(
         f"""
 Working-set recall per trajectory that edits a file it read (60k window; the answer key is the edits column: the
-edits after a read that `artifacts.touches` finds in the recorded calls):
+edits after a read that `touches.touches` finds in the recorded calls):
 
 {table(["trajectory", "edits after a read", *systems], rows)}
 

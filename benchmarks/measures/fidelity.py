@@ -13,7 +13,7 @@ checked against everything compacted so far:
   the input (summary or tail), word for word or on a folder's line of the
   trail (``src/ (2 files: a.ts, b.ts)``). For the agent shapes the paths come
   from the answer key written with each session (``<name>.touched.json``);
-  for the real trajectories from ``artifacts.touches``;
+  for the real trajectories from ``touches.touches``;
 - changed-file recall: the paths those calls wrote, edited, patched, deleted
   or moved, named word for word, or (over the trail's token bound) counted
   on their folder's line, ``src/ (412 changed files)``: such paths are
@@ -45,12 +45,13 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from benchmarks.anchors import ScriptedAgent, Thresholds, drive, scripted_summarizer, system_graph, trajectory_turns
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.core.artifacts import CHANGE_VERBS, counted_files, expand_group, touches
 from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.conversation import content_text, is_summary, is_user_turn, text_of, tool_calls_of
 from langgraph_compaction.core.fidelity import stated_rules
 from langgraph_compaction.core.summary import render_messages
 from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.core.touches import CHANGE_VERBS, normalise_path, touches
+from langgraph_compaction.core.trail import counted_files, expand_group
 
 NAME = "summary_fidelity"
 #: A tight window that compacts the short runs again and again, a middle one, and the replay measure's budget.
@@ -143,12 +144,13 @@ def call_paths(messages: Sequence[BaseMessage], answer_key: dict | None = None) 
         for call in tool_calls_of(m):
             if answer_key is not None:
                 touched = answer_key[call["id"]]
-                found[(m.id, call["id"])] = (touched["changed"] + touched["read"], touched["changed"])
+                changed = [normalise_path(p) for p in touched["changed"]]
+                found[(m.id, call["id"])] = (changed + [normalise_path(p) for p in touched["read"]], changed)
             else:
                 got = touches(call.get("name") or "tool", call.get("args"))
                 found[(m.id, call.get("id") or "")] = (
-                    [t.target for t in got],
-                    [t.target for t in got if t.verb in CHANGE_VERBS],
+                    [normalise_path(t.target) for t in got],
+                    [normalise_path(t.target) for t in got if t.verb in CHANGE_VERBS],
                 )
     return found
 

@@ -89,9 +89,9 @@ class FidelityConfig(_Settings):
         ge=0,
         description=(
             "About this many tokens for the ARTIFACTS trail: over it, older commands leave first, then read files "
-            "share their folder's line; if that is still over, the files of the largest folders are counted on "
-            "their folder's line, read files first, changed files last (the trail names the session_search query "
-            "that finds them). None: max_artifacts lines only."
+            "share their folder's line; if still over, the largest folders' files are counted on their folder's "
+            "line, read files first, changed files last (the trail names the session_search query that finds them); "
+            "the files the agent worked on most keep their own lines in up to half of it. None: max_artifacts only."
         ),
     )
     auto_pin: bool = Field(True, description="Pin the rules users state ('never ...', '必须 ...') automatically.")

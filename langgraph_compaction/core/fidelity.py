@@ -34,20 +34,13 @@ from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
-from .artifacts import (
-    CHANGE_VERBS,
-    bound_trail,
-    counted_files,
-    expand_group,
-    merge_entries,
-    split_entry,
-    tool_artifacts,
-)
 from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
 from .redact import redact_secrets
 from .sections import SECTIONS, section, summary_preamble
 from .tokens import estimate_text_tokens
+from .trail import TrailEntry, TrailLine, entry_key, merge_entries, parse_line, tool_trail
+from .trail_bound import bound_trail
 
 PINS_HEADER = "Pinned constraints (the user's own words; in force until unpinned):"
 GOAL_LABEL = "Goal:"
@@ -60,16 +53,17 @@ TRAIL_FIND = (
 )
 
 
-def counted_note(kept: Sequence[str]) -> str | None:
+def counted_note(kept: Sequence[TrailLine]) -> str | None:
     """Return the trail's note when folders are counted (how many files, the query that finds them again), else None."""
-    counts = [c for e in kept if (c := counted_files(e))]
+    entries = [e for e in kept if isinstance(e, TrailEntry)]
+    counts = [e for e in entries if e.is_counted]
     if not counts:
         return None
-    changed, other = sum(c[1] for c in counts), sum(c[2] for c in counts)
-    listed = sum(1 for e in kept if set(split_entry(e)[1]) & set(CHANGE_VERBS))
+    changed, other = sum(e.changed_files for e in counts), sum(e.other_files for e in counts)
+    listed = sum(1 for e in entries if e.is_change and not e.is_counted)
     parts = [f"{listed + changed} changed files, {changed} of them counted by folder, not listed"] if changed else []
     parts += [f"{other} other files counted by folder"] if other else []
-    largest = max(counts, key=lambda c: c[1] + c[2])[0]
+    largest = max(counts, key=lambda e: e.changed_files + e.other_files).key[:-1]
     return "; ".join(parts) + (
         f"; session_search('<folder>/') finds the calls that touched a counted folder (e.g. session_search('{largest}/')), "
         "recall(message_ids) returns them in full"
@@ -239,7 +233,7 @@ def _own_text(body: str, known: set[str]) -> str:
             continue
         in_block = False
         copied = stripped.lstrip("-*• ").strip()
-        if copied not in known and split_entry(copied)[0] not in known:
+        if copied not in known and entry_key(copied) not in known:
             kept.append(line)
     text = _GOAL.sub("", "\n".join(kept).strip())
     return "" if text.rstrip(".").lower() == "none" else text
@@ -302,16 +296,16 @@ def intent_section(
     return "\n\n".join(parts) or "None"
 
 
-def _trail(body: str) -> tuple[list[str], int]:
+def _trail(body: str) -> tuple[list[TrailEntry], int]:
     """Return the trail entries and the left-out count written in an ARTIFACTS body; a folder's line gives its paths."""
-    entries: list[str] = []
+    entries: list[TrailEntry] = []
     inside = False
     for line in body.splitlines():
         stripped = line.strip()
         if stripped.startswith(TRAIL_HEADER):
             inside = True
         elif inside and stripped.startswith("- "):
-            entries += expand_group(stripped[2:]) or [stripped[2:]]
+            entries += parse_line(stripped[2:])
         else:
             inside = False
     return entries, _count(_OLDER, body)
@@ -329,9 +323,9 @@ def artifacts_section(
     The trail has at most ``limit`` lines and about ``max_tokens`` tokens (``bound_trail``).
     """
     carried, carried_omitted = _trail(section(_previous_summary(messages), "ARTIFACTS"))
-    trail = merge_entries(tool_artifacts(messages) + carried)
+    trail = merge_entries(tool_trail(messages) + carried)
     kept, dropped = bound_trail(trail, limit, max_tokens, count_tokens)
-    own = _own_text(own, set(trail) | set(kept) | {split_entry(e)[0] for e in trail})
+    own = _own_text(own, {e.render() for e in trail} | {line.render() for line in kept} | {e.key for e in trail})
     omitted = carried_omitted + dropped
     parts = [own] if own else []
     if kept or omitted:
@@ -342,7 +336,8 @@ def artifacts_section(
         elif omitted or len(kept) < len(trail):
             notes.append(TRAIL_FIND)
         parts.append(
-            f"{TRAIL_HEADER}{' (' + '; '.join(notes) + ')' if notes else ''}:" + "".join(f"\n- {e}" for e in kept)
+            f"{TRAIL_HEADER}{' (' + '; '.join(notes) + ')' if notes else ''}:"
+            + "".join(f"\n- {line.render()}" for line in kept)
         )
     return "\n\n".join(parts) or "None"
 

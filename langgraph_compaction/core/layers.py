@@ -16,9 +16,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from .artifacts import CHANGE_VERBS, touches
 from .config import MicroCompactConfig, PruneConfig, TruncateArgsConfig
 from .conversation import content_text, tool_calls_of, tool_names_by_result, tool_rounds
+from .touches import CHANGE_VERBS, normalise_path, touches
 
 PRUNED_MARK = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
 MICRO_PLACEHOLDER = (
@@ -202,7 +202,7 @@ def superseded_results(messages: Sequence[BaseMessage]) -> dict[int, BaseMessage
         for j in range(first, last + 1):
             if j not in changes:
                 changes[j] = {
-                    t.target
+                    normalise_path(t.target)
                     for c in tool_calls_of(messages[j])
                     for t in touches(c.get("name") or "", c.get("args"))
                     if t.verb in CHANGE_VERBS
@@ -213,7 +213,7 @@ def superseded_results(messages: Sequence[BaseMessage]) -> dict[int, BaseMessage
     for (name, _), found in results.items():
         if len(found) < 2:
             continue
-        targets = {t.target for t in touches(name, found[0][2].get("args"))}
+        targets = {normalise_path(t.target) for t in touches(name, found[0][2].get("args"))}
         newest = found[-1]
         for older in reversed(found[:-1]):
             if messages[newest[0]].status == "error" or (targets and targets & changed_between(older[1], newest[1])):

@@ -4,7 +4,7 @@ When the agent edits a file it needs the file in front of it. A summary that
 takes the latest read of that file away leaves two choices: read it again
 (one more call, the file billed again) or edit blind. The working set is read
 from the tool calls the same way the ARTIFACTS trail reads them
-(``artifacts.touches``: ``Read``/``read_file``/``view``, ``cat``/``sed -n`` in
+(``touches.touches``: ``Read``/``read_file``/``view``, ``cat``/``sed -n`` in
 a shell, MCP tools, patches), so it knows any agent's tools:
 
 - each file the agent read, with its latest read (the tool round whose result
@@ -37,19 +37,20 @@ knows to read it again. Pure functions; nothing here imports langgraph.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from .artifacts import touches
 from .conversation import ToolRound, starts_with_thinking, tool_calls_of, tool_rounds
+from .touches import normalise_path, touches
 
 #: Verbs after which the file's latest read no longer shows it (it is stale until read again).
 _STALE_VERBS = frozenset({"edited", "wrote"})
 #: Verbs after which the path names no file of the working set.
 _GONE_VERBS = frozenset({"deleted", "moved"})
+#: The lines a read shows, first and last (last None: to the end); None for the whole file.
+Lines = tuple[int, int | None] | None
 #: Files left out of the working set that a summary names (newest first); the trail names every file.
 NAMED_LEFT_OUT = 10
 
@@ -60,7 +61,8 @@ class WorkingFile:
 
     ``read`` is the index of the tool result that shows the file, in the round
     ``read_round``; ``edits`` the rounds that changed it since, oldest first;
-    ``touched`` the index of the newest call that read or changed it.
+    ``touched`` the index of the newest call that read or changed it;
+    ``lines`` the first and last line the read shows (None: the whole file).
     """
 
     path: str
@@ -68,6 +70,14 @@ class WorkingFile:
     read_round: ToolRound
     edits: tuple[ToolRound, ...] = ()
     touched: int = 0
+    lines: Lines = None
+
+    @property
+    def shown(self) -> str:
+        """Return the lines the read shows, as a summary names them (``lines 1-120``), or '' for the whole file."""
+        if self.lines is None:
+            return ""
+        return f"lines {self.lines[0]}-{'end' if self.lines[1] is None else self.lines[1]}"
 
     @property
     def stale(self) -> bool:
@@ -79,36 +89,48 @@ class WorkingFile:
         return sorted({self.read_round.call_index, *self.read_round.result_indices})
 
 
-def _file_key(path: str) -> str:
-    """Return the path a read and an edit of one file share (``./a.py`` and ``a.py`` are one file)."""
-    return posixpath.normpath(path) if path else path
+def _covers(outer: Lines, inner: Lines) -> bool:
+    """Return True when a read of lines ``outer`` shows all that a read of ``inner`` showed (None: the whole file)."""
+    if outer is None:
+        return True
+    if inner is None:
+        return False
+    return outer[0] <= inner[0] and (outer[1] is None or inner[1] is not None and inner[1] <= outer[1])
 
 
 def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
-    """Return the files the messages' tool calls read, newest touched first, each with its latest read.
+    """Return the reads of files the messages' tool calls made, newest touched first, each file's latest per range.
 
-    A read is a call whose trail verb is ``read`` (``artifacts.touches``) and
-    that has a result; a change (``edited``, ``wrote``) after the file's latest
-    read is recorded with it (the read is then stale); ``deleted`` and
-    ``moved`` take the path out. A file changed but never read has no result
-    that shows it and is not in the set.
+    A read is a call whose trail verb is ``read`` (``touches.touches``) and
+    that has a result; a read of some lines (``offset``/``limit``, ``sed -n
+    'a,bp'``) is one entry per range, and a later read that shows those lines
+    again replaces it. A change (``edited``, ``wrote``) after a read is
+    recorded with every read of the file (they are then stale); ``deleted``
+    and ``moved`` take the path out. A file changed but never read has no
+    result that shows it and is not in the set.
     """
-    files: dict[str, WorkingFile] = {}
+    files: dict[tuple[str, Lines], WorkingFile] = {}
     for r in tool_rounds(messages):
         answered = {messages[j].tool_call_id: j for j in r.result_indices}
         for call in tool_calls_of(messages[r.call_index]):
             result = answered.get(call.get("id") or "")
             for touch in touches(call.get("name") or "tool", call.get("args")):
-                path = _file_key(touch.target)
+                path = normalise_path(touch.target)
+                same = [key for key in files if key[0] == path]
                 if touch.verb == "read" and result is not None:
-                    files.pop(path, None)  # re-inserted: the dict stays in order of the latest touch
-                    files[path] = WorkingFile(path, result, r, (), r.call_index)
-                elif touch.verb in _STALE_VERBS and path in files:
-                    known = files.pop(path)
-                    edits = known.edits if r in (known.read_round, *known.edits) else (*known.edits, r)
-                    files[path] = WorkingFile(path, known.read, known.read_round, edits, r.call_index)
+                    for key in same:
+                        if _covers(touch.lines, key[1]):
+                            del files[key]
+                    files.pop((path, touch.lines), None)  # re-inserted: the dict stays in order of the latest touch
+                    files[(path, touch.lines)] = WorkingFile(path, result, r, (), r.call_index, touch.lines)
+                elif touch.verb in _STALE_VERBS:
+                    for key in same:
+                        known = files.pop(key)
+                        edits = known.edits if r in (known.read_round, *known.edits) else (*known.edits, r)
+                        files[key] = replace(known, edits=edits, touched=r.call_index)
                 elif touch.verb in _GONE_VERBS:
-                    files.pop(path, None)
+                    for key in same:
+                        del files[key]
     return list(files.values())[::-1]
 
 
@@ -170,7 +192,7 @@ def working_set_note(messages: Sequence[BaseMessage], evict_ids: set) -> str:
     gone = [f for f in files if messages[f.read].id in evict_ids]
     lines: list[str] = []
     if kept:
-        shown = ", ".join(f"{f.path} (stale: changed since this read)" if f.stale else f.path for f in kept)
+        shown = ", ".join(_in_view(path, pages) for path, pages in _by_path(kept).items())
         lines.append(f"Working set: the latest read of each of these files is still in context: {shown}.")
     if gone:
         more = len(gone) - NAMED_LEFT_OUT
@@ -181,9 +203,31 @@ def working_set_note(messages: Sequence[BaseMessage], evict_ids: set) -> str:
             + ":"
         )
         lines += [
-            f"- {f.path} (read in {messages[f.read].id}{'; changed since' if f.stale else ''})"
+            f"- {' '.join(filter(None, (f.path, f.shown)))} (read in {messages[f.read].id}"
+            f"{'; changed since' if f.stale else ''})"
             for f in gone[:NAMED_LEFT_OUT]
         ]
         if more > 0:
             lines.append(f"- ... and {more} more, named in ARTIFACTS")
     return "\n".join(lines)
+
+
+def _by_path(files: Sequence[WorkingFile]) -> dict[str, list[WorkingFile]]:
+    """Return the reads grouped by file, the file touched last first."""
+    grouped: dict[str, list[WorkingFile]] = {}
+    for f in files:
+        grouped.setdefault(f.path, []).append(f)
+    return grouped
+
+
+def _in_view(path: str, reads: Sequence[WorkingFile]) -> str:
+    """Return how the summary names a kept file: ``src/x.py (lines 1-120, 121-240; stale: ...)`` or the path alone."""
+    pages = sorted((f for f in reads if f.lines is not None), key=lambda f: f.lines or (0, 0))
+    words = (
+        ["lines " + ", ".join(f.shown.removeprefix("lines ") for f in pages)]
+        if pages and len(pages) == len(reads)
+        else []
+    )
+    if any(f.stale for f in reads):
+        words.append("stale: changed since this read")
+    return f"{path} ({'; '.join(words)})" if words else path

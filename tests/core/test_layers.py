@@ -284,6 +284,17 @@ READ_A = ("read_file", {"path": "a.py"}, 400)
         # the file changed in between: the older read showed another file
         ([READ_A, ("edit_file", {"path": "a.py", "old": "x", "new": "y"}, 10), READ_A], {}),
         ([READ_A, ("bash", {"cmd": "rm a.py"}, 10), READ_A], {}),
+        # one file, two spellings: the edit of ./a.py (or src/../a.py) changed the a.py the reads showed
+        ([READ_A, ("edit_file", {"path": "./a.py", "old": "x", "new": "y"}, 10), READ_A], {}),
+        ([READ_A, ("bash", {"cmd": "sed -i s/x/y/ src/../a.py"}, 10), READ_A], {}),
+        (
+            [
+                ("read_file", {"path": ".//a.py"}, 400),
+                ("edit_file", {"path": "a.py", "old": "x", "new": "y"}, 10),
+                ("read_file", {"path": ".//a.py"}, 400),
+            ],
+            {},
+        ),
         ([READ_A, READ_A, ("write_file", {"path": "a.py", "content": "z"}, 10), READ_A], {"t0": "t1"}),
         ([READ_A, ("edit_file", {"path": "b.py", "old": "x", "new": "y"}, 10), READ_A], {"t0": "t2"}),
         ([READ_A, ("read_file", {"path": "a.py"}, 10), READ_A], {"t0": "t2"}),
