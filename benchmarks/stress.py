@@ -809,8 +809,8 @@ def replay_trajectory(path: Path, every: int = 6) -> Simulation:
 
     conversation = load_trajectory(path)
     with tempfile.TemporaryDirectory(dir=_SCRATCH) as tmp:
-        config = CompactionConfig(
-            context_window=60_000, trigger_tokens=6_000, keep_tokens=1_500, trigger_messages=every * 2
+        config = CompactionConfig(  # blocking: a compaction at each forced point (the other examples run background)
+            context_window=60_000, trigger_tokens=6_000, keep_tokens=1_500, trigger_messages=every * 2, background=False
         )
         nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=config, storage=Path(tmp) / "store")
         sim = Simulation(nodes, {"configurable": {"thread_id": path.stem}}, random.Random(0), 0.0)

@@ -124,12 +124,19 @@ def test_a_pinned_never_push_to_main_survives_five_chained_compactions(pin, tmp_
 @pytest.mark.parametrize(
     ("name", "config"),
     [
-        ("tau_grok3_retail_task54", CompactionConfig(context_window=24_000, keep_tokens=2_000, trigger_messages=20)),
+        # blocking: the compaction comes at the trigger, so that at least three requests are compacted by the end
+        (
+            "tau_grok3_retail_task54",
+            CompactionConfig(context_window=24_000, keep_tokens=2_000, trigger_messages=20, background=False),
+        ),
         (
             "tau2_gpt4o_telecom_data_usage",
-            CompactionConfig(context_window=24_000, keep_tokens=1_000, trigger_messages=12),
+            CompactionConfig(context_window=24_000, keep_tokens=1_000, trigger_messages=12, background=False),
         ),
-        ("cc_opus46_entire-cli_32parallel", CompactionConfig(context_window=60_000, keep_tokens=8_000)),
+        (
+            "cc_opus46_entire-cli_32parallel",
+            CompactionConfig(context_window=60_000, keep_tokens=8_000, background=False),
+        ),
     ],
 )
 def test_the_latest_three_compacted_requests_are_verbatim_in_session_intent(name, config, tmp_path):

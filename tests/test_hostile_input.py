@@ -23,7 +23,10 @@ from langgraph_compaction import CompactionConfig, CompactionState, FileStorage,
 from langgraph_compaction.testing import ScriptedModel
 
 # compaction about every other turn: a small token trigger and a message trigger
-FORCED = CompactionConfig(context_window=60_000, trigger_tokens=3_000, keep_tokens=600, trigger_messages=8)
+# blocking: these tests look at the compaction of a known turn
+FORCED = CompactionConfig(
+    context_window=60_000, trigger_tokens=3_000, keep_tokens=600, trigger_messages=8, background=False
+)
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+A8AAQUBAScY42YAAAAASUVORK5CYII=" * 200
 
 
