@@ -46,10 +46,10 @@ from .artifacts import (
 from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
 from .redact import redact_secrets
-from .sections import SECTIONS, section, summary_preamble
+from .sections import PINS_OPENER, SECTIONS, quote_lines, section, summary_preamble
 from .tokens import estimate_text_tokens
 
-PINS_HEADER = "Pinned constraints (the user's own words; in force until unpinned):"
+PINS_HEADER = f"{PINS_OPENER} (the user's own words; in force until unpinned):"
 GOAL_LABEL = "Goal:"
 REQUESTS_HEADER = "The user's most recent requests, verbatim, oldest first"
 TRAIL_HEADER = "Trail from the tool calls, newest first"
@@ -71,8 +71,8 @@ def counted_note(kept: Sequence[str]) -> str | None:
     parts += [f"{other} other files counted by folder"] if other else []
     largest = max(counts, key=lambda c: c[1] + c[2])[0]
     return "; ".join(parts) + (
-        f"; session_search('<folder>/') finds the calls that touched a counted folder (e.g. session_search('{largest}/')), "
-        "recall(message_ids) returns them in full"
+        "; session_search('<folder>/') finds the calls that touched a counted folder "
+        f"(e.g. session_search('{largest}/')), recall(message_ids) returns them in full"
     )
 
 
@@ -235,7 +235,7 @@ def _own_text(body: str, known: set[str]) -> str:
         if stripped.startswith(_BLOCK_OPENERS):
             in_block = True
             continue
-        if in_block and stripped.startswith("- "):
+        if in_block and (stripped.startswith("- ") or line.startswith("  ")):
             continue
         in_block = False
         copied = stripped.lstrip("-*• ").strip()
@@ -280,6 +280,11 @@ def recent_requests(
     return kept[::-1], _count(_EARLIER, carried_intent) + len(requests) - len(kept)
 
 
+def _escape_request(text: str) -> str:
+    """Return a request as its ``<request>`` block holds it: a closing tag it contains cannot end the block."""
+    return text.replace("</request>", "<\\/request>")
+
+
 def intent_section(
     own: str,
     messages: Sequence[BaseMessage],
@@ -292,12 +297,12 @@ def intent_section(
     requests, omitted = recent_requests(messages, budget_tokens, count_tokens)
     parts = []
     if pins:
-        parts.append(PINS_HEADER + "\n" + "\n".join(f"- {p['text']}" for p in pins))
+        parts.append(PINS_HEADER + "\n" + "\n".join(f"- {quote_lines(p['text'])}" for p in pins))
     if goal:
         parts.append(f"{GOAL_LABEL} {goal}")
     if requests or omitted:
         left_out = f" ({omitted} earlier not shown; see the transcript)" if omitted else ""
-        blocks = "\n".join(f"<request>\n{r}\n</request>" for r in requests)
+        blocks = "\n".join(f"<request>\n{_escape_request(r)}\n</request>" for r in requests)
         parts.append(f"{REQUESTS_HEADER}{left_out}:" + (f"\n{blocks}" if blocks else ""))
     return "\n\n".join(parts) or "None"
 
