@@ -47,7 +47,7 @@ from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
 from .pins import PinBudget, auto_pins_within, bounded_pins, pin_budget
 from .redact import redact_secrets
-from .sections import PINS_OPENER, SECTIONS, quote_lines, section, summary_preamble
+from .sections import PINS_OPENER, SECTIONS, quote_lines, section, summary_preamble, without_quotes
 from .tokens import estimate_text_tokens
 
 PINS_HEADER = f"{PINS_OPENER} (the user's own words; in force until unpinned):"
@@ -280,7 +280,10 @@ def recent_requests(
     fit (a pasted document, more than a request) is cut to its start, so it
     cannot crowd out the requests before it.
     """
-    carried_intent = section(_previous_summary(messages), "SESSION INTENT")
+    intent = section(_previous_summary(messages), "SESSION INTENT")
+    # the quoted requests' block, found where no pin or request quotes its header
+    at = without_quotes(intent).find(REQUESTS_HEADER)
+    carried_intent = intent[at:] if at >= 0 else ""
     requests = _REQUEST_BLOCK.findall(carried_intent)
     requests += [t for t in (text_of(m).strip() for m in messages if is_user_turn(m)) if t]
     kept: list[str] = []
