@@ -78,7 +78,7 @@ class MicroCompactConfig(_Settings):
 
 
 class FidelityConfig(_Settings):
-    """Not in the design's table: what every summary keeps word for word (see ``fidelity``)."""
+    """Not in the design's table: what every summary keeps word for word (see ``fidelity``; pins: ``core.pins``)."""
 
     request_tokens: int = Field(2_000, ge=0, description="Budget of the user's verbatim requests in SESSION INTENT.")
     max_artifacts: int = Field(
@@ -98,6 +98,16 @@ class FidelityConfig(_Settings):
     max_auto_pins: int = Field(20, ge=0, description="Automatic pins kept in force; the oldest are unpinned first.")
     max_pins: int = Field(
         20, ge=0, description="Pins the agent may keep in force with the pin tool; the tool says so when it is reached."
+    )
+    pin_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens of one pin (longer: refused, or shown by its start). None: 2 % of the window, <=1,000.",
+    )
+    pins_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="Tokens of all pins in a summary (past it: refused, or counted). None: 5 % of the window, <=4,000.",
     )
 
 

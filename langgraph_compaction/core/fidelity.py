@@ -36,13 +36,14 @@ from langchain_core.messages import BaseMessage
 
 from .config import FidelityConfig
 from .conversation import is_summary, is_user_turn, text_of
+from .pins import PinBudget, auto_pins_within, bounded_pins, pin_budget
 from .redact import redact_secrets
-from .sections import SECTIONS, section, summary_preamble
+from .sections import PINS_OPENER, SECTIONS, quote_lines, section, summary_preamble, without_quotes
 from .tokens import estimate_text_tokens
 from .trail import TrailEntry, TrailLine, entry_key, merge_entries, parse_line, tool_trail
 from .trail_bound import bound_trail
 
-PINS_HEADER = "Pinned constraints (the user's own words; in force until unpinned):"
+PINS_HEADER = f"{PINS_OPENER} (the user's own words; in force until unpinned):"
 GOAL_LABEL = "Goal:"
 REQUESTS_HEADER = "The user's most recent requests, verbatim, oldest first"
 TRAIL_HEADER = "Trail from the tool calls, newest first"
@@ -65,8 +66,8 @@ def counted_note(kept: Sequence[TrailLine]) -> str | None:
     parts += [f"{other} other files counted by folder"] if other else []
     largest = max(counts, key=lambda e: e.changed_files + e.other_files).key[:-1]
     return "; ".join(parts) + (
-        f"; session_search('<folder>/') finds the calls that touched a counted folder (e.g. session_search('{largest}/')), "
-        "recall(message_ids) returns them in full"
+        "; session_search('<folder>/') finds the calls that touched a counted folder "
+        f"(e.g. session_search('{largest}/')), recall(message_ids) returns them in full"
     )
 
 
@@ -113,15 +114,22 @@ def pin_id(text: str) -> str:
     return "pin-" + hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:12]
 
 
-def pin_constraint(text: str, *, message_id: str | None = None) -> dict:
+def pin_constraint(text: str, *, message_id: str | None = None, max_tokens: int | None = None) -> dict:
     """Return the state update that pins ``text``: it stays verbatim in every later summary until unpinned.
 
     Return it from a node, or pass it to ``graph.update_state(config, ...)``;
     pinning the same text twice is one pin. ``message_id`` records which
-    message the text came from.
+    message the text came from. A summary shows at most one pin's budget of
+    it (``FidelityConfig.pin_tokens``, see ``core.pins``); ``max_tokens``
+    refuses a longer text here instead (``ValueError``).
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("pin_constraint(text=...): text must be a non-empty string, e.g. 'Never push to main.'")
+    if max_tokens is not None and (tokens := estimate_text_tokens(text.strip())) > max_tokens:
+        raise ValueError(
+            f"pin_constraint(text=...): the text is ~{tokens:,} tokens, over max_tokens={max_tokens:,}; pin the "
+            "rule itself in a sentence or two and keep long material in a file"
+        )
     pin = {"id": pin_id(text), "text": text.strip(), "source": "api", "active": True, "message_id": message_id}
     return {"compaction": {"pins": [pin]}}
 
@@ -190,22 +198,33 @@ def _is_rule(sentence: str) -> bool:
     return bool(english) and len(re.findall(r"\w+", sentence)) >= 3
 
 
-def auto_pins(messages: Sequence[BaseMessage], stored: Any, max_auto_pins: int) -> list[dict]:
+def auto_pins(
+    messages: Sequence[BaseMessage],
+    stored: Any,
+    max_auto_pins: int,
+    budget: PinBudget | None = None,
+    count_tokens: Callable[[str], int] = estimate_text_tokens,
+) -> list[dict]:
     """Return the pin updates for the rules stated in the messages: new automatic pins, and the oldest retired.
 
     A rule whose id is already known (pinned, or unpinned by the user) is left
-    as it is. Beyond ``max_auto_pins`` automatic pins in force, the oldest
-    are unpinned; pins set through ``pin_constraint`` are never retired.
+    as it is, and one over ``budget.pin`` is not pinned. Beyond
+    ``max_auto_pins`` automatic pins in force, or past ``budget.pins`` with
+    the other pins, the oldest are unpinned; pins set through
+    ``pin_constraint`` or the pin tool are never retired.
     """
     known = {p["id"] for p in clean_pins(stored)}
     fresh = []
     for text, message_id in stated_rules(messages):
-        if pin_id(text) not in known:
+        if pin_id(text) not in known and (budget is None or count_tokens(text) <= budget.pin):
             known.add(pin_id(text))
             fresh.append({"id": pin_id(text), "text": text, "source": "auto", "active": True, "message_id": message_id})
     in_force = [p for p in active_pins(stored) if p.get("source") == "auto"] + fresh
-    retired = [{"id": p["id"], "active": False} for p in in_force[: max(0, len(in_force) - max_auto_pins)]]
-    return fresh + retired
+    retire = max(0, len(in_force) - max_auto_pins)
+    if budget is not None:  # automatic pins make room for the others
+        others = [p for p in active_pins(stored) if p.get("source") != "auto"]
+        retire += auto_pins_within(in_force[retire:], others, budget, count_tokens)
+    return fresh + [{"id": p["id"], "active": False} for p in in_force[:retire]]
 
 
 # --- the sections ---------------------------------------------------------------
@@ -229,7 +248,7 @@ def _own_text(body: str, known: set[str]) -> str:
         if stripped.startswith(_BLOCK_OPENERS):
             in_block = True
             continue
-        if in_block and stripped.startswith("- "):
+        if in_block and (stripped.startswith("- ") or line.startswith("  ")):
             continue
         in_block = False
         copied = stripped.lstrip("-*• ").strip()
@@ -255,7 +274,10 @@ def recent_requests(
     fit (a pasted document, more than a request) is cut to its start, so it
     cannot crowd out the requests before it.
     """
-    carried_intent = section(_previous_summary(messages), "SESSION INTENT")
+    intent = section(_previous_summary(messages), "SESSION INTENT")
+    # the quoted requests' block, found where no pin or request quotes its header
+    at = without_quotes(intent).find(REQUESTS_HEADER)
+    carried_intent = intent[at:] if at >= 0 else ""
     requests = _REQUEST_BLOCK.findall(carried_intent)
     requests += [t for t in (text_of(m).strip() for m in messages if is_user_turn(m)) if t]
     kept: list[str] = []
@@ -274,24 +296,41 @@ def recent_requests(
     return kept[::-1], _count(_EARLIER, carried_intent) + len(requests) - len(kept)
 
 
+def _escape_request(text: str) -> str:
+    """Return a request as its ``<request>`` block holds it: a closing tag it contains cannot end the block."""
+    return text.replace("</request>", "<\\/request>")
+
+
+def _pins_block(pins: Sequence[dict], budget: PinBudget, count_tokens: Callable[[str], int]) -> str:
+    shown, left_out = bounded_pins(pins, budget, count_tokens)
+    header = PINS_HEADER
+    if left_out:
+        header = f"{PINS_HEADER[:-2]}; {left_out} more not shown, past FidelityConfig.pins_tokens ~{budget.pins:,}):"
+    return header + "".join(f"\n- {quote_lines(text)}" for text in shown)
+
+
 def intent_section(
     own: str,
     messages: Sequence[BaseMessage],
     pins: Sequence[dict],
     budget_tokens: int,
     count_tokens: Callable[[str], int] = estimate_text_tokens,
+    pins_budget: PinBudget | None = None,
 ) -> str:
-    """Return the SESSION INTENT body: the pins in force, the summarizer's goal, the user's recent requests verbatim."""
+    """Return the SESSION INTENT body: the pins in force, the summarizer's goal, the user's recent requests verbatim.
+
+    The pins are bounded by ``pins_budget`` (``core.pins.pin_budget`` of no window when None).
+    """
     goal = _own_text(own, {p["text"] for p in pins})
     requests, omitted = recent_requests(messages, budget_tokens, count_tokens)
     parts = []
     if pins:
-        parts.append(PINS_HEADER + "\n" + "\n".join(f"- {p['text']}" for p in pins))
+        parts.append(_pins_block(pins, pins_budget or pin_budget(), count_tokens))
     if goal:
         parts.append(f"{GOAL_LABEL} {goal}")
     if requests or omitted:
         left_out = f" ({omitted} earlier not shown; see the transcript)" if omitted else ""
-        blocks = "\n".join(f"<request>\n{r}\n</request>" for r in requests)
+        blocks = "\n".join(f"<request>\n{_escape_request(r)}\n</request>" for r in requests)
         parts.append(f"{REQUESTS_HEADER}{left_out}:" + (f"\n{blocks}" if blocks else ""))
     return "\n\n".join(parts) or "None"
 
@@ -350,21 +389,24 @@ def complete_summary(
     settings: FidelityConfig | None = None,
     redactor: Callable[[str], str] | None = redact_secrets,
     count_tokens: Callable[[str], int] = estimate_text_tokens,
+    window: int | None = None,
 ) -> Completed:
     """Return the summary of ``messages`` with its deterministic parts, and the pin updates to store.
 
     ``text`` is the summarizer's four sections (or the extractive ones);
-    ``pins`` the stored ``compaction["pins"]``. SESSION INTENT and ARTIFACTS
-    are rebuilt around what the summarizer wrote, SUMMARY and NEXT STEPS are
-    kept, and the whole text goes through ``redactor``. Applying it twice
-    gives the same text.
+    ``pins`` the stored ``compaction["pins"]``, bounded by the budget
+    ``window`` (the context window) gives them (``core.pins``). SESSION
+    INTENT and ARTIFACTS are rebuilt around what the summarizer wrote,
+    SUMMARY and NEXT STEPS are kept, and the whole text goes through
+    ``redactor``. Applying it twice gives the same text.
     """
     settings = settings or FidelityConfig()
-    updates = auto_pins(messages, pins, settings.max_auto_pins) if settings.auto_pin else []
+    budget = pin_budget(settings, window)
+    updates = auto_pins(messages, pins, settings.max_auto_pins, budget, count_tokens) if settings.auto_pin else []
     in_force = active_pins(merge_pins(list(pins), updates))
     bodies = {
         "SESSION INTENT": intent_section(
-            section(text, "SESSION INTENT"), messages, in_force, settings.request_tokens, count_tokens
+            section(text, "SESSION INTENT"), messages, in_force, settings.request_tokens, count_tokens, budget
         ),
         "SUMMARY": section(text, "SUMMARY") or "None",
         "ARTIFACTS": artifacts_section(

@@ -11,7 +11,10 @@ memory_instructions=...)``, a ``compact(focus)``, a ``before_summary`` hook)
 or replaces it whole (``summary_prompt=`` / ``memory_prompt=``); a
 replacement must hold what the engine reads back (``summary_prompt_missing``,
 ``memory_prompt_missing``). Placeholders are filled by name only, so a
-replacement may hold other braces (a JSON example) as they are.
+replacement may hold other braces (a JSON example) as they are, and in one
+pass over the template alone: what fills them (the conversation, MEMORY.md)
+and what is added to them (the instructions, the focus) is never read as a
+template, whatever braces it holds.
 """
 
 import re
@@ -119,7 +122,13 @@ _PLACEHOLDER = re.compile(r"\{(messages|focus|ledger_path|today|memory_md|ledger
 
 
 def fill(template: str, **values: str) -> str:
-    """Return the template with its known ``{name}`` placeholders replaced; any other brace stays as written."""
+    """Return the template with its known ``{name}`` placeholders replaced; any other brace stays as written.
+
+    One pass over the template: a value is never scanned for placeholders itself.
+
+    >>> fill("Focus: {focus}", focus="the {messages} table")
+    'Focus: the {messages} table'
+    """
     return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
@@ -131,9 +140,9 @@ def additions(focus: str | None = None, instructions: Sequence[str | None] = ())
     )
 
 
-def _with_additions(template: str, added: str) -> str:
-    # a replacement without {focus} gets the additions at its end
-    return template if "{focus}" in template or not added else template + "\n" + added
+def _with_additions(filled: str, template: str, added: str) -> str:
+    # a replacement without {focus} gets the additions at its end, after it is filled: they are text, not template
+    return filled if "{focus}" in template or not added else filled + "\n" + added
 
 
 def summary_request(
@@ -154,7 +163,7 @@ def summary_request(
         return fill(template, messages=rendered or "", focus=added)
     if rendered is None:
         prompt = prompt.replace("{messages}", _ABOVE) + "\n" + _TOOLLESS
-    return fill(_with_additions(prompt, added), messages=rendered or "", focus=added)
+    return _with_additions(fill(prompt, messages=rendered or "", focus=added), prompt, added)
 
 
 def memory_request(
@@ -169,7 +178,7 @@ def memory_request(
         template = MEMORY_PROMPT if rendered is not None else MEMORY_INSTRUCTION
     else:
         template = prompt if rendered is not None else prompt.replace("{messages}", _ABOVE) + "\n" + _TOOLLESS
-    return fill(template + ("\n" + added if added else ""), messages=rendered or "", **values)
+    return fill(template, messages=rendered or "", **values) + ("\n" + added if added else "")
 
 
 def summary_prompt_missing(prompt: str) -> list[str]:

@@ -27,7 +27,7 @@ from .conversation import (
 from .fidelity import complete_summary
 from .layers import prune_preview
 from .prompts import NO_REPLY, summary_request
-from .sections import SECTION_HEADER, section
+from .sections import section, section_headers
 
 EXTRACTIVE_MARK = "(Extractive summary: these sections were copied from the messages, not written by a model.)"
 REFERENCE_NOTE = (
@@ -114,7 +114,7 @@ def render_message(message: BaseMessage, max_result_chars: int | None = None) ->
 
 
 def render_messages(messages: Sequence[BaseMessage], max_result_chars: int | None = None) -> str:
-    """Return the messages as the ``{messages}`` block of a prompt (long tool results shortened, see ``render_message``)."""
+    """Return the messages as the ``{messages}`` block of a prompt (long tool results shortened: ``render_message``)."""
     return "\n\n".join(render_message(m, max_result_chars) for m in messages)
 
 
@@ -131,7 +131,7 @@ def summary_prompt(
 def summary_instruction(
     focus: str | None = None, *, prompt: str | None = None, instructions: Sequence[str | None] = ()
 ) -> str:
-    """Return the Context Extraction Assistant instruction sent after the agent's own messages (and an optional focus)."""
+    """Return the Context Extraction Assistant instruction sent after the agent's messages (and an optional focus)."""
     return summary_request(None, prompt=prompt, focus=focus, instructions=instructions)
 
 
@@ -146,8 +146,7 @@ def summary_problem(text: object) -> str | None:
         return "the summarizer returned NO_REPLY"
     if _ERROR_TEXT.match(stripped):
         return f"the summarizer returned an error text: {stripped[:80]!r}"
-    found = {m.group(1) for m in SECTION_HEADER.finditer(stripped)}
-    if len(found) < 2:
+    if len(section_headers(stripped)) < 2:
         return "the summarizer's answer lacks the SESSION INTENT / SUMMARY / ARTIFACTS / NEXT STEPS sections"
     return None
 

@@ -60,12 +60,16 @@ class Draft:
     pins: list
     path: str | None
     note: str
+    #: The agent's context window: it sets the pins' budget (``core.pins``).
+    window: int | None = None
 
     def compose(self, body: str, injected: Sequence[BaseMessage] = ()) -> Composed:
         """Return the summary of ``body`` (its deterministic parts completed) and what the context becomes with it."""
         config = self.setup.config
         redactor = config.redactor or redact_secrets
-        text, pins = complete_summary(body, self.evicted, pins=self.pins, settings=config.fidelity, redactor=redactor)
+        text, pins = complete_summary(
+            body, self.evicted, pins=self.pins, settings=config.fidelity, redactor=redactor, window=self.window
+        )
         covers = [m.id for m in self.evicted]
         summary = build_summary_message(
             finish_summary(text, self.note), self.path, evicted=len(self.evicted), covers=covers
@@ -85,7 +89,7 @@ def draft_of(
     note = compaction_note(evicted, sum(setup.counter.counts(evicted)), path)
     if run.budget.working_set_tokens:  # the files kept after the summary, and the ones it took
         note = "\n".join(filter(None, (note, working_set_note(messages, evict_ids))))
-    return Draft(setup, messages, evict_ids, evicted, record["pins"], path, note)
+    return Draft(setup, messages, evict_ids, evicted, record["pins"], path, note, run.budget.context_window)
 
 
 def _failed(done: dict, error: str) -> dict:

@@ -130,7 +130,10 @@ class CompactionMiddleware(AgentMiddleware):
         self._settings = dict(
             before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model
         )
-        self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config) if add_tools else []
+        window = self.nodes.budget.context_window  # the pins' budget derives from it
+        self.tools = (
+            make_compaction_tools(self.nodes.storage, config=self.nodes.config, window=window) if add_tools else []
+        )
         self.overflow_recovery = overflow_recovery
         self._name = name or type(self).__name__
         self._levels: dict[tuple, tuple[CompactionEngine, list]] = {}

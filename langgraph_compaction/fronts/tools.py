@@ -14,12 +14,14 @@ async, for ``ToolNode`` / ``create_agent``:
 - ``compact(focus=None)``: ask for compaction before the next model call;
 - ``pin(text)`` / ``unpin(text)``: keep a rule or a fact verbatim in every
   later summary (the pins of ``pin_constraint``), up to
-  ``FidelityConfig.max_pins`` at a time.
+  ``FidelityConfig.max_pins`` at a time, within the pins' token budget
+  (``core.pins``: ``pin_tokens`` each, ``pins_tokens`` in all).
 
 The thread, the user and the store come from the tool runtime (thread id
 from the run's ``configurable``, or the run's own transcript when it has
-none; user from ``runtime.context.user_id`` else ``configurable["user_id"]``); ``storage=None`` uses the graph's store. Pass
-the same storage as to ``add_compaction``.
+none; user from ``runtime.context.user_id`` else ``configurable["user_id"]``);
+``storage=None`` uses the graph's store. Pass the same storage as to
+``add_compaction``.
 """
 
 from __future__ import annotations
@@ -41,15 +43,15 @@ from rank_bm25 import BM25Plus
 
 from ..core.config import CompactionConfig, FidelityConfig
 from ..core.conversation import is_summary
-from ..core.fidelity import active_pins, pin_constraint, pin_id, unpin_constraint
+from ..core.pins import pin_budget
 from ..core.plan import find_cutoff
 from ..core.summary import render_message
 from ..core.tokens import TokenCounter
 from ..engine.run import run_thread_id, run_user_id
-from ..engine.state import read_compaction
 from ..memory.ledger import MEMORY_FILE, MemoryLine, is_memory_text, memory_lines, search_terms
 from ..storage import DEFAULT_USER, CompactionStorage, StoreStorage, check_relpath, open_storage, safe_label
 from ..storage.transcript import messages_by_id, paginate, render_recalled, summary_covers
+from .pinning import pin_answer, unpin_answer
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -357,45 +359,10 @@ def recall_messages(
         text += ("\n\n" if text else "") + f"(not in the transcript: {', '.join(missing[:20])})"
     chunk = paginate(text, _clamp(page, 1, 10**6, 1), _clamp(max_chars, 1_000, 50_000, PAGE_CHARS))
     summaries = f"; {len(opened)} summar{'y' if len(opened) == 1 else 'ies'} opened" if opened else ""
-    head = f"Recalled {len(found)} of {len(dict.fromkeys(wanted))} messages{summaries} (page {chunk.number} of {chunk.count})"
+    head = f"Recalled {len(found)} of {len(dict.fromkeys(wanted))} messages{summaries}"
+    head += f" (page {chunk.number} of {chunk.count})"
     tail = f"\n(call recall with page={chunk.number + 1} for more)" if chunk.number < chunk.count else ""
     return f"{head}:\n{chunk.text}{tail}"
-
-
-def pin_answer(state: Any, text: str, max_pins: int) -> tuple[str, dict | None]:
-    """Return what ``pin`` tells the agent and the ``compaction`` update to make (None: nothing pinned)."""
-    if not isinstance(text, str) or not text.strip():
-        return "Error: give the text to pin, e.g. pin('Never push to main.').", None
-    pins = active_pins(read_compaction(_state_value(state, "compaction"))["pins"])
-    if any(p["id"] == pin_id(text) for p in pins):
-        return "Already pinned: it stays verbatim in every later summary.", None
-    mine = [p for p in pins if p.get("source") == "agent"]
-    if len(mine) >= max_pins:
-        return (
-            f"Error: not pinned: {len(mine)} of your pins are in force, the most allowed (FidelityConfig.max_pins={max_pins}). "
-            "Unpin one you no longer need with unpin(text), then pin again.",
-            None,
-        )
-    update = pin_constraint(text)["compaction"]
-    update["pins"][0]["source"] = "agent"
-    return (
-        f"Pinned ({len(mine) + 1} of {max_pins}): it stays verbatim in every later summary until unpin(text).",
-        update,
-    )
-
-
-def unpin_answer(state: Any, text: str) -> tuple[str, dict | None]:
-    """Return what ``unpin`` tells the agent and the ``compaction`` update to make."""
-    if not isinstance(text, str) or not text.strip():
-        return "Error: give the pinned text (or its id, 'pin-...') to unpin.", None
-    update = unpin_constraint(text.strip())["compaction"]
-    pinned = any(
-        p["id"] == update["pins"][0]["id"]
-        for p in active_pins(read_compaction(_state_value(state, "compaction"))["pins"])
-    )
-    if pinned:
-        return "Unpinned: later summaries no longer keep it verbatim.", update
-    return "It was not pinned; it will not be pinned automatically either.", update
 
 
 def compact_answer(messages: Sequence[BaseMessage], focus: str | None, config: CompactionConfig | None) -> str | None:
@@ -466,17 +433,22 @@ def _tool(name: str, storage: CompactionStorage | None, answer: Callable[..., st
     return StructuredTool.from_function(func=run, coroutine=arun, name=name)
 
 
-def make_compaction_tools(storage: Any = None, *, config: CompactionConfig | None = None) -> list[BaseTool]:
+def make_compaction_tools(
+    storage: Any = None, *, config: CompactionConfig | None = None, window: int | None = None
+) -> list[BaseTool]:
     """Return the agent's tools, in this order: memory_search, memory_get, session_search, recall, compact, pin, unpin.
 
     ``storage`` is what ``add_compaction`` was given (a directory, a
     ``BaseStore`` or a storage object); None uses the graph's store at run
     time. ``config`` (the agent's ``CompactionConfig``) lets ``compact``
-    say how much will be summarized, and sets the cap of ``pin``
-    (``fidelity.max_pins``).
+    say how much will be summarized, and sets the caps of ``pin``
+    (``fidelity.max_pins``, and the pins' token budget of ``core.pins``,
+    derived from ``window`` or else ``config.context_window``).
     """
     opened = open_storage(storage)
-    max_pins = (config.fidelity if config else FidelityConfig()).max_pins
+    fidelity = config.fidelity if config else FidelityConfig()
+    max_pins = fidelity.max_pins
+    budget = pin_budget(fidelity, window or (config.context_window if config else None))
 
     def memory_search(query: str, max_results: int = 10, *, runtime: ToolRuntime[Any, Any]) -> str:
         """Search long-term memory (MEMORY.md and the daily memory ledgers) for facts, decisions and preferences.
@@ -557,7 +529,7 @@ def make_compaction_tools(storage: Any = None, *, config: CompactionConfig | Non
 
         text: the rule or fact, as it must be kept (e.g. 'Never push to main.').
         """
-        return _pins_command(runtime, "pin", lambda state: pin_answer(state, text, max_pins))
+        return _pins_command(runtime, "pin", lambda state: pin_answer(state, text, max_pins, budget))
 
     async def apin(text: str, *, runtime: ToolRuntime[Any, Any]) -> Command:
         return pin(text, runtime=runtime)
