@@ -8,6 +8,10 @@ Use it wherever a chat model is wanted and no API key is at hand::
 
     from langgraph_compaction.testing import ScriptedModel
     add_compaction(builder, before="agent", model=ScriptedModel())
+
+It also holds the provider checks a test asserts with: ``openai_violations``,
+``anthropic_violations`` and ``view_violations`` return the reasons a provider
+would reject a message list (empty when it would accept it).
 """
 
 from __future__ import annotations
@@ -16,19 +20,31 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from .core.validation import anthropic_violations, openai_violations, view_violations
 from .memory.ledger import normalize_bullet, parse_bullets
+
+__all__ = [
+    "ScriptedModel",
+    "anthropic_violations",
+    "openai_violations",
+    "scripted_consolidation",
+    "scripted_memories",
+    "scripted_summary",
+    "tool_call",
+    "view_violations",
+]
 
 _USER_BLOCK = re.compile(r"^\[user\]\n(.*?)(?=\n\n\[|\Z)", re.MULTILINE | re.DOTALL)
 _PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w{1,5}")
 
-Reply = Union[str, Exception, Callable[[str], str]]
+Reply = str | Exception | Callable[[str], str]
 
 
 def tool_call(name: str, **args: Any) -> AIMessage:
