@@ -71,7 +71,8 @@ def counted_note(kept: Sequence[str]) -> str | None:
     parts += [f"{other} other files counted by folder"] if other else []
     largest = max(counts, key=lambda c: c[1] + c[2])[0]
     return "; ".join(parts) + (
-        f"; session_search('<folder>/') finds the calls that touched a counted folder (e.g. session_search('{largest}/')), "
+        "; session_search('<folder>/') finds the calls that touched a counted folder "
+        f"(e.g. session_search('{largest}/')), "
         "recall(message_ids) returns them in full"
     )
 
@@ -123,8 +124,14 @@ def pin_constraint(text: str, *, message_id: str | None = None) -> dict:
     """Return the state update that pins ``text``: it stays verbatim in every later summary until unpinned.
 
     Return it from a node, or pass it to ``graph.update_state(config, ...)``;
-    pinning the same text twice is one pin. ``message_id`` records which
-    message the text came from.
+    pinning the same text twice is one pin.
+
+    Args:
+        text: The constraint, as the summaries must keep it (a non-empty string).
+        message_id: The id of the message the text came from, recorded with the pin.
+
+    Raises:
+        ValueError: When ``text`` is not a non-empty string.
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("pin_constraint(text=...): text must be a non-empty string, e.g. 'Never push to main.'")
@@ -137,6 +144,12 @@ def unpin_constraint(pin: str) -> dict:
 
     Unpinning a text that was never pinned also keeps it from being pinned
     automatically later.
+
+    Args:
+        pin: The pin's id (``pin-...``) or the pinned text.
+
+    Raises:
+        ValueError: When ``pin`` is not a non-empty string.
     """
     if not isinstance(pin, str) or not pin.strip():
         raise ValueError("unpin_constraint(pin=...): pass the pin's id ('pin-...') or the pinned text")
