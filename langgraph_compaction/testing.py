@@ -122,9 +122,10 @@ class ScriptedModel(BaseChatModel):
     An answer (``summary``, ``memory``, ``consolidation``, ``reply``) is a
     string, an exception to raise, or a function of the prompt. A reply's tool
     calls get fresh ids at every answer, and ``bind_tools`` returns the model
-    itself (the script decides the calls).
+    itself (the script decides the calls). Each attribute below is also a
+    keyword of the constructor.
 
-    Args:
+    Attributes:
         latency: Seconds that pass before each answer.
         summary: The answer to the summary prompt; None: a four-section
             summary of the prompt's messages (``scripted_summary``).

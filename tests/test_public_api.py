@@ -113,16 +113,17 @@ def test_importing_the_package_loads_no_front_and_no_langgraph():
 
 # --- every public callable documents its parameters in an ``Args:`` section (Google style, read by mkdocstrings)
 
-_SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters):\s*$")
+_ARGS = ("Args", "Arguments", "Parameters")
 _ITEM = re.compile(r"\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?:")
 
 
-def documented_arguments(docstring: str | None) -> list[str]:
-    """Return the names an ``Args:`` section of ``docstring`` describes, in order (``**options`` as ``options``)."""
+def documented_arguments(docstring: str | None, sections: tuple[str, ...] = _ARGS) -> list[str]:
+    """Return the names the ``sections`` (``Args:``) of ``docstring`` describe, in order (``**kw`` as ``kw``)."""
+    heading_line = re.compile(rf"^(\s*)(?:{'|'.join(sections)}):\s*$")
     lines = (docstring or "").splitlines()
     names: list[str] = []
     for at, line in enumerate(lines):
-        heading = _SECTION.match(line)
+        heading = heading_line.match(line)
         if not heading:
             continue
         item_indent = None
@@ -203,9 +204,10 @@ def test_every_public_callable_documents_each_parameter_in_an_args_section(name,
     wanted = signature_arguments(value)
     if wanted is None:
         return
-    documented = documented_arguments(inspect.getdoc(value))
-    assert [arg for arg in wanted if arg not in documented] == [], f"{name}: give these an entry under Args:"
     fields = set(value.model_fields) if isinstance(value, type) and issubclass(value, pydantic.BaseModel) else None
+    # a pydantic model's fields are its attributes as much as its parameters: mkdocstrings wants them under Attributes:
+    documented = documented_arguments(inspect.getdoc(value), _ARGS + (("Attributes",) if fields is not None else ()))
+    assert [arg for arg in wanted if arg not in documented] == [], f"{name}: give these an entry under Args:"
     known = fields if fields is not None else set(inspect.signature(value).parameters)
     assert [arg for arg in documented if arg not in known] == [], f"{name}: Args: names what it does not take"
 
