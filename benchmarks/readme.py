@@ -171,7 +171,7 @@ COST_ROWS = {
     "LangChain middleware": "langchain",
     "langmem": "langmem",
     "no compaction (past the window)": "none",
-    "langgraph-compaction, the design's 8k tail and the working set": "ours, 8k tail",
+    "langgraph-compaction, 8k tail and the working set": "ours, 8k tail",
     "LangChain middleware, 2k tail": "langchain, 2k tail",
     "langmem, 2k tail": "langmem, 2k tail",
 }

@@ -206,9 +206,9 @@ def calibrated_budget(budget: Budget, calibration: dict, fixed: int = 0) -> Budg
     if learned and (window is None or learned < window):
         trigger = trigger - (window - learned) if window else min(trigger, learned)
         if trigger <= 0:
-            trigger = learned // 2  # the design's clamp for a window smaller than the reserve
+            trigger = learned // 2  # half the window when the reserve leaves no trigger
         window = learned
-        keep = min(keep, trigger // 4)  # the design's keep ratio: a tail the smaller window can hold
+        keep = min(keep, trigger // 4)  # a quarter of the trigger: a tail the smaller window can hold
     if ratio == 1.0 and not fixed and window == budget.context_window:
         return budget
 

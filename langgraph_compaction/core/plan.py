@@ -179,7 +179,7 @@ def plan_compaction(
     """Return the plan for one model call: layer 1-2 edits, then whether and where to summarize.
 
     ``counts`` are the per-message token counts of ``messages``;
-    ``recount(message)`` counts an edited message. Layers run in the design's
+    ``recount(message)`` counts an edited message. Layers run in a fixed
     order (truncate arguments, prune or micro-compact results) and each sees
     the previous one's edits. Layer 3 is asked for when the tokens are still at
     or over the trigger after the layers, when
@@ -259,7 +259,7 @@ def plan_compaction(
             reason = "overflow"
         elif manual:
             reason = "manual"
-        elif after >= budget.trigger_tokens:  # the seed's rule: layer 3 only when layers 1-2 did not suffice
+        elif after >= budget.trigger_tokens:  # layer 3 only when layers 1-2 did not suffice
             reason = "tokens"
         elif (
             budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens
