@@ -78,7 +78,9 @@ def add_usage(usage: dict, reported: int, cache: dict[str, int]) -> dict[str, in
 
 
 def usage_event(calibration: dict) -> dict[str, Any]:
-    """Return the figures of a calibration just observed, for an event: the reply's input and cache figures, the thread's totals.
+    """Return the figures of a calibration just observed, for an event.
+
+    They are the reply's input and cache figures and the thread's totals.
 
     ``billed_input`` is the thread's input so far at OpenAI's prices (cache reads at 0.1x).
     """
@@ -90,7 +92,9 @@ def usage_event(calibration: dict) -> dict[str, Any]:
 
 
 def billed_input(usage: dict, cached_price: float = CACHED_PRICE, write_price: float = 1.0) -> float:
-    """Return the input tokens ``usage`` bills at full price: uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
+    """Return the input tokens ``usage`` bills at full price.
+
+    That is uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
 
     OpenAI (gpt-5): reads at 0.1, no write surcharge (the defaults); Anthropic: reads 0.1, writes 1.25.
     """

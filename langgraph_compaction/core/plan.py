@@ -143,7 +143,9 @@ def whole_history(config: CompactionConfig, *, keep_excluded: bool = True) -> Co
 
 
 def with_working_set(messages: Sequence[BaseMessage], counts: Sequence[int], cut: Cut, budget_tokens: int) -> Cut:
-    """Return the cut with the working set's rounds before it kept (``working_set.keep_working_set``), within the budget.
+    """Return the cut with the working set's rounds before it kept, within the budget.
+
+    ``working_set.keep_working_set`` chooses the rounds.
 
     The rounds stay in their order, so they come right after the summary with
     their tool-call pairing intact. A cut that would then summarize nothing
