@@ -149,7 +149,10 @@ def targets_block() -> str:
         for target in outcome.get("figures", {}).get("targets", []):
             rows.append(f"| {outcome['name']} | {target['name']} | {verdict(target)} |")
     meta = results["meta"]
-    note = f"From `benchmarks/results/latest.json`: the {meta['mode']} run, {len(meta['trajectories'])} real trajectories, seed {meta['seed']}"
+    note = (
+        f"From `benchmarks/results/latest.json`: the {meta['mode']} run, "
+        f"{len(meta['trajectories'])} real trajectories, seed {meta['seed']}"
+    )
     note += f" (rerun alone since: {', '.join(meta['rerun'])})" if meta.get("rerun") else ""
     return "\n".join(rows) + f"\n\n{note}.\n"
 
@@ -171,7 +174,7 @@ COST_ROWS = {
     "LangChain middleware": "langchain",
     "langmem": "langmem",
     "no compaction (past the window)": "none",
-    "langgraph-compaction, the design's 8k tail and the working set": "ours, 8k tail",
+    "langgraph-compaction, 8k tail and the working set": "ours, 8k tail",
     "LangChain middleware, 2k tail": "langchain, 2k tail",
     "langmem, 2k tail": "langmem, 2k tail",
 }
@@ -193,8 +196,8 @@ def cost_block() -> str:
     totals = _figures("billed_cost")["totals"]
     working_set = "ws_recall" in totals["ours"]
     rows = [
-        "| system | billed (OpenAI) | vs none | billed (Anthropic) | hit ratio | breaks | summarizer + flush input (cached) "
-        "| paths / changed / requests / constraints recalled |"
+        "| system | billed (OpenAI) | vs none | billed (Anthropic) | hit ratio | breaks "
+        "| summarizer + flush input (cached) | paths / changed / requests / constraints recalled |"
         + (" working-set recall | billed with re-reads (OpenAI) |" if working_set else ""),
         "|---|---:|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if working_set else ""),
     ]
@@ -209,8 +212,9 @@ def cost_block() -> str:
         ws_recall = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
         extra = f" {ws_recall} | {t['billed_openai_reread'] / 1e6:.2f}M |" if working_set else ""
         rows.append(
-            f"| {label} | {t['billed_openai'] / 1e6:.2f}M | {t['vs_none_openai']:.3f}× | {t['billed_anthropic'] / 1e6:.2f}M "
-            f"| {t['hit_ratio']:.3f} | {t['breaks']} | {side} | {recall}{' %' if t['paths_recall'] is not None else ''} |{extra}"
+            f"| {label} | {t['billed_openai'] / 1e6:.2f}M | {t['vs_none_openai']:.3f}× "
+            f"| {t['billed_anthropic'] / 1e6:.2f}M | {t['hit_ratio']:.3f} | {t['breaks']} | {side} "
+            f"| {recall}{' %' if t['paths_recall'] is not None else ''} |{extra}"
         )
     return "\n".join(rows) + "\n"
 
@@ -220,7 +224,8 @@ def checkpoint_block() -> str:
     f = _figures("checkpoint_bytes")
     once = f["conversation_once"]
     rows = [
-        "| saver | ours | vs the conversation once | added per turn | LangChain's middleware | langmem | no compaction |",
+        "| saver | ours | vs the conversation once | added per turn | LangChain's middleware | langmem "
+        "| no compaction |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for label, key in (
@@ -237,9 +242,8 @@ def checkpoint_block() -> str:
             f"{sizes[s][last] / 1e6:,.2f} MB ({sizes[s][last] / once:.3g}×)" for s in ("langchain", "langmem", "none")
         ]
         rows.append(
-            f"| {label} | {sizes['ours'][last] / 1e6:.2f} MB | {sizes['ours'][last] / once:.2f}× | {per_turn / 1e3:.1f} kB | "
-            + " | ".join(others)
-            + " |"
+            f"| {label} | {sizes['ours'][last] / 1e6:.2f} MB | {sizes['ours'][last] / once:.2f}× "
+            f"| {per_turn / 1e3:.1f} kB | " + " | ".join(others) + " |"
         )
     return (
         f"After {f['turns']} turns; the conversation serialized once is {once / 1e6:.2f} MB.\n\n"
@@ -286,7 +290,8 @@ def cost_curve_block() -> str:
     )
 
 
-#: The anchors of the README's headline table: the label shown, the row of the billed_cost and checkpoint_bytes measures.
+#: The anchors of the README's headline table: the label shown, the row of the billed_cost and checkpoint_bytes
+#: measures.
 HEADLINE_ROWS = {
     "langgraph-compaction": "ours",
     "LangChain `SummarizationMiddleware`": "langchain",
@@ -315,7 +320,8 @@ def headline_block() -> str:
         working_set = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
         size = sqlite[key][max(sqlite[key], key=int)] if sqlite else None
         rows.append(
-            f"| {label} | {t['billed_openai'] / 1e6:.2f}M ({t['billed_openai'] / totals['ours']['billed_openai']:.2f}×) "
+            f"| {label} | {t['billed_openai'] / 1e6:.2f}M "
+            f"({t['billed_openai'] / totals['ours']['billed_openai']:.2f}×) "
             f"| {recall} | {working_set} | {'–' if size is None else f'{size / 1e6:,.1f} MB'} |"
         )
     results = json.loads(RESULTS.read_text(encoding="utf-8"))
@@ -328,13 +334,17 @@ def headline_block() -> str:
 
 
 def background_block() -> str:
-    """Return the timed-session figures of blocking and background compaction at each window, from the committed full run."""
+    """Return the timed-session figures of blocking and background compaction at each window.
+
+    They come from the committed full run.
+    """
     results = json.loads(RESULTS.read_text(encoding="utf-8"))
     if not any(m["name"] == "background_compaction" and m["status"] == "ok" for m in results["measures"]):
         return "(not in the committed results yet: `python -m benchmarks --write-results` measures it)\n"
     figures = _figures("background_compaction")
     rows = [
-        "| window | system | wall time added | stall at p95 | compactions that blocked | prepared summaries discarded | billed vs blocking |",
+        "| window | system | wall time added | stall at p95 | compactions that blocked "
+        "| prepared summaries discarded | billed vs blocking |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     systems = {

@@ -8,6 +8,10 @@ Use it wherever a chat model is wanted and no API key is at hand::
 
     from langgraph_compaction.testing import ScriptedModel
     add_compaction(builder, before="agent", model=ScriptedModel())
+
+It also holds the provider checks a test asserts with: ``openai_violations``,
+``anthropic_violations`` and ``view_violations`` return the reasons a provider
+would reject a message list (empty when it would accept it).
 """
 
 from __future__ import annotations
@@ -16,19 +20,31 @@ import asyncio
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from .core.validation import anthropic_violations, openai_violations, view_violations
 from .memory.ledger import normalize_bullet, parse_bullets
+
+__all__ = [
+    "ScriptedModel",
+    "anthropic_violations",
+    "openai_violations",
+    "scripted_consolidation",
+    "scripted_memories",
+    "scripted_summary",
+    "tool_call",
+    "view_violations",
+]
 
 _USER_BLOCK = re.compile(r"^\[user\]\n(.*?)(?=\n\n\[|\Z)", re.MULTILINE | re.DOTALL)
 _PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+\.\w{1,5}")
 
-Reply = Union[str, Exception, Callable[[str], str]]
+Reply = str | Exception | Callable[[str], str]
 
 
 def tool_call(name: str, **args: Any) -> AIMessage:
@@ -36,6 +52,10 @@ def tool_call(name: str, **args: Any) -> AIMessage:
 
     ``ScriptedModel(reply=[tool_call("read_log", service="billing"), "Billing looks healthy."])`` reads a
     log, then answers, request after request (the model gives each call a fresh id).
+
+    Args:
+        name: The tool to call.
+        **args: The call's arguments.
     """
     return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call_{name}"}])
 
@@ -45,7 +65,12 @@ def _prompt_text(messages: Sequence[BaseMessage]) -> str:
 
 
 def scripted_summary(prompt: str, target_words: int = 350) -> str:
-    """Return a four-section summary of a summary prompt's ``<messages>`` block, about ``target_words`` long."""
+    """Return a four-section summary of a summary prompt's ``<messages>`` block, about ``target_words`` long.
+
+    Args:
+        prompt: The summary prompt, as the summarizer is sent it.
+        target_words: About how many words the summary has.
+    """
     body = prompt.split("<messages>", 1)[-1]
     requests = [r.strip() for r in _USER_BLOCK.findall(body) if r.strip()]
     paths = list(dict.fromkeys(_PATH.findall(body)))[:15]
@@ -62,7 +87,11 @@ def scripted_summary(prompt: str, target_words: int = 350) -> str:
 
 
 def scripted_memories(prompt: str) -> str:
-    """Return memory bullets for a memory prompt, or ``NO_REPLY`` when its conversation has no user text."""
+    """Return memory bullets for a memory prompt, or ``NO_REPLY`` when its conversation has no user text.
+
+    Args:
+        prompt: The memory prompt, as the flush sends it.
+    """
     conversation = prompt.split("<conversation>", 1)[-1]
     requests = [r.strip().splitlines()[0][:160] for r in _USER_BLOCK.findall(conversation) if r.strip()]
     if not requests:
@@ -71,7 +100,11 @@ def scripted_memories(prompt: str) -> str:
 
 
 def scripted_consolidation(prompt: str) -> str:
-    """Answer a consolidation prompt: MEMORY.md's bullets plus the new ones, duplicates dropped."""
+    """Answer a consolidation prompt: MEMORY.md's bullets plus the new ones, duplicates dropped.
+
+    Args:
+        prompt: The consolidation prompt, as ``consolidate_memory`` sends it.
+    """
     seen: set[str] = set()
     kept = []
     for block in ("memory_md", "new_entries"):
@@ -86,16 +119,25 @@ def scripted_consolidation(prompt: str) -> str:
 class ScriptedModel(BaseChatModel):
     """A chat model that answers compaction prompts deterministically (optionally slowly or wrongly).
 
-    ``summary``/``memory``/``consolidation`` override the answers to the
-    summary, memory and consolidation prompts: a string, an exception to
-    raise, or a function of the prompt. ``reply`` answers anything else, and
-    the consolidation prompt too when ``reply`` is given and
-    ``consolidation`` is not (tests script a consolidation answer that way).
-    ``reply`` may also be an ``AIMessage`` (tool calls included) or a list
-    of answers taken in turn, round and round: a scripted agent. Its tool
+    An answer (``summary``, ``memory``, ``consolidation``, ``reply``) is a
+    string, an exception to raise, or a function of the prompt. A reply's tool
     calls get fresh ids at every answer, and ``bind_tools`` returns the model
-    itself (the script decides the calls). ``latency`` seconds pass before
-    each answer; ``calls`` records every prompt.
+    itself (the script decides the calls). Each attribute below is also a
+    keyword of the constructor.
+
+    Attributes:
+        latency: Seconds that pass before each answer.
+        summary: The answer to the summary prompt; None: a four-section
+            summary of the prompt's messages (``scripted_summary``).
+        memory: The answer to the memory prompt; None: bullets of the user's
+            requests (``scripted_memories``).
+        consolidation: The answer to the consolidation prompt; None: ``reply``
+            when it is given, else the merged bullets (``scripted_consolidation``).
+        reply: The answer to any other prompt; also an ``AIMessage`` (tool
+            calls included) or a list of answers taken in turn, round and
+            round: a scripted agent.
+        summary_words: About how many words the default summary has.
+        calls: Where every prompt the model is sent is recorded.
     """
 
     latency: float = 0.0

@@ -48,7 +48,7 @@ _WORDS = "order invoice customer amount total rate record batch event window tok
 
 
 def _rng(seed: int, *parts: object) -> random.Random:
-    """Return a random generator determined by the seed and the parts (stable across runs and processes)."""
+    """Return a random generator determined by ``seed`` and ``parts`` (stable across runs and processes)."""
     return random.Random(zlib.crc32("\x1f".join(map(str, (seed, *parts))).encode()))
 
 

@@ -78,7 +78,9 @@ def add_usage(usage: dict, reported: int, cache: dict[str, int]) -> dict[str, in
 
 
 def usage_event(calibration: dict) -> dict[str, Any]:
-    """Return the figures of a calibration just observed, for an event: the reply's input and cache figures, the thread's totals.
+    """Return the figures of a calibration just observed, for an event.
+
+    They are the reply's input and cache figures and the thread's totals.
 
     ``billed_input`` is the thread's input so far at OpenAI's prices (cache reads at 0.1x).
     """
@@ -90,7 +92,9 @@ def usage_event(calibration: dict) -> dict[str, Any]:
 
 
 def billed_input(usage: dict, cached_price: float = CACHED_PRICE, write_price: float = 1.0) -> float:
-    """Return the input tokens ``usage`` bills at full price: uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
+    """Return the input tokens ``usage`` bills at full price.
+
+    That is uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
 
     OpenAI (gpt-5): reads at 0.1, no write surcharge (the defaults); Anthropic: reads 0.1, writes 1.25.
     """
@@ -206,9 +210,9 @@ def calibrated_budget(budget: Budget, calibration: dict, fixed: int = 0) -> Budg
     if learned and (window is None or learned < window):
         trigger = trigger - (window - learned) if window else min(trigger, learned)
         if trigger <= 0:
-            trigger = learned // 2  # the design's clamp for a window smaller than the reserve
+            trigger = learned // 2  # half the window when the reserve leaves no trigger
         window = learned
-        keep = min(keep, trigger // 4)  # the design's keep ratio: a tail the smaller window can hold
+        keep = min(keep, trigger // 4)  # a quarter of the trigger: a tail the smaller window can hold
     if ratio == 1.0 and not fixed and window == budget.context_window:
         return budget
 

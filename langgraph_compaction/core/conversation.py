@@ -23,7 +23,11 @@ COMPACTION_MARKER = "lc_compaction"
 
 
 def is_summary(message: BaseMessage) -> bool:
-    """Return True for a summary message written by compaction."""
+    """Return True for a summary message written by compaction.
+
+    Args:
+        message: Any message of a conversation.
+    """
     return isinstance(message, HumanMessage) and message.name == SUMMARY_MESSAGE_NAME
 
 
@@ -34,7 +38,10 @@ def compaction_kind(message: BaseMessage) -> str | None:
 
 
 def is_injected(message: BaseMessage) -> bool:
-    """Return True for a message an ``after_compaction`` hook placed after a summary (the next compaction replaces it)."""
+    """Return True for a message an ``after_compaction`` hook placed after a summary.
+
+    The next compaction replaces it.
+    """
     return compaction_kind(message) == "injected"
 
 

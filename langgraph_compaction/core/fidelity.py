@@ -118,10 +118,16 @@ def pin_constraint(text: str, *, message_id: str | None = None, max_tokens: int 
     """Return the state update that pins ``text``: it stays verbatim in every later summary until unpinned.
 
     Return it from a node, or pass it to ``graph.update_state(config, ...)``;
-    pinning the same text twice is one pin. ``message_id`` records which
-    message the text came from. A summary shows at most one pin's budget of
-    it (``FidelityConfig.pin_tokens``, see ``core.pins``); ``max_tokens``
-    refuses a longer text here instead (``ValueError``).
+    pinning the same text twice is one pin. A summary shows at most one
+    pin's budget of it (``FidelityConfig.pin_tokens``, see ``core.pins``).
+
+    Args:
+        text: The constraint, as the summaries must keep it (a non-empty string).
+        message_id: The id of the message the text came from, recorded with the pin.
+        max_tokens: When given, a text of more tokens is refused here instead.
+
+    Raises:
+        ValueError: When ``text`` is not a non-empty string, or is over ``max_tokens``.
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("pin_constraint(text=...): text must be a non-empty string, e.g. 'Never push to main.'")
@@ -139,6 +145,12 @@ def unpin_constraint(pin: str) -> dict:
 
     Unpinning a text that was never pinned also keeps it from being pinned
     automatically later.
+
+    Args:
+        pin: The pin's id (``pin-...``) or the pinned text.
+
+    Raises:
+        ValueError: When ``pin`` is not a non-empty string.
     """
     if not isinstance(pin, str) or not pin.strip():
         raise ValueError("unpin_constraint(pin=...): pass the pin's id ('pin-...') or the pinned text")

@@ -26,10 +26,19 @@ from .validation import openai_violations
 class CompactionInfo:
     """What a hook is told about one compaction.
 
-    ``messages`` are the messages to be summarized (``before_summary``) or
-    that were (``after_compaction``); ``summary`` is the summary's text and
-    ``summary_id`` its message id, once it is made. ``transcript_path`` is
-    where the originals are (None without storage).
+    Args:
+        thread_id: The thread being compacted.
+        user_id: The user the thread belongs to.
+        reason: Why compaction ran: ``"tokens"``, ``"messages"``, ``"overflow"``, ``"manual"`` or
+            ``"background"``.
+        tokens_before: The conversation's tokens before the compaction.
+        messages: The messages to be summarized (``before_summary``) or that
+            were (``after_compaction``).
+        transcript_path: Where the originals are; None without storage.
+        focus: What a manual compaction asked the summary to focus on (the
+            ``compact`` tool's ``focus``); None when nothing was asked.
+        summary: The summary's text, once it is made.
+        summary_id: The summary message's id, once it is made.
     """
 
     thread_id: str
@@ -44,7 +53,11 @@ class CompactionInfo:
 
 
 def before_summary_answer(value: Any) -> tuple[str | None, bool]:
-    """Return (extra instructions, skip the summarizer) for a ``before_summary`` answer; raise TypeError on a bad one."""
+    """Return (extra instructions, skip the summarizer) for a ``before_summary`` answer.
+
+    Raises:
+        TypeError: For an answer that is not a str, False, True or None.
+    """
     if value is None or value is True:
         return None, False
     if value is False:

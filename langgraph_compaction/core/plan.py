@@ -143,7 +143,9 @@ def whole_history(config: CompactionConfig, *, keep_excluded: bool = True) -> Co
 
 
 def with_working_set(messages: Sequence[BaseMessage], counts: Sequence[int], cut: Cut, budget_tokens: int) -> Cut:
-    """Return the cut with the working set's rounds before it kept (``working_set.keep_working_set``), within the budget.
+    """Return the cut with the working set's rounds before it kept, within the budget.
+
+    ``working_set.keep_working_set`` chooses the rounds.
 
     The rounds stay in their order, so they come right after the summary with
     their tool-call pairing intact. A cut that would then summarize nothing
@@ -179,7 +181,7 @@ def plan_compaction(
     """Return the plan for one model call: layer 1-2 edits, then whether and where to summarize.
 
     ``counts`` are the per-message token counts of ``messages``;
-    ``recount(message)`` counts an edited message. Layers run in the design's
+    ``recount(message)`` counts an edited message. Layers run in a fixed
     order (truncate arguments, prune or micro-compact results) and each sees
     the previous one's edits. Layer 3 is asked for when the tokens are still at
     or over the trigger after the layers, when
@@ -259,7 +261,7 @@ def plan_compaction(
             reason = "overflow"
         elif manual:
             reason = "manual"
-        elif after >= budget.trigger_tokens:  # the seed's rule: layer 3 only when layers 1-2 did not suffice
+        elif after >= budget.trigger_tokens:  # layer 3 only when layers 1-2 did not suffice
             reason = "tokens"
         elif (
             budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens

@@ -7,8 +7,8 @@ o200k_base tokenizer. On the samples in ``tests/data/token_samples`` it stays
 within 10 % of o200k for English prose, Python source, JSON tool output,
 Chinese, test logs and agent transcripts, at about 30 MB/s on one core.
 
-`seed_text_tokens` keeps the original design's ``ceil(len / 2.5)`` rule as a
-named option: it over-counts English and code by about 80 % and under-counts
+`seed_text_tokens` keeps the ``ceil(len / 2.5)`` rule (2.5 characters a token)
+as a named option: it over-counts English and code by about 80 % and under-counts
 Chinese by about 45 %.
 
 `message_tokens` adds the per-message overheads to the text of the content,
@@ -162,7 +162,11 @@ def estimate_text_tokens(text: str) -> int:
 
 
 def seed_text_tokens(text: str) -> int:
-    """Return ``ceil(len(text) / 2.5)``, the original design's estimate of the token count of `text`."""
+    """Return ``ceil(len(text) / 2.5)``: the token count of `text` at 2.5 characters a token.
+
+    Args:
+        text: The text to count.
+    """
     return -(-2 * len(text) // 5)
 
 
@@ -276,7 +280,11 @@ def estimate_tokens(messages: Sequence[BaseMessage]) -> int:
 
 
 def seed_estimate_tokens(messages: Sequence[BaseMessage]) -> int:
-    """Return the tokens of `messages` as the original design counted them (``ceil(len / 2.5)`` text)."""
+    """Return the tokens of `messages`, their text counted at 2.5 characters a token (``ceil(len / 2.5)``).
+
+    Args:
+        messages: The messages to count.
+    """
     return sum(message_tokens(message, seed_text_tokens) for message in messages)
 
 

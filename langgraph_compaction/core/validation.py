@@ -15,7 +15,11 @@ from .conversation import starts_with_thinking, tool_calls_of
 
 
 def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
-    """Return the reasons OpenAI's chat API would reject this message order (empty if none)."""
+    """Return the reasons OpenAI's chat API would reject this message order (empty if none).
+
+    Args:
+        messages: The messages a request would send, in order.
+    """
     problems: list[str] = []
     if not messages:
         return ["the message list is empty"]
@@ -25,7 +29,8 @@ def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
         if isinstance(m, ToolMessage):
             if m.tool_call_id not in open_calls:
                 problems.append(
-                    f"message {i}: tool result {m.tool_call_id!r} does not answer a call of the closest preceding assistant message"
+                    f"message {i}: tool result {m.tool_call_id!r} does not answer a call of the closest preceding "
+                    "assistant message"
                 )
             else:
                 open_calls.discard(m.tool_call_id)
@@ -65,6 +70,11 @@ def anthropic_violations(messages: Sequence[BaseMessage], *, thinking: bool | No
     assistant message opens with a thinking block), the assistant turn in
     progress (the request ends with tool results) must open with its
     thinking block.
+
+    Args:
+        messages: The messages a request would send, in order.
+        thinking: Whether extended thinking is on; None decides it from the
+            messages (on when any assistant message opens with a thinking block).
     """
     problems = openai_violations(messages)
     seen_other = False
@@ -87,7 +97,8 @@ def anthropic_violations(messages: Sequence[BaseMessage], *, thinking: bool | No
         first = next((i for i in range(start, len(messages)) if isinstance(messages[i], AIMessage)), None)
         if first is not None and not starts_with_thinking(messages[first]):
             problems.append(
-                f"message {first}: with extended thinking, the assistant turn in progress must open with its thinking block"
+                f"message {first}: with extended thinking, the assistant turn in progress must open with its "
+                "thinking block"
             )
     return problems
 
@@ -95,8 +106,11 @@ def anthropic_violations(messages: Sequence[BaseMessage], *, thinking: bool | No
 def view_violations(messages: Sequence[BaseMessage], latest_human: BaseMessage | None) -> list[str]:
     """Return every broken promise of a compacted view: provider rules, system first, latest request.
 
-    ``latest_human`` is the most recent human message of the uncompacted
-    conversation; the view must contain it verbatim.
+    Args:
+        messages: The compacted view, as the model would be sent it.
+        latest_human: The most recent human message of the uncompacted
+            conversation, which the view must contain verbatim; None when it
+            has none.
     """
     problems = anthropic_violations(messages)
     system_ids = [m.id for m in messages if isinstance(m, SystemMessage)]

@@ -50,7 +50,8 @@ def smallest_request_problem(
             f"{head}: message {messages[i].id!r} ({messages[i].type}) alone is ~{largest:,} tokens; shorten or split it"
         )
     return (
-        f"{head}: what cannot be summarized (system prompt, tool schemas, the latest request and the newest tool round) "
+        f"{head}: what cannot be summarized (system prompt, tool schemas, the latest request and the newest tool "
+        "round) "
         f"is that large; its largest message is {messages[i].id!r} ({messages[i].type}, ~{largest:,} tokens)"
     )
 
@@ -71,7 +72,8 @@ def in_front(update: dict, output: Any) -> Any:
         output = {}
     if not isinstance(output, dict):
         raise TypeError(
-            f"compaction needs the model node to return a dict, a Command or a list of them, not {type(output).__name__}; "
+            "compaction needs the model node to return a dict, a Command or a list of them, "
+            f"not {type(output).__name__}; "
             "return {'messages': [...]}"
         )
     new = output.get("messages") or []
@@ -178,8 +180,15 @@ def invoke_with_recovery(
 
     For a node that calls the model itself: when the model refuses the request
     as too long, the history is compacted (the update then rewrites it) and
-    the call is retried once. ``system_prompt`` is put in front of the
-    messages for the call only.
+    the call is retried once.
+
+    Args:
+        nodes: The compaction nodes ``add_compaction`` returns (a ``CompactionEngine``).
+        model: The agent's chat model.
+        state: The node's graph state; its messages are the request.
+        config: The node's run config, passed on to the model and used to find the thread.
+        system_prompt: A string or ``SystemMessage`` put in front of the messages for the call
+            only; None sends the messages as they are.
     """
     config = config or {}
 
@@ -192,7 +201,16 @@ def invoke_with_recovery(
 async def ainvoke_with_recovery(
     nodes: Any, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
 ) -> dict:
-    """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``."""
+    """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``.
+
+    Args:
+        nodes: The compaction nodes ``add_compaction`` returns (a ``CompactionEngine``).
+        model: The agent's chat model.
+        state: The node's graph state; its messages are the request.
+        config: The node's run config, passed on to the model and used to find the thread.
+        system_prompt: A string or ``SystemMessage`` put in front of the messages for the call
+            only; None sends the messages as they are.
+    """
     config = config or {}
 
     async def call(s: Any) -> dict:

@@ -16,13 +16,19 @@ from ..storage import StoreStorage, open_storage
 def consolidation_node(model: Any, storage: Any = None, config: CompactionConfig | None = None, **options: Any) -> Any:
     """Return a graph node (sync and async) that consolidates the run's user's memory.
 
-    ``storage`` None means the graph's store (``runtime.store``); the user
-    is ``runtime.context.user_id``, else ``configurable["user_id"]``.
-    ``config`` supplies ``consolidation_max_tokens``, ``consolidation_min_gap``,
-    ``daily_file_retention_days``, ``timezone`` and ``redactor``; ``options``
-    (``consolidate_memory``'s keywords) override them. The rate limit makes
-    it cheap to run after every turn. The node writes the result as a
-    compaction event (``compaction["events"]`` and ``stream_mode="custom"``).
+    The user is ``runtime.context.user_id``, else ``configurable["user_id"]``.
+    The rate limit makes it cheap to run after every turn. The node writes
+    the result as a compaction event (``compaction["events"]`` and
+    ``stream_mode="custom"``).
+
+    Args:
+        model: The chat model that merges the ledger into MEMORY.md.
+        storage: A directory, a LangGraph ``BaseStore`` or a storage object;
+            None means the graph's store (``runtime.store``).
+        config: Supplies ``consolidation_max_tokens``, ``consolidation_min_gap``,
+            ``daily_file_retention_days``, ``timezone`` and ``redactor``.
+        **options: Keywords of ``consolidate_memory``; they override what
+            ``config`` supplies.
     """
     fixed = open_storage(storage)
     if config is not None:

@@ -233,6 +233,11 @@ def subgraph_node(graph: Any, *, name: str | None = None) -> RunnableCallable:
     writes back what changed: a compaction inside it compacts the parent too,
     and every counter counts once. An agent added directly instead stops at
     its first call after a compaction with an error naming this function.
+
+    Args:
+        graph: The compiled compacting agent (a graph built with ``add_compaction``,
+            ``CompactionMiddleware`` or ``make_pre_model_hook``).
+        name: The node's name in traces; None takes the graph's name, else ``"agent"``.
     """
 
     def invoke(state: Any, config: RunnableConfig) -> dict:

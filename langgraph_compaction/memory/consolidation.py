@@ -167,13 +167,26 @@ def consolidate_memory(
 ) -> ConsolidationResult:
     """Merge the ledger entries written since the last run into MEMORY.md; return what happened.
 
-    ``storage`` is a directory, a LangGraph ``BaseStore`` or a storage
-    object; ``model`` any chat model (its call is tagged no-stream).
-    Runs at most once per ``min_gap_seconds`` per user (``force`` skips the
-    check). ``now`` (aware datetime) fixes the clock for tests and replays;
-    ``timezone`` is the zone the ledger's days are in (``CompactionConfig.timezone``). Never raises
-    for a model or storage failure: the result says ``"failed"`` and
-    nothing is changed.
+    Runs at most once per ``min_gap_seconds`` per user. Never raises for a
+    model or storage failure: the result says ``"failed"`` and nothing is
+    changed.
+
+    Args:
+        storage: A directory, a LangGraph ``BaseStore`` or a storage object.
+        model: Any chat model; its call is tagged no-stream.
+        user_id: Whose memory to consolidate.
+        max_tokens: The most tokens MEMORY.md may hold after the merge (at least 100).
+        min_gap_seconds: The least time between two runs for one user.
+        now: An aware datetime that fixes the clock (for tests and replays); None: the current time.
+        retention_days: How many days a consolidated daily ledger file stays before it moves to
+            ``memory/archive/``.
+        timezone: The IANA zone the ledger's days are in (``CompactionConfig.timezone``).
+        redactor: Applied to the text written to MEMORY.md; None writes it as the model answered.
+        keep_backups: How many earlier versions of MEMORY.md are kept as backups.
+        force: Run even when the last run was less than ``min_gap_seconds`` ago.
+
+    Raises:
+        ValueError: For storage None, a ``max_tokens`` under 100 or an unknown time zone.
     """
     opened = open_storage(storage)
     if opened is None:
@@ -349,7 +362,13 @@ def _archive(
 
 
 async def aconsolidate_memory(storage: Any, model: Any, **options: Any) -> ConsolidationResult:
-    """Return ``consolidate_memory(storage, model, **options)`` run in a worker thread (safe in async servers)."""
+    """Return ``consolidate_memory(storage, model, **options)`` run in a worker thread (safe in async servers).
+
+    Args:
+        storage: A directory, a LangGraph ``BaseStore`` or a storage object.
+        model: Any chat model.
+        **options: The keyword arguments of ``consolidate_memory``.
+    """
     return await asyncio.to_thread(consolidate_memory, storage, model, **options)
 
 
@@ -358,6 +377,11 @@ def memory_for_prompt(storage: Any, user_id: str = DEFAULT_USER, max_tokens: int
 
     When it is longer, whole lines from the top are kept and a last line
     tells the agent how to read the rest.
+
+    Args:
+        storage: A directory, a LangGraph ``BaseStore`` or a storage object (None gives '').
+        user_id: Whose memory to read.
+        max_tokens: The most tokens the returned text holds.
     """
     opened = open_storage(storage)
     if opened is None:
@@ -367,5 +391,11 @@ def memory_for_prompt(storage: Any, user_id: str = DEFAULT_USER, max_tokens: int
 
 
 async def amemory_for_prompt(storage: Any, user_id: str = DEFAULT_USER, max_tokens: int = 2000) -> str:
-    """Return MEMORY.md cut to ``max_tokens`` for a system prompt (async; I/O off the event loop)."""
+    """Return MEMORY.md cut to ``max_tokens`` for a system prompt (async; I/O off the event loop).
+
+    Args:
+        storage: A directory, a LangGraph ``BaseStore`` or a storage object (None gives '').
+        user_id: Whose memory to read.
+        max_tokens: The most tokens the returned text holds.
+    """
     return await asyncio.to_thread(memory_for_prompt, storage, user_id, max_tokens)

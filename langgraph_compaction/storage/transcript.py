@@ -64,17 +64,30 @@ def _select(records: list[dict], versions: Versions) -> list[BaseMessage]:
 def load_transcript(storage: Any, thread_id: Any, *, versions: Versions = "latest") -> list[BaseMessage]:
     """Return the offloaded messages of a thread, oldest first, as LangChain messages.
 
-    ``storage`` is what ``add_compaction`` was given: a directory path, a
-    LangGraph ``BaseStore`` or a storage object. A message replaced by id
-    after it was offloaded has several versions: ``versions="latest"`` gives
-    the last one of each (at the place of the first), ``"all"`` every
-    version in the order written. A thread never offloaded gives ``[]``.
+    A thread never offloaded gives ``[]``.
+
+    Args:
+        storage: What ``add_compaction`` was given: a directory path, a
+            LangGraph ``BaseStore`` or a storage object.
+        thread_id: The thread whose transcript to read.
+        versions: For a message replaced by id after it was offloaded:
+            ``"latest"`` gives the last version of each (at the place of the
+            first), ``"all"`` every version in the order written.
     """
     return _select(_require(storage).read_transcript(thread_key(thread_id)), versions)
 
 
 async def aload_transcript(storage: Any, thread_id: Any, *, versions: Versions = "latest") -> list[BaseMessage]:
-    """Return the offloaded messages of a thread, oldest first (async; file I/O off the event loop)."""
+    """Return the offloaded messages of a thread, oldest first (async; file I/O off the event loop).
+
+    Args:
+        storage: What ``add_compaction`` was given: a directory path, a
+            LangGraph ``BaseStore`` or a storage object.
+        thread_id: The thread whose transcript to read.
+        versions: For a message replaced by id after it was offloaded:
+            ``"latest"`` gives the last version of each (at the place of the
+            first), ``"all"`` every version in the order written.
+    """
     return _select(await _require(storage).aread_transcript(thread_key(thread_id)), versions)
 
 
