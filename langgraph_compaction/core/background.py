@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, messages_from_dict
 
-from .config import MIN_KEEP_TOKENS, Budget
+from .config import MIN_KEEP_TOKENS, SUMMARY_ALLOWANCE, Budget
 from .conversation import is_injected, is_summary, latest_user_index, leading_systems
 from .hooks import pairing_problem
 from .validation import broken_tool_ids
@@ -123,6 +123,18 @@ def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_
     if tokens >= trigger or tokens < trigger // 2:
         return False
     return tokens >= trigger * start or tokens + turn * (turns_to_ready + 1) >= trigger
+
+
+def covers_enough(evicted_tokens: int, budget: Budget) -> bool:
+    """Return True when a summary of ``evicted_tokens`` brings a request at the trigger under the target.
+
+    A job started too early covers little (all but the kept tail of a short
+    thread); applied at the trigger, it would leave the request over the
+    target and a blocking compaction would follow it: two compactions where
+    one does. Such a job is not started; a later one is, or the trigger
+    compacts as it would without background.
+    """
+    return evicted_tokens - SUMMARY_ALLOWANCE >= budget.trigger_tokens - budget.target_tokens
 
 
 def new_pairing_problem(before: Sequence[BaseMessage], after: Sequence[BaseMessage]) -> str | None:

@@ -36,6 +36,7 @@ from langchain_core.messages import BaseMessage, message_to_dict, messages_from_
 
 from ..core.background import (
     covered,
+    covers_enough,
     cut_index,
     new_pairing_problem,
     prepared_problem,
@@ -293,8 +294,12 @@ def _maybe_start(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int |
         and should_start(tokens, turn_tokens(gate.messages, gate.counts), budget, start, turns)
     ):
         planned = _plan(gate, start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), memo, new_tokens)
-        if planned.summarize:
+        if planned.summarize and covers_enough(_evicted_tokens(planned, gate.counts), budget):
             yield from _start(gate, planned)
+
+
+def _evicted_tokens(plan: CompactionPlan, counts: Sequence[int]) -> int:
+    return sum(counts[i] for i in plan.cut.evict) if plan.cut is not None else 0
 
 
 def _next_job(gate: _Gate) -> Steps[None]:
@@ -321,7 +326,7 @@ def _next_job(gate: _Gate) -> Steps[None]:
         settings.config,
         settings.counter.message,
     )
-    if planned.summarize:
+    if planned.summarize and covers_enough(_evicted_tokens(planned, counts), budget):
         yield from _start(post, planned)
         gate.out.compaction.update(post.out.compaction)
         gate.events.extend(post.events)
