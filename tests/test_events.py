@@ -27,8 +27,10 @@ def _lifecycle(events):
 
 @pytest.mark.parametrize("build", [edge_graph, command_graph], ids=["graph nodes", "inside the model node"])
 def test_a_compaction_streams_started_then_each_step_start_and_end(tmp_path, build):
+    # a compaction in front of the model (background=False, or background without a summary ready in time);
+    # one prepared in the background streams compaction_started, compaction_ready and compaction_applied instead
     model = ToolCallingModel(subtask_rounds=2)
-    graph = build(model, tmp_path, CONFIG)
+    graph = build(model, tmp_path, CONFIG.model_copy(update={"background": False}))
     thread = {"configurable": {"thread_id": "events"}}
     streamed = []
     for n in range(6):

@@ -125,6 +125,18 @@ def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_
     return tokens >= trigger * start or tokens + turn * (turns_to_ready + 1) >= trigger
 
 
+def messages_start_due(conversation: int, tokens: int, budget: Budget, start: float) -> bool:
+    """Return True when the message-count trigger is near: ``start`` of it, with ``start`` of its token floor.
+
+    The message trigger is a trigger like the token one: at it a ready
+    summary is applied, a running job waited for, and without either the gate
+    compacts as blocking does; so a job starts a little before it.
+    """
+    if not budget.trigger_messages or conversation >= budget.trigger_messages:
+        return False
+    return conversation >= math.ceil(budget.trigger_messages * start) and tokens >= budget.messages_min_tokens * start
+
+
 def covers_enough(evicted_tokens: int, budget: Budget) -> bool:
     """Return True when a summary of ``evicted_tokens`` brings a request at the trigger under the target.
 

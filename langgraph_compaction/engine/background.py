@@ -38,6 +38,7 @@ from ..core.background import (
     covered,
     covers_enough,
     cut_index,
+    messages_start_due,
     new_pairing_problem,
     prepared_problem,
     record_problem,
@@ -140,11 +141,13 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
     """Return a finished job's record: the prepared summary ready to apply, or why there is none."""
     done = summary.get("compaction") or {}
     breakers = {k: v for u in [*side, summary] for k, v in (u.get("compaction") or {}).items() if k.endswith("breaker")}
+    # what the memory model's side said went wrong (a failure, an open breaker): the gate streams it and keeps it
+    notes = [e for u in side for e in (u.get("compaction") or {}).get("events") or () if e.get("note") or e.get("error")]
     flush = next((u["flush_answer"] for u in side if "flush_answer" in u), None)
     if not done.get("summary_id"):
         notes = (e.get("note") for e in done.get("events") or [] if e.get("note"))
         why = done.get("last_error") or next(notes, None)
-        return {"error": why or "no summary was made", "breakers": breakers, "usage": usage}
+        return {"error": why or "no summary was made", "breakers": breakers, "notes": notes, "usage": usage}
     if setup.config.mode == "view":
         made = done["view"]["summary"]
     else:
@@ -161,6 +164,7 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
         "tokens_after": event.get("tokens_after"),
         "usage": usage,
         "breakers": breakers,
+        "notes": notes,
         "ready_at": time.time(),
     }
 
@@ -236,8 +240,8 @@ def swap_coming(
     they would break it twice, and a job started now would summarize messages
     the agent's cached prefix no longer holds.
     """
-    if plan.reason == "messages" or record["prepared"] is not None or jobs.get(job_key(run, messages)) is not None:
-        return True  # the message-count trigger starts a job
+    if record["prepared"] is not None or jobs.get(job_key(run, messages)) is not None:
+        return True
     start, turns = setup.config.background_start, jobs.turns_to_ready
     return should_start(plan.tokens_before, turn_tokens(messages, counts), budget, start, turns)
 
@@ -274,8 +278,6 @@ def background_steps(
     if prepared is not None and (yield from _swap(gate, prepared)):
         yield from _next_job(gate)
         return gate.finish()
-    if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens:
-        return (yield from _at_message_trigger(gate, plan, memo, new_tokens))
     waited = yield from _wait(gate, plan)
     if waited is not None and (yield from _swap(gate, waited)):
         yield from _next_job(gate)
@@ -288,13 +290,15 @@ def _maybe_start(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int |
     """Start a job when the thread will reach the trigger before one started later would be ready."""
     tokens, budget = plan.tokens_after_layers, gate.budget
     start, turns = gate.setup.config.background_start, gate.jobs.turns_to_ready
-    if (
-        plan.held is None
-        and gate.may_prepare()
-        and should_start(tokens, turn_tokens(gate.messages, gate.counts), budget, start, turns)
-    ):
+    if plan.held is not None or not gate.may_prepare():
+        return
+    if should_start(tokens, turn_tokens(gate.messages, gate.counts), budget, start, turns):
         planned = _plan(gate, start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), memo, new_tokens)
         if planned.summarize and covers_enough(_evicted_tokens(planned, gate.counts), budget):
+            yield from _start(gate, planned)
+    elif messages_start_due(len(gate.messages) - leading_systems(gate.messages), tokens, budget, start):
+        planned = _plan(gate, start_budget(budget, start), memo, new_tokens)
+        if planned.summarize:
             yield from _start(gate, planned)
 
 
@@ -330,19 +334,6 @@ def _next_job(gate: _Gate) -> Steps[None]:
         yield from _start(post, planned)
         gate.out.compaction.update(post.out.compaction)
         gate.events.extend(post.events)
-
-
-def _at_message_trigger(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int | None) -> Steps[Outcome]:
-    """The message-count trigger with the tokens under their trigger: a job is started (or awaited), not waited for."""
-    if gate.jobs.get(gate.key) is not None or _lease_held_elsewhere(gate.record["lease"], gate.jobs, gate.run.storage):
-        emit_event({"stage": "gate", "held": "background", "tokens": plan.tokens_after_layers})
-        return gate.finish()
-    if gate.may_prepare():
-        planned = _plan(gate, start_budget(gate.budget), memo, new_tokens)
-        yield from _start(gate, planned if planned.summarize else plan)
-        return gate.finish()
-    gate.out.blocked = "a summary cannot be prepared now (no summarizer, or its breaker is open)"
-    return gate.finish()
 
 
 def _plan(gate: _Gate, budget: Budget, memo: Any, new_tokens: int | None) -> CompactionPlan:
@@ -497,6 +488,7 @@ def _harvest(gate: _Gate, job: Job, prepared: dict | None) -> dict | None:
     gate.jobs.observe(job)
     outcome = job.outcome()
     gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}))  # background failures count too
+    gate.events.extend(emit_event({k: v for k, v in e.items() if k != "time"}) for e in outcome.get("notes") or ())
     lease = gate.record["lease"]
     if lease is not None and lease["id"] == job.meta["id"] and lease["state"] == "applied":
         return prepared  # another worker applied what this job published
@@ -516,7 +508,7 @@ def _harvest(gate: _Gate, job: Job, prepared: dict | None) -> dict | None:
     if problem is not None:
         gate.events.append(_event("compaction_discarded", why=problem, **tokens))
         return prepared
-    gate.out.compaction["prepared"] = {k: v for k, v in outcome.items() if k != "breakers"}
+    gate.out.compaction["prepared"] = {k: v for k, v in outcome.items() if k not in ("breakers", "notes")}
     gate.events.append(_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))
     return outcome
 
