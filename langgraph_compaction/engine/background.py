@@ -162,6 +162,7 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
         "offload_path": done.get("offload_path"),
         "flush": flush,
         "tokens_after": event.get("tokens_after"),
+        "fallback": event.get("error"),
         "usage": usage,
         "breakers": breakers,
         "notes": notes,
@@ -611,6 +612,7 @@ def _apply(gate: _Gate, prepared: dict) -> Steps[tuple[dict, list | None, list[B
         "reason": "background",
         "prepared_id": prepared.get("id"),
         "usage": usage,
+        **({"error": prepared["fallback"]} if prepared.get("fallback") else {}),
     }
     written = summary_update(
         setup,

@@ -25,7 +25,7 @@ from ..core.config import Budget
 from ..core.plan import CompactionPlan, plan_compaction, tokens_since
 from ..core.tokens import TokenCounter, fingerprint
 from ..core.view import kept_edits
-from .background import background_floor, background_steps, swap_coming
+from .background import Outcome, background_floor, background_steps, swap_coming
 from .effects import Steps
 from .events import describe_error, emit_event
 from .jobs import BackgroundJobs
@@ -290,47 +290,86 @@ def gate_steps(
         memo=memo,
         floor=floor,
     )
-    deferred = (
-        background
-        and setup.config.prompt_cache
-        and bool(plan.edits)
-        and plan.reason in (None, "messages")
-        and plan.tokens_before < budget.trigger_tokens
-        and swap_coming(setup, jobs, messages, memo.counts, record, plan, budget, run)
-    )
+    deferred = background and _defer_edits(setup, jobs, messages, memo, record, plan, budget, run)
     if deferred:  # the swap makes them at no extra break (see swap_coming)
         plan = dataclasses.replace(plan, edits={}, layer_counts={}, tokens_after_layers=plan.tokens_before)
     out = GateUpdate(compaction={"calibration": calibration} if calibration else {})
     if repair is not None:
         _write_repair(*repair, out)
-    if plan.held:  # streamed and logged, not kept: it can repeat on every call of a cooldown
-        emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
-    if calibration and "usage" in calibration:  # the newest reply's usage, as its provider reported it (streamed)
-        emit_event({"stage": "gate", "usage": usage_event(calibration)})
-    applied, blocked = False, None
+    _announce(plan, calibration, new_tokens)
+    outcome = None
     if background:
         outcome = yield from background_steps(setup, jobs, messages, memo, record, plan, budget, new_tokens, run)
         out.events.extend(outcome.compaction.pop("events", []))
         out.compaction.update(outcome.compaction)
         out.messages.extend(outcome.messages or [])
-        applied, blocked = outcome.applied, outcome.blocked
+    applied = outcome is not None and outcome.applied
     settled = not plan.edits or applied
     if plan.edits and not applied:  # a summary applied now replaces what the edits would shorten
         settled = yield from _layer_edits(setup, memo, plan, messages, record, run, out)
-    if applied and outcome.after is not None:
+    if outcome is not None and outcome.applied and outcome.after is not None:
         yield from _after_swap(setup, outcome.after, record, budget, run, out)
     if settled and not deferred:
         memo.settled = plan.settled
+    _mark_run(record, run, out)
+    _summary_request(plan, messages, budget, manual, outcome if background else False, out)
+    return _finish(out, record, messages)
+
+
+def _summary_request(
+    plan: CompactionPlan,
+    messages: Sequence[BaseMessage],
+    budget: Budget,
+    manual: dict | None,
+    outcome: Outcome | None | bool,
+    out: GateUpdate,
+) -> None:
+    """Ask the summarize node for a summary when one is due and none was applied; ``outcome`` False: blocking mode."""
+    if outcome is False:
+        due = plan.summarize
+    else:
+        due = plan.summarize and outcome is not None and not outcome.applied and bool(outcome.blocked)
+    if due:
+        _ask_for_summary(plan, messages, budget, manual, outcome.blocked if outcome else None, out)
+    elif manual:
+        out.compaction["manual"] = None
+        out.events.append(emit_event({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))
+
+
+def _defer_edits(
+    setup: Setup,
+    jobs: BackgroundJobs,
+    messages: list[BaseMessage],
+    memo: Memo,
+    record: CompactionRecord,
+    plan: CompactionPlan,
+    budget: Budget,
+    run: Run,
+) -> bool:
+    """Return True when the plan's layer 1-2 edits should wait for a coming swap (see ``swap_coming``)."""
+    return (
+        setup.config.prompt_cache
+        and bool(plan.edits)
+        and plan.reason in (None, "messages")
+        and plan.tokens_before < budget.trigger_tokens
+        and swap_coming(setup, jobs, messages, memo.counts, record, plan, budget, run)
+    )
+
+
+def _announce(plan: CompactionPlan, calibration: dict | None, new_tokens: int | None) -> None:
+    """Stream (and log, not keep) why a due summary is held, and the newest reply's usage."""
+    if plan.held:  # it can repeat on every call of a cooldown
+        emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
+    if calibration and "usage" in calibration:  # as its provider reported it
+        emit_event({"stage": "gate", "usage": usage_event(calibration)})
+
+
+def _mark_run(record: CompactionRecord, run: Run, out: GateUpdate) -> None:
+    """Record that a gate runs in front of this agent's model, and the run's thread when it has no thread id."""
     if not record["wired"]:  # tells the compact tool that a gate runs in front of this agent's model
         out.compaction["wired"] = True
     if run.threadless and record["run_thread"] != run.thread_id:  # the run's later steps and tools use it too
         out.compaction[RUN_THREAD] = run.thread_id
-    if plan.summarize and not applied and (not background or blocked):
-        _ask_for_summary(plan, messages, budget, manual, blocked if background else None, out)
-    elif manual:
-        out.compaction["manual"] = None
-        out.events.append(emit_event({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))
-    return _finish(out, record, messages)
 
 
 def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> dict:

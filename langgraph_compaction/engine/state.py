@@ -77,6 +77,8 @@ class Prepared(TypedDict):
     flush: dict | None
     tokens_after: int | None
     usage: dict
+    #: Why the summarizer's summary was not used, when an extractive one stands in (None: the model's).
+    fallback: str | None
 
 
 class Lease(TypedDict):
