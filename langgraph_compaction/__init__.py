@@ -21,11 +21,15 @@ from typing import Any
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "core.caching": ("with_cache_breakpoints",),
     "core.config": (
+        "BackgroundConfig",
         "Budget",
         "CompactionConfig",
         "FidelityConfig",
+        "GuardsConfig",
+        "MemoryConfig",
         "MicroCompactConfig",
         "PruneConfig",
+        "SummaryConfig",
         "TruncateArgsConfig",
     ),
     "memory.consolidation": (

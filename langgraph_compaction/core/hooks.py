@@ -1,6 +1,6 @@
 """The application's hooks around a summary: what they are told, and what their answers mean.
 
-``CompactionConfig(before_summary=f, after_compaction=g)``: each is a plain or
+``CompactionConfig(summary={"before_summary": f, "after_compaction": g})``: each is a plain or
 an ``async`` function of one ``CompactionInfo``. ``before_summary`` may answer
 extra instructions for this one summary (a string) or ``False`` to skip the
 summarizer (the extractive summary is made instead, as when the model fails);
@@ -44,7 +44,7 @@ class CompactionInfo:
 
 
 def before_summary_answer(value: Any) -> tuple[str | None, bool]:
-    """Return (extra instructions, skip the summarizer) for a ``before_summary`` answer; raise TypeError on a bad one."""
+    """Return (extra instructions, skip the summarizer) for a ``before_summary`` answer; TypeError on a bad one."""
     if value is None or value is True:
         return None, False
     if value is False:

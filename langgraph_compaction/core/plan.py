@@ -143,7 +143,7 @@ def whole_history(config: CompactionConfig, *, keep_excluded: bool = True) -> Co
 
 
 def with_working_set(messages: Sequence[BaseMessage], counts: Sequence[int], cut: Cut, budget_tokens: int) -> Cut:
-    """Return the cut with the working set's rounds before it kept (``working_set.keep_working_set``), within the budget.
+    """Return the cut with the working set's rounds before it kept (``working_set.keep_working_set``), in the budget.
 
     The rounds stay in their order, so they come right after the summary with
     their tool-call pairing intact. A cut that would then summarize nothing
@@ -192,7 +192,7 @@ def plan_compaction(
     not repay its cache break waits only while the request fits (``may_wait``).
 
     ``new_tokens`` (tokens that arrived since the last summary) holds a due
-    summary back while under ``min_new_tokens``, unless the window would
+    summary back while under ``summary.min_new_tokens``, unless the window would
     overflow. ``overflow=True`` plans for a request the model refused as too
     long: layers 1-2 over the whole history and half the keep budget.
 

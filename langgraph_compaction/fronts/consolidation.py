@@ -18,8 +18,8 @@ def consolidation_node(model: Any, storage: Any = None, config: CompactionConfig
 
     ``storage`` None means the graph's store (``runtime.store``); the user
     is ``runtime.context.user_id``, else ``configurable["user_id"]``.
-    ``config`` supplies ``consolidation_max_tokens``, ``consolidation_min_gap``,
-    ``daily_file_retention_days``, ``timezone`` and ``redactor``; ``options``
+    ``config`` supplies ``memory.consolidation_max_tokens``, ``memory.consolidation_min_gap``,
+    ``memory.daily_file_retention_days``, ``memory.timezone`` and ``guards.redactor``; ``options``
     (``consolidate_memory``'s keywords) override them. The rate limit makes
     it cheap to run after every turn. The node writes the result as a
     compaction event (``compaction["events"]`` and ``stream_mode="custom"``).
@@ -27,11 +27,11 @@ def consolidation_node(model: Any, storage: Any = None, config: CompactionConfig
     fixed = open_storage(storage)
     if config is not None:
         options = {
-            "max_tokens": config.consolidation_max_tokens,
-            "min_gap_seconds": config.consolidation_min_gap,
-            "retention_days": config.daily_file_retention_days,
-            "timezone": config.timezone,
-            "redactor": config.redactor,
+            "max_tokens": config.memory.consolidation_max_tokens,
+            "min_gap_seconds": config.memory.consolidation_min_gap,
+            "retention_days": config.memory.daily_file_retention_days,
+            "timezone": config.memory.timezone,
+            "redactor": config.guards.redactor,
             **options,
         }
 

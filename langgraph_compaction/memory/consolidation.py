@@ -35,9 +35,9 @@ from zoneinfo import ZoneInfo
 from langchain_core.messages import HumanMessage
 from langgraph.constants import TAG_NOSTREAM
 
-from ..core.config import CompactionConfig
 from ..core.conversation import content_text
 from ..core.redact import redact_secrets
+from ..core.settings import MemoryConfig
 from ..core.tokens import estimate_text_tokens
 from ..storage import DEFAULT_USER, CompactionStorage, open_storage
 from .ledger import (
@@ -60,7 +60,7 @@ from .ledger import (
 logger = logging.getLogger("langgraph_compaction")
 
 STATE_FILE = "memory/consolidation.json"
-_DEFAULTS = CompactionConfig.model_fields
+_DEFAULTS = MemoryConfig.model_fields
 DEFAULT_MAX_TOKENS: int = _DEFAULTS["consolidation_max_tokens"].default
 DEFAULT_MIN_GAP: float = _DEFAULTS["consolidation_min_gap"].default
 DEFAULT_RETENTION_DAYS: int = _DEFAULTS["daily_file_retention_days"].default
@@ -171,7 +171,7 @@ def consolidate_memory(
     object; ``model`` any chat model (its call is tagged no-stream).
     Runs at most once per ``min_gap_seconds`` per user (``force`` skips the
     check). ``now`` (aware datetime) fixes the clock for tests and replays;
-    ``timezone`` is the zone the ledger's days are in (``CompactionConfig.timezone``). Never raises
+    ``timezone`` is the zone the ledger's days are in (``CompactionConfig.memory.timezone``). Never raises
     for a model or storage failure: the result says ``"failed"`` and
     nothing is changed.
     """
