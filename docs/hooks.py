@@ -2,7 +2,7 @@
 
 - ``<!-- generated-at-build:config -->`` in a page becomes the table of every ``CompactionConfig`` setting,
   read from the pydantic model itself: its default, its meaning (the field's description) and how it stands
-  against the original design's table.
+  against the original harness's defaults table.
 - ``<!-- generated-at-build:api-rest -->`` becomes the API reference of every public name (``__all__``) that no
   other page of ``reference/`` documents, so a new public name is never missing from the reference.
 - ``results/report.md`` is the committed benchmark report (``benchmarks/results/report.md``) with its plots; the
@@ -23,8 +23,8 @@ CONFIG_MARKER = "<!-- generated-at-build:config -->"
 API_REST_MARKER = "<!-- generated-at-build:api-rest -->"
 REFERENCE = ROOT / "docs" / "reference"
 
-#: The settings the original design's table names (in snake_case, as the model spells them).
-DESIGN_SETTINGS = {
+#: The settings the original harness's defaults table names (in snake_case, as the model spells them).
+HARNESS_SETTINGS = {
     "trigger_messages",
     "trigger_tokens",
     "reserved",
@@ -52,7 +52,7 @@ DESIGN_SETTINGS = {
     "token_counter",
 }
 
-#: Where a design setting behaves differently here: the design's value or rule, and why it changed.
+#: Where a harness setting behaves differently here: the harness's value or rule, and why it changed.
 DEVIATIONS = {
     "trigger_tokens": (
         "window − reserved; window / 2 only when that is ≤ 0",
@@ -60,12 +60,12 @@ DEVIATIONS = {
     ),
     "trigger_messages": (
         "the count alone",
-        "it also needs `trigger_messages_min_tokens`: 400 one-line turns made 375 summaries without that floor",
+        "it also needs `guards.trigger_messages_min_tokens`: 400 one-line turns made 375 summaries without that floor",
     ),
     "keep_tokens": (
         "min(8,000, max(2,000, 0.25 × usable))",
         "under `prompt_cache` the derived tail is `keep_tokens_min`: the tail after a summary is billed in full "
-        "once, then read from the cache; always capped so a summary and the tail fit `target_ratio` of the trigger",
+        "once, then read from the cache; always capped so a summary and the tail fit `summary.target_ratio` of the trigger",
     ),
     "prune.excluded_tools": (
         "read_file, memory_search, memory_get, session_search",
@@ -79,7 +79,7 @@ DEVIATIONS = {
     "token_counter": (
         "ceil(len / 2.5) per text",
         "that over-counts English and code by about 85 % and under-counts Chinese by about 45 %; the default "
-        "estimator is fitted to o200k (the design's is `seed_estimate_tokens`)",
+        "estimator is fitted to o200k (the harness's is `seed_estimate_tokens`)",
     ),
 }
 
@@ -103,7 +103,7 @@ def _default(field: Any) -> str:
 
 
 def config_rows() -> list[tuple[str, str, str, str]]:
-    """Return (setting, default, meaning, design) for every field of ``CompactionConfig``, nested ones dotted."""
+    """Return (setting, default, meaning, standing) for every field of ``CompactionConfig``, nested ones dotted."""
     from pydantic import BaseModel
 
     from langgraph_compaction import CompactionConfig
@@ -118,10 +118,10 @@ def config_rows() -> list[tuple[str, str, str, str]]:
                 walk(kind, dotted + ".")
                 continue
             if dotted in DEVIATIONS:
-                design, why = DEVIATIONS[dotted]
-                standing = f"**differs** (design: {design}): {why}"
-            elif dotted in DESIGN_SETTINGS:
-                standing = "as the design"
+                original, why = DEVIATIONS[dotted]
+                standing = f"**differs** (harness: {original}): {why}"
+            elif dotted in HARNESS_SETTINGS:
+                standing = "as the harness"
             else:
                 standing = "added here"
             meaning = (field.description or "").replace("|", "\\|").replace("\n", " ")
@@ -135,7 +135,7 @@ def config_rows() -> list[tuple[str, str, str, str]]:
 
 def config_table() -> str:
     """Return the markdown table of every setting."""
-    lines = ["| setting | default | meaning | against the design |", "|---|---|---|---|"]
+    lines = ["| setting | default | meaning | against the original harness |", "|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in config_rows()]
     return "\n".join(lines)
 

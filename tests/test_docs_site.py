@@ -150,7 +150,7 @@ def test_every_setting_has_a_meaning_on_the_configuration_page():
         "give these fields a Field(description=...)"
     )
     names = {re.sub(r"<[^>]+>", "", setting) for setting, *_ in rows}  # each name is a <code> element
-    assert names >= hooks.DESIGN_SETTINGS | set(hooks.DEVIATIONS)
+    assert names >= hooks.HARNESS_SETTINGS | set(hooks.DEVIATIONS)
 
 
 CHECK_PAGE = """<!doctype html><html><body><pre id="report">loading</pre>{frames}
