@@ -14,7 +14,7 @@ Earlier flat spellings (``summary_timeout=60``, ``background=False``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,9 +28,9 @@ from .settings import (
     MemoryConfig,
     MicroCompactConfig,
     PruneConfig,
+    Settings,
     SummaryConfig,
     TruncateArgsConfig,
-    _Settings,
 )
 
 __all__ = [
@@ -68,7 +68,7 @@ WORKING_SET_MAX_TOKENS = 6_000
 TokenCounterFn = Callable[[Sequence[Any]], int]
 
 
-class CompactionConfig(_Settings):
+class CompactionConfig(Settings):
     """All compaction settings: the original harness's defaults table, then the nested groups.
 
     Every top-level default is the harness's, except the kept tail under
@@ -215,12 +215,12 @@ class CompactionConfig(_Settings):
                 return getattr(getattr(self, group), field)
             return super().__getattr__(name)
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> CompactionConfig:
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> CompactionConfig:
         """Return a copy with ``update`` validated, in today's spelling or an earlier one (a dict updates a group)."""
         if not update:
             return super().model_copy(deep=deep)
         stated = {name: getattr(self, name) for name in self.model_fields_set}
-        return type(self).model_validate(updated(stated, update))
+        return type(self).model_validate(updated(stated, dict(update)))
 
     @model_validator(mode="after")
     def _check_keep(self) -> CompactionConfig:

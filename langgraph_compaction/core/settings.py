@@ -18,11 +18,13 @@ from .prompts import memory_prompt_missing, summary_prompt_missing
 from .redact import redact_secrets
 
 
-class _Settings(BaseModel):
+class Settings(BaseModel):
+    """The base of every settings model: unknown names are refused, values frozen, defaults validated."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
-class TruncateArgsConfig(_Settings):
+class TruncateArgsConfig(Settings):
     """Layer 1: shorten huge string arguments of old tool calls (no LLM)."""
 
     enabled: bool = Field(True, description="Run layer 1.")
@@ -34,7 +36,7 @@ class TruncateArgsConfig(_Settings):
     truncation_text: str = Field("...(argument truncated)", description="The marker after the kept characters.")
 
 
-class PruneConfig(_Settings):
+class PruneConfig(Settings):
     """Layer 2: head + marker + tail for old, large tool results (no LLM)."""
 
     enabled: bool = Field(True, description="Run layer 2.")
@@ -49,7 +51,7 @@ class PruneConfig(_Settings):
     )
 
 
-class MicroCompactConfig(_Settings):
+class MicroCompactConfig(Settings):
     """Micro-compaction: clear all but the last few tool results (no LLM).
 
     Off by default; turn it on instead of, or together with, pruning. Results
@@ -63,7 +65,7 @@ class MicroCompactConfig(_Settings):
     minimum_tokens: int = Field(5_000, ge=0, description="Clear only when at least this many tokens go at once.")
 
 
-class FidelityConfig(_Settings):
+class FidelityConfig(Settings):
     """What every summary keeps word for word (see ``fidelity``)."""
 
     request_tokens: int = Field(2_000, ge=0, description="Budget of the user's verbatim requests in SESSION INTENT.")
@@ -87,7 +89,7 @@ class FidelityConfig(_Settings):
     )
 
 
-class BackgroundConfig(_Settings):
+class BackgroundConfig(Settings):
     """Compaction off the agent's critical path (see docs/background.md).
 
     Truthy when enabled, so ``if config.background:`` reads as it did when the
@@ -115,7 +117,7 @@ class BackgroundConfig(_Settings):
         return self.enabled
 
 
-class SummaryConfig(_Settings):
+class SummaryConfig(Settings):
     """The summarizer: its prompt, its limits, the hooks around it, and the guards against summarizing in vain."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True)
@@ -175,7 +177,7 @@ class SummaryConfig(_Settings):
         return value
 
 
-class MemoryConfig(_Settings):
+class MemoryConfig(Settings):
     """Long-term memory: the flush model's prompt, the ledger's dates and the consolidation of MEMORY.md."""
 
     instructions: str | None = Field(None, description="Added to the memory model's instruction.")
@@ -217,7 +219,7 @@ class MemoryConfig(_Settings):
         return value
 
 
-class GuardsConfig(_Settings):
+class GuardsConfig(Settings):
     """Guards: against compacting again and again, a failing summarizer, miscounted tokens and leaked secrets."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True)
