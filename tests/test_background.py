@@ -143,7 +143,7 @@ def test_the_start_point_and_the_wait_follow_the_trigger_and_the_window():
     early = start_budget(budget, 0.85)
     assert (early.trigger_tokens, early.trigger_messages, early.keep_tokens) == (34_000, 43, 250)
     assert wait_limit(budget) == 50_000  # halfway from the trigger to the window
-    with pytest.raises(ValueError, match="background_start"):
+    with pytest.raises(ValueError, match=r"background\.start"):
         CompactionConfig(background={"start": 1.0})
 
 

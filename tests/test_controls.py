@@ -193,11 +193,11 @@ def test_a_replacement_prompt_must_hold_what_the_engine_reads_back():
     with pytest.raises(ValidationError) as bad:
         CompactionConfig(summary={"prompt": "Summarize this: {messages}\n## SUMMARY\n## NEXT STEPS"})
     message = str(bad.value)
-    assert "summary_prompt lacks" in message and "'SESSION INTENT'" in message and "'ARTIFACTS'" in message
+    assert "summary.prompt lacks" in message and "'SESSION INTENT'" in message and "'ARTIFACTS'" in message
     assert "'NEXT STEPS'" not in message
     with pytest.raises(ValidationError, match=r"the \{messages\} placeholder"):
         CompactionConfig(summary={"prompt": "## SESSION INTENT ## SUMMARY ## ARTIFACTS ## NEXT STEPS"})
-    with pytest.raises(ValidationError, match="memory_prompt lacks .*NO_REPLY"):
+    with pytest.raises(ValidationError, match="memory.prompt lacks .*NO_REPLY"):
         CompactionConfig(memory={"prompt": "List the facts of {messages}"})
 
 
