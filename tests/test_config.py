@@ -299,3 +299,38 @@ def test_a_flat_name_and_its_group_saying_different_things_is_refused():
     with pytest.raises(ValidationError, match=r"summary_timeout=5 and summary.timeout=6 set one setting twice"):
         CompactionConfig(summary_timeout=5, summary={"timeout": 6})
     assert CompactionConfig(summary_timeout=5, summary={"instructions": "x"}).summary.timeout == 5  # they merge
+
+
+def test_a_runs_keep_tokens_in_its_context_wins_over_a_config_that_keeps_messages():
+    from dataclasses import dataclass
+
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from langgraph_compaction import CompactionState, add_compaction, is_summary
+    from langgraph_compaction.testing import ScriptedModel
+
+    @dataclass
+    class Context:
+        keep_tokens: int | None = None
+
+    def agent(state):
+        return {"messages": [AIMessage("Checked the invoices and their totals. " * 100)]}
+
+    builder = StateGraph(CompactionState, context_schema=Context)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    config = CompactionConfig(
+        context_window=20_000, trigger_tokens=6_000, keep_by="messages", keep_messages=2, background=False
+    )
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=config)
+    graph = builder.compile()
+    state: dict = {"messages": []}
+    for t in range(20):
+        turn = [*state["messages"], HumanMessage(f"Turn {t}: and the next invoice?")]
+        state = graph.invoke({**state, "messages": turn}, context=Context(keep_tokens=2_500))
+    messages = state["messages"]
+    assert any(is_summary(m) for m in messages)
+    kept = messages[next(i for i, m in enumerate(messages) if is_summary(m)) + 1 :]
+    assert len(kept) > 3  # about 2,500 tokens of tail, not the config's last 2 messages
