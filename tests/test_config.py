@@ -334,3 +334,11 @@ def test_a_runs_keep_tokens_in_its_context_wins_over_a_config_that_keeps_message
     assert any(is_summary(m) for m in messages)
     kept = messages[next(i for i, m in enumerate(messages) if is_summary(m)) + 1 :]
     assert len(kept) > 3  # about 2,500 tokens of tail, not the config's last 2 messages
+
+
+def test_the_examples_in_the_settings_docstrings_hold():
+    import doctest
+
+    from langgraph_compaction.core import config, flat_names, langchain_args
+
+    assert [doctest.testmod(module).failed for module in (config, flat_names, langchain_args)] == [0, 0, 0]

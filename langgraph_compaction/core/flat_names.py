@@ -7,7 +7,7 @@ bool, and a derived size was spelled ``0`` or ``-1`` where it is now ``None``.
 settings keeps working:
 
 >>> nest({"background": False, "summary_timeout": 60, "keep_tokens": -1})
-{'keep_tokens': None, 'background': {'enabled': False}, 'summary': {'timeout': 60}}
+{'background': {'enabled': False}, 'keep_tokens': None, 'summary': {'timeout': 60}}
 >>> nest({"keep_tokens": 0})  # the tail kept by message count
 {'keep_tokens': None, 'keep_by': 'messages'}
 """
