@@ -213,7 +213,7 @@ def random_config(rng: random.Random) -> CompactionConfig:
     if rng.random() < 0.2:  # the design's dynamic rules, scaled down for a small window
         window = rng.choice([CompactionConfig().smallest_window(), 16_000, 24_000, 40_000])
         return CompactionConfig(
-            context_window=window, trigger_messages=rng.choice([0, 8, 20, 50]), summary_timeout=None
+            context_window=window, trigger_messages=rng.choice([0, 8, 20, 50]), summary={"timeout": None}
         )
     trigger = rng.choice([1_500, 3_000, 6_000, 12_000, 40_000])  # 1,500: compaction on nearly every call
     return CompactionConfig(
@@ -222,7 +222,7 @@ def random_config(rng: random.Random) -> CompactionConfig:
         keep_tokens=rng.choice([0, trigger // 8, trigger // 3]),
         keep_messages=rng.randint(1, 12),
         trigger_messages=rng.choice([0, 8, 20, 50]),
-        summary_timeout=None,
+        summary={"timeout": None},
     )
 
 
@@ -474,7 +474,7 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
         wide = rng.random() < 0.5
         window = rng.choice([32_000, 64_000, 128_000, 200_000])
         config = CompactionConfig(
-            context_window=window if wide else rng.choice([32_000, 128_000]), summary_timeout=None
+            context_window=window if wide else rng.choice([32_000, 128_000]), summary={"timeout": None}
         )
         summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
         nodes = CompactionNodes(before="agent", model=summarizer, config=config, storage=real)
@@ -556,7 +556,7 @@ def run_background_example(rng: random.Random, *, faults: bool = True, storage: 
         # room past the trigger to wait for a job in progress, as a known window gives
         window = config.context_window or (config.trigger_tokens * 3 if rng.random() < 0.8 else None)
         config = config.model_copy(
-            update={"background": True, "background_start": rng.choice([0.5, 0.8, 0.9]), "context_window": window}
+            update={"context_window": window, "background": {"enabled": True, "start": rng.choice([0.5, 0.8, 0.9])}}
         )
         summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
         flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)

@@ -2,7 +2,7 @@
 
 - ``<!-- generated-at-build:config -->`` in a page becomes the table of every ``CompactionConfig`` setting,
   read from the pydantic model itself: its default, its meaning (the field's description) and how it stands
-  against the defaults of AgentScope's agent harness, whose compaction settings this package takes up.
+  against the original harness's defaults table.
 - ``<!-- generated-at-build:api-rest -->`` becomes the API reference of every public name (``__all__``) that no
   other page of ``reference/`` documents, so a new public name is never missing from the reference.
 - ``results/report.md`` is the committed benchmark report (``benchmarks/results/report.md``) with its plots; the
@@ -23,7 +23,7 @@ CONFIG_MARKER = "<!-- generated-at-build:config -->"
 API_REST_MARKER = "<!-- generated-at-build:api-rest -->"
 REFERENCE = ROOT / "docs" / "reference"
 
-#: The settings AgentScope's harness has (in snake_case, as the model spells them: keepTokensMax is keep_tokens_max).
+#: The settings the original harness's defaults table names (in snake_case, as the model spells them).
 HARNESS_SETTINGS = {
     "trigger_messages",
     "trigger_tokens",
@@ -60,12 +60,12 @@ DEVIATIONS = {
     ),
     "trigger_messages": (
         "the count alone",
-        "it also needs `trigger_messages_min_tokens`: 400 one-line turns made 375 summaries without that floor",
+        "it also needs `guards.trigger_messages_min_tokens`: 400 one-line turns made 375 summaries without that floor",
     ),
     "keep_tokens": (
         "min(8,000, max(2,000, 0.25 × usable))",
         "under `prompt_cache` the derived tail is `keep_tokens_min`: the tail after a summary is billed in full "
-        "once, then read from the cache; always capped so a summary and the tail fit `target_ratio` of the trigger",
+        "once, then read from the cache; always capped so a summary and the tail fit `summary.target_ratio` of the trigger",
     ),
     "prune.excluded_tools": (
         "read_file, memory_search, memory_get, session_search",
@@ -118,8 +118,8 @@ def config_rows() -> list[tuple[str, str, str, str]]:
                 walk(kind, dotted + ".")
                 continue
             if dotted in DEVIATIONS:
-                harness, why = DEVIATIONS[dotted]
-                standing = f"**differs** (harness: {harness}): {why}"
+                original, why = DEVIATIONS[dotted]
+                standing = f"**differs** (harness: {original}): {why}"
             elif dotted in HARNESS_SETTINGS:
                 standing = "as the harness"
             else:
@@ -135,7 +135,7 @@ def config_rows() -> list[tuple[str, str, str, str]]:
 
 def config_table() -> str:
     """Return the markdown table of every setting."""
-    lines = ["| setting | default | meaning | against AgentScope's harness |", "|---|---|---|---|"]
+    lines = ["| setting | default | meaning | against the original harness |", "|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in config_rows()]
     return "\n".join(lines)
 

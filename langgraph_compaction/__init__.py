@@ -31,8 +31,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "fronts.functional": ("acompact_messages", "compact_messages"),
     "fronts.tools": ("make_compaction_tools",),
     "fronts.consolidation": ("consolidation_node",),
-    # the settings
-    "core.config": ("CompactionConfig", "FidelityConfig", "MicroCompactConfig", "PruneConfig", "TruncateArgsConfig"),
+    # the settings (its groups may be given as dicts: ``CompactionConfig(summary={"timeout": 60})``)
+    "core.config": ("CompactionConfig",),
     # the state
     "engine.state": ("CompactionState",),
     # storage and the transcripts it keeps
@@ -54,7 +54,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 # ``from langgraph_compaction import GATE`` keeps working; ``from langgraph_compaction.engine.nodes import
 # GATE`` is where the name lives.
 _ELSEWHERE: dict[str, tuple[str, ...]] = {
-    "core.config": ("Budget",),
+    "core.config": (
+        "BackgroundConfig",
+        "Budget",
+        "FidelityConfig",
+        "GuardsConfig",
+        "MemoryConfig",
+        "MicroCompactConfig",
+        "PruneConfig",
+        "SummaryConfig",
+        "TruncateArgsConfig",
+    ),
     "core.plan": ("CompactionPlan", "Cut", "find_cutoff", "plan_compaction"),
     "engine.nodes": ("FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionNodes"),
     "engine.state": ("merge_compaction", "read_compaction"),

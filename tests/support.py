@@ -115,7 +115,7 @@ def first_input(turn: int) -> dict:
     return {"messages": ([SYSTEM] if turn == 0 else []) + [request]}
 
 
-SMALL_WINDOW = CompactionConfig(context_window=30_000, background=False)
+SMALL_WINDOW = CompactionConfig(context_window=30_000, background={"enabled": False})
 __all__ = ["SMALL_WINDOW", "ScriptedAgent", "agent_builder", "build_graph", "first_input"]
 
 

@@ -43,7 +43,7 @@ from langgraph_compaction.engine.jobs import InstantRunner, Job, use_runner
 from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel
 
-BACKGROUND = CompactionConfig(context_window=WINDOW, background=True)
+BACKGROUND = CompactionConfig(context_window=WINDOW, background={"enabled": True})
 
 
 class HeldRunner(InstantRunner):
@@ -127,8 +127,8 @@ def test_the_start_point_and_the_wait_follow_the_trigger_and_the_window():
     early = start_budget(budget, 0.85)
     assert (early.trigger_tokens, early.trigger_messages, early.keep_tokens) == (34_000, 43, 250)
     assert wait_limit(budget) == 50_000  # halfway from the trigger to the window
-    with pytest.raises(ValueError, match="background_start"):
-        CompactionConfig(background_start=1.0)
+    with pytest.raises(ValueError, match=r"background\.start"):
+        CompactionConfig(background={"start": 1.0})
 
 
 # --- the graph front ---------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def _graph(model, tmp_path, config=BACKGROUND, checkpointer=None, summarizer=Non
 @pytest.mark.parametrize("mode", ["rewrite", "view"])
 def test_summaries_prepared_in_the_background_are_swapped_in_without_blocking_and_lose_nothing(tmp_path, events, mode):
     model = ToolCallingModel()
-    config = CompactionConfig(context_window=WINDOW, background=True, mode=mode)
+    config = CompactionConfig(context_window=WINDOW, mode=mode, background={"enabled": True})
     with use_runner(InstantRunner()):
         graph = _graph(model, tmp_path, config)
         session = _session(graph, model, mode)
@@ -230,7 +230,9 @@ def test_a_prepared_summary_outgrown_by_its_tail_is_still_applied_not_wasted(tmp
         if held and n == held["at"] + 2:
             runner.release()
 
-    config = CompactionConfig(context_window=WINDOW, background=True, keep_tokens_min=2_000, keep_tokens_max=2_000)
+    config = CompactionConfig(
+        context_window=WINDOW, keep_tokens_min=2_000, keep_tokens_max=2_000, background={"enabled": True}
+    )
     with use_runner(runner):
         graph = _graph(model, tmp_path, config)
         session = _session(graph, model, "outgrown", requests=12, before=before)
@@ -286,7 +288,7 @@ def test_a_failing_summarizer_in_the_background_counts_on_the_breaker_and_never_
 
 def test_background_false_compacts_blocking_as_before(tmp_path, events):
     model = ToolCallingModel()
-    graph = _graph(model, tmp_path, CompactionConfig(context_window=WINDOW, background=False))
+    graph = _graph(model, tmp_path, CompactionConfig(context_window=WINDOW, background={"enabled": False}))
     _session(graph, model, "blocking", requests=12)
     kinds = _kinds(events())
     assert ("compaction_started", "blocking") in kinds and ("compaction_applied", "blocking") in kinds

@@ -191,7 +191,9 @@ class AnswerDeclinedCalls(AgentMiddleware):
 def test_an_apps_answer_to_a_declined_call_never_becomes_an_orphan_result(tmp_path):
     model = DeployingModel()
     compaction = CompactionMiddleware(
-        model=ScriptedModel(latency=0.05), config=CONFIG.model_copy(update={"background": True}), storage=tmp_path
+        model=ScriptedModel(latency=0.05),
+        config=CONFIG.model_copy(update={"background": {"enabled": True}}),
+        storage=tmp_path,
     )
     agent = create_agent(
         model,
@@ -320,7 +322,7 @@ class ArtifactModel(ToolCallingModel):
 
 
 def test_a_tool_artifact_with_int_and_str_keys_leaves_background_compaction_working(tmp_path):
-    config = CONFIG.model_copy(update={"background": True})
+    config = CONFIG.model_copy(update={"background": {"enabled": True}})
     middleware = CompactionMiddleware(model=ScriptedModel(), config=config, storage=tmp_path)
     tools = [run_tests_with_counts, *[t for t in TOOLS if t.name != "run_tests"]]
     agent = create_agent(ArtifactModel(), tools, middleware=[middleware], checkpointer=InMemorySaver())

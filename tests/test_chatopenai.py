@@ -22,7 +22,7 @@ from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 
 #: The server refuses prompts over this many o200k tokens, as a 12k-window model would.
 CONTEXT_LIMIT = 12_000
-CONFIG = CompactionConfig(context_window=CONTEXT_LIMIT, reserved=4_000, summarizer_context_window=CONTEXT_LIMIT)
+CONFIG = CompactionConfig(context_window=CONTEXT_LIMIT, reserved=4_000, summary={"context_window": CONTEXT_LIMIT})
 SUMMARY_MARKER = "Context Extraction Assistant"
 MEMORY_MARKER = "memory extraction assistant"
 COMPACTION_NODES = {GATE, FLUSH, OFFLOAD, SUMMARIZE}

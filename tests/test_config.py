@@ -1,4 +1,4 @@
-"""The design's dynamic-threshold examples and the config's validation."""
+"""The original harness's dynamic-threshold examples, the config's validation, and its earlier spellings."""
 
 import pytest
 from pydantic import ValidationError
@@ -70,7 +70,7 @@ def test_a_window_the_model_reports_is_checked_like_a_configured_one():
     with pytest.raises(ValidationError, match="context_window"):
         CompactionConfig().resolve(Small())
     # lowering the summary's share makes a 4,000-token window work
-    budget = CompactionConfig(target_ratio=0.9, fidelity={"request_tokens": 200}).resolve(Small())
+    budget = CompactionConfig(summary={"target_ratio": 0.9}, fidelity={"request_tokens": 200}).resolve(Small())
     assert (budget.trigger_tokens, budget.keep_tokens) == (2_000, 600)
 
 
@@ -117,17 +117,18 @@ def test_window_from_model_profile():
 def test_static_values_win_over_dynamic_rules():
     budget = CompactionConfig(context_window=128_000, trigger_tokens=50_000, keep_tokens=3_000).resolve()
     assert (budget.trigger_tokens, budget.keep_tokens) == (50_000, 3_000)
-    assert CompactionConfig(context_window=128_000, keep_tokens=0).resolve().keep_tokens == 0
+    by_count = CompactionConfig(context_window=128_000, keep_by="messages").resolve()
+    assert (by_count.keep_tokens, by_count.keep_messages) == (0, 20)  # the tail is the last 20 messages
 
 
-def test_defaults_are_the_design_table():
+def test_defaults_are_the_original_harness_table():
     cfg = CompactionConfig()
     assert (cfg.trigger_messages, cfg.reserved, cfg.keep_messages) == (50, 20_000, 20)
     assert (cfg.keep_tokens_min, cfg.keep_tokens_max, cfg.keep_tokens_ratio) == (2_000, 8_000, 0.25)
     assert (cfg.truncate_args.trigger_messages, cfg.truncate_args.trigger_tokens) == (25, 40_000)
     assert (cfg.truncate_args.keep_messages, cfg.truncate_args.max_arg_length) == (20, 2_000)
     assert (cfg.prune.protect_tokens, cfg.prune.minimum_tokens, cfg.prune.max_output_chars) == (40_000, 20_000, 2_000)
-    # the design's four retrieval tools plus recall, which returns evicted messages
+    # the harness's four retrieval tools plus recall, which returns evicted messages
     assert cfg.prune.excluded_tools == {"read_file", "memory_search", "memory_get", "session_search", "recall"}
     assert (cfg.micro.keep_recent, cfg.micro.min_chars) == (3, 100)
 
@@ -140,8 +141,15 @@ def test_defaults_are_the_design_table():
         ({"keep_tokens_ratio": 1.5}, "keep_tokens_ratio"),
         ({"reserved": -1}, "reserved"),
         ({"keep_tokens": -2}, "keep_tokens"),
+        ({"trigger_tokens": -3}, "trigger_tokens"),
+        ({"keep_by": "turns"}, "keep_by"),
+        ({"keep_by": "messages", "keep_tokens": 3_000}, "keep_tokens"),
+        ({"summary": {"timeout": 0}}, "summary.timeout"),
+        ({"background": {"start": 1.5}}, "background.start"),
+        ({"guards": {"breaker_failures": 0}}, "guards.breaker_failures"),
+        ({"memory": {"colour": "red"}}, "memory.colour"),
         ({"context_window": -5}, "context_window"),
-        ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"memory": {"timezone": "Mars/Olympus"}}, "memory.timezone"),
         ({"keep_messages": 0}, "keep_messages"),
     ],
 )
@@ -154,3 +162,183 @@ def test_impossible_values_raise_an_error_naming_the_field(kwargs, field):
 def test_unknown_field_is_refused():
     with pytest.raises(ValidationError, match="trigger_tokenz"):
         CompactionConfig(trigger_tokenz=5)
+
+
+def test_derived_sizes_are_spelled_none():
+    config = CompactionConfig(context_window=128_000)
+    assert (config.trigger_tokens, config.keep_tokens, config.working_set_tokens) == (None, None, None)
+    budget = config.resolve()
+    assert (budget.trigger_tokens, budget.keep_tokens, budget.working_set_tokens) == (108_000, 2_000, 6_000)
+    assert CompactionConfig(context_window=128_000, working_set_tokens=0).resolve().working_set_tokens == 0
+
+
+def test_the_groups_are_set_as_dicts_or_instances():
+    from langgraph_compaction import BackgroundConfig, GuardsConfig, MemoryConfig, SummaryConfig
+
+    config = CompactionConfig(
+        background={"start": 0.7},
+        summary=SummaryConfig(timeout=30, target_ratio=0.5),
+        memory=MemoryConfig(timezone="Asia/Shanghai"),
+        guards={"breaker_failures": 5},
+    )
+    assert config.background == BackgroundConfig(start=0.7) and config.background.enabled
+    assert (config.summary.timeout, config.memory.timezone, config.guards) == (
+        30,
+        "Asia/Shanghai",
+        GuardsConfig(breaker_failures=5),
+    )
+    assert CompactionConfig(context_window=100_000, summary={"target_ratio": 0.5}).resolve().target_tokens == 40_000
+
+
+def test_a_bad_summary_prompt_names_the_setting_and_the_fix():
+    with pytest.raises(ValidationError) as err:
+        CompactionConfig(summary={"prompt": "Summarize:\n{messages}"})
+    message = str(err.value)
+    assert "summary.prompt lacks the section name 'SESSION INTENT'" in message
+    assert "summary.instructions" in message
+
+
+# -- earlier spellings keep working
+
+
+def test_earlier_flat_names_set_the_same_settings():
+    def hook(info):
+        return None
+
+    flat = CompactionConfig(
+        context_window=32_000,
+        background=False,
+        background_start=0.8,
+        summary_timeout=60,
+        summary_instructions="Keep table names.",
+        summarizer_context_window=200_000,
+        summarizer_result_chars=None,
+        target_ratio=0.7,
+        min_new_tokens=0,
+        before_summary=hook,
+        after_compaction=hook,
+        memory_instructions="Deadlines only.",
+        timezone="Europe/Paris",
+        consolidation_max_tokens=2_000,
+        consolidation_min_gap=0,
+        daily_file_retention_days=30,
+        trigger_messages_min_tokens=0,
+        breaker_failures=5,
+        breaker_cooldown=60,
+        calibrate=False,
+        redactor=None,
+        redact_transcripts=True,
+    )
+    nested = CompactionConfig(
+        context_window=32_000,
+        background={"enabled": False, "start": 0.8},
+        summary={
+            "timeout": 60,
+            "instructions": "Keep table names.",
+            "context_window": 200_000,
+            "result_chars": None,
+            "target_ratio": 0.7,
+            "min_new_tokens": 0,
+            "before_summary": hook,
+            "after_compaction": hook,
+        },
+        memory={
+            "instructions": "Deadlines only.",
+            "timezone": "Europe/Paris",
+            "consolidation_max_tokens": 2_000,
+            "consolidation_min_gap": 0,
+            "daily_file_retention_days": 30,
+        },
+        guards={
+            "trigger_messages_min_tokens": 0,
+            "breaker_failures": 5,
+            "breaker_cooldown": 60,
+            "calibrate": False,
+            "redactor": None,
+            "redact_transcripts": True,
+        },
+    )
+    assert flat == nested and flat.resolve() == nested.resolve()
+    # and they still read: config.summary_timeout is config.summary.timeout
+    assert (flat.summary_timeout, flat.timezone, flat.breaker_failures, flat.background_start) == (
+        60,
+        "Europe/Paris",
+        5,
+        0.8,
+    )
+
+
+def test_a_bool_background_is_background_enabled():
+    assert CompactionConfig(context_window=32_000, background=True).background.enabled
+    off = CompactionConfig(background=False)
+    assert not off.background.enabled and not off.background  # `if config.background:` reads as before
+    assert off.background.start == 0.85
+
+
+def test_earlier_derived_sentinels_mean_none():
+    window = 128_000
+    derived = CompactionConfig(context_window=window).resolve()
+    old = CompactionConfig(context_window=window, trigger_tokens=0, keep_tokens=-1, working_set_tokens=-1)
+    assert (old.trigger_tokens, old.keep_tokens, old.working_set_tokens) == (None, None, None)
+    assert old.resolve() == derived
+    assert CompactionConfig(context_window=0).context_window is None  # 0 once meant "ask the model"
+    by_count = CompactionConfig(context_window=window, keep_tokens=0)  # 0 once meant "keep by message count"
+    assert by_count.keep_by == "messages" and by_count.resolve().keep_tokens == 0
+
+
+def test_model_copy_takes_earlier_names_and_validates():
+    config = CompactionConfig(summary={"instructions": "Be brief."})
+    copy = config.model_copy(update={"summary_timeout": 9, "background": False})
+    assert (copy.summary.timeout, copy.summary.instructions, copy.background.enabled) == (9, "Be brief.", False)
+    assert config.model_copy(update={"summary": {"timeout": 7}}).summary.instructions == "Be brief."
+    with pytest.raises(ValidationError, match="keep_tokens_min"):
+        config.model_copy(update={"keep_tokens_min": 9_000})
+
+
+def test_a_flat_name_and_its_group_saying_different_things_is_refused():
+    with pytest.raises(ValidationError, match=r"summary_timeout=5 and summary.timeout=6 set one setting twice"):
+        CompactionConfig(summary_timeout=5, summary={"timeout": 6})
+    assert CompactionConfig(summary_timeout=5, summary={"instructions": "x"}).summary.timeout == 5  # they merge
+
+
+def test_a_runs_keep_tokens_in_its_context_wins_over_a_config_that_keeps_messages():
+    from dataclasses import dataclass
+
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import END, START, StateGraph
+
+    from langgraph_compaction import CompactionState, add_compaction, is_summary
+    from langgraph_compaction.testing import ScriptedModel
+
+    @dataclass
+    class Context:
+        keep_tokens: int | None = None
+
+    def agent(state):
+        return {"messages": [AIMessage("Checked the invoices and their totals. " * 100)]}
+
+    builder = StateGraph(CompactionState, context_schema=Context)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    config = CompactionConfig(
+        context_window=20_000, trigger_tokens=6_000, keep_by="messages", keep_messages=2, background=False
+    )
+    add_compaction(builder, before="agent", model=ScriptedModel(), config=config)
+    graph = builder.compile()
+    state: dict = {"messages": []}
+    for t in range(20):
+        turn = [*state["messages"], HumanMessage(f"Turn {t}: and the next invoice?")]
+        state = graph.invoke({**state, "messages": turn}, context=Context(keep_tokens=2_500))
+    messages = state["messages"]
+    assert any(is_summary(m) for m in messages)
+    kept = messages[next(i for i, m in enumerate(messages) if is_summary(m)) + 1 :]
+    assert len(kept) > 3  # about 2,500 tokens of tail, not the config's last 2 messages
+
+
+def test_the_examples_in_the_settings_docstrings_hold():
+    import doctest
+
+    from langgraph_compaction.core import config, flat_names, langchain_args
+
+    assert [doctest.testmod(module).failed for module in (config, flat_names, langchain_args)] == [0, 0, 0]

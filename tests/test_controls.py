@@ -42,7 +42,7 @@ DRIVEN = 14
 #: The state of a thread whose agent asked for a compaction (the ``compact`` tool's update).
 MANUAL = {"manual": {"focus": None}}
 #: For one-call tests: a summarizer window that takes a long history in one part.
-ONE_PART = CONFIG.model_copy(update={"summarizer_context_window": 200_000})
+ONE_PART = CONFIG.model_copy(update={"summary": {"context_window": 200_000}})
 FRONTS = ["graph nodes", "create_agent", "deepagents", "prebuilt hook", "compact_messages", "subgraph_node"]
 INSTRUCTIONS = "Write the summary for a release manager."
 HOOK_TEXT = "Name every module that was checked."
@@ -156,9 +156,11 @@ async def test_instructions_and_hooks_shape_every_summary_on_every_front(tmp_pat
     config = CONFIG.model_copy(
         update={
             "mode": mode,
-            "summary_instructions": INSTRUCTIONS,
-            "before_summary": hooks.before_summary,
-            "after_compaction": hooks.after_compaction,
+            "summary": {
+                "instructions": INSTRUCTIONS,
+                "before_summary": hooks.before_summary,
+                "after_compaction": hooks.after_compaction,
+            },
         }
     )
     summarizer, model, messages = await drive(front, config, tmp_path, kind)
@@ -192,14 +194,14 @@ async def test_instructions_and_hooks_shape_every_summary_on_every_front(tmp_pat
 
 def test_a_replacement_prompt_must_hold_what_the_engine_reads_back():
     with pytest.raises(ValidationError) as bad:
-        CompactionConfig(summary_prompt="Summarize this: {messages}\n## SUMMARY\n## NEXT STEPS")
+        CompactionConfig(summary={"prompt": "Summarize this: {messages}\n## SUMMARY\n## NEXT STEPS"})
     message = str(bad.value)
-    assert "summary_prompt lacks" in message and "'SESSION INTENT'" in message and "'ARTIFACTS'" in message
+    assert "summary.prompt lacks" in message and "'SESSION INTENT'" in message and "'ARTIFACTS'" in message
     assert "'NEXT STEPS'" not in message
     with pytest.raises(ValidationError, match=r"the \{messages\} placeholder"):
-        CompactionConfig(summary_prompt="## SESSION INTENT ## SUMMARY ## ARTIFACTS ## NEXT STEPS")
-    with pytest.raises(ValidationError, match="memory_prompt lacks .*NO_REPLY"):
-        CompactionConfig(memory_prompt="List the facts of {messages}")
+        CompactionConfig(summary={"prompt": "## SESSION INTENT ## SUMMARY ## ARTIFACTS ## NEXT STEPS"})
+    with pytest.raises(ValidationError, match="memory.prompt lacks .*NO_REPLY"):
+        CompactionConfig(memory={"prompt": "List the facts of {messages}"})
 
 
 def _history(n: int = 40) -> list:
@@ -220,7 +222,7 @@ def test_a_replacement_summary_prompt_is_sent_and_the_deterministic_parts_stay(t
     summarizer = ScriptedModel(
         reply="## SESSION INTENT\nShip it.\n## SUMMARY\nShort.\n## ARTIFACTS\nNone\n## NEXT STEPS\nNone"
     )
-    config = CONFIG.model_copy(update={"summary_prompt": prompt, "summary_instructions": "Be brief."})
+    config = CONFIG.model_copy(update={"summary": {"prompt": prompt, "instructions": "Be brief."}})
     result = compact_messages(
         _history(),
         model=summarizer,
@@ -248,7 +250,7 @@ def test_a_replacement_summary_prompt_is_sent_and_the_deterministic_parts_stay(t
 
 def test_memory_instructions_reach_the_memory_model(tmp_path):
     summarizer = ScriptedModel()
-    config = CONFIG.model_copy(update={"memory_instructions": "Keep only deadlines."})
+    config = CONFIG.model_copy(update={"memory": {"instructions": "Keep only deadlines."}})
     compact_messages(_history(), model=summarizer, config=config, storage=tmp_path, thread_id="t", state=MANUAL)
     memory = [p for p in summarizer.calls if "memory extraction assistant" in p]
     assert memory and "Keep only deadlines." in memory[0]
@@ -278,7 +280,7 @@ def test_before_summary_false_skips_the_summarizer_and_a_failing_hook_loses_noth
     result = compact_messages(
         _history(),
         model=skipped,
-        config=CONFIG.model_copy(update={"before_summary": lambda info: False}),
+        config=CONFIG.model_copy(update={"summary": {"before_summary": lambda info: False}}),
         storage=tmp_path,
         thread_id="skip",
         state=MANUAL,
@@ -290,7 +292,7 @@ def test_before_summary_false_skips_the_summarizer_and_a_failing_hook_loses_noth
         raise RuntimeError("hook down")
 
     summarizer = ScriptedModel()
-    config = CONFIG.model_copy(update={"before_summary": boom, "after_compaction": boom})
+    config = CONFIG.model_copy(update={"summary": {"before_summary": boom, "after_compaction": boom}})
     result = compact_messages(
         _history(), model=summarizer, config=config, storage=tmp_path, thread_id="boom", state=MANUAL
     )
@@ -306,7 +308,7 @@ def test_before_summary_false_skips_the_summarizer_and_a_failing_hook_loses_noth
 
 def test_hook_messages_count_in_the_budget_a_compaction_that_would_not_shrink_is_refused(tmp_path):
     history = _history(12)
-    config = CONFIG.model_copy(update={"after_compaction": lambda info: [HumanMessage("x " * 100_000)]})
+    config = CONFIG.model_copy(update={"summary": {"after_compaction": lambda info: [HumanMessage("x " * 100_000)]}})
     result = compact_messages(
         history, model=ScriptedModel(), config=config, storage=tmp_path, thread_id="t", state=MANUAL
     )
@@ -561,10 +563,9 @@ def test_a_summary_prepared_in_the_background_brings_the_hooks_messages_too(tmp_
     hooks = Hooks("sync")
     config = CONFIG.model_copy(
         update={
-            "background": True,
             "mode": mode,
-            "before_summary": hooks.before_summary,
-            "after_compaction": hooks.after_compaction,
+            "background": {"enabled": True},
+            "summary": {"before_summary": hooks.before_summary, "after_compaction": hooks.after_compaction},
         }
     )
     with use_runner(InstantRunner()):

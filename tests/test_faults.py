@@ -81,7 +81,7 @@ def _faulty(fault: str, role: str) -> ScriptedModel:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("fault", list(MODEL_FAULTS))
 def test_summarizer_fault_keeps_the_history_and_records_the_failure(tmp_path, fault, mode):
-    config = TIGHT.model_copy(update={"summary_timeout": 0.05})
+    config = TIGHT.model_copy(update={"summary": {"timeout": 0.05}})
     graph, agent = build_checked_graph(
         _faulty(fault, "summary"),
         config=config,
@@ -104,7 +104,7 @@ def test_summarizer_fault_keeps_the_history_and_records_the_failure(tmp_path, fa
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("fault", [f for f in MODEL_FAULTS if f != "no-reply"])
 def test_flush_fault_records_the_failure_and_summarizing_goes_on(tmp_path, fault, mode):
-    config = TIGHT.model_copy(update={"summary_timeout": 0.05})
+    config = TIGHT.model_copy(update={"summary": {"timeout": 0.05}})
     graph, agent = build_checked_graph(
         ScriptedModel(),
         config=config,
@@ -148,7 +148,7 @@ def test_cancelled_summarizer_propagates_and_writes_nothing_half(tmp_path):
         saver = InMemorySaver()
         graph, agent = build_checked_graph(
             summarizer,
-            config=TIGHT.model_copy(update={"summary_timeout": None}),
+            config=TIGHT.model_copy(update={"summary": {"timeout": None}}),
             storage=tmp_path,
             checkpointer=saver,
             flush_model=ScriptedModel(),
@@ -189,7 +189,7 @@ def test_cancelled_summarizer_is_logged_as_a_compaction_event(tmp_path, caplog):
         summarizer = _Blocking(started=asyncio.Event())
         graph, _ = build_checked_graph(
             summarizer,
-            config=TIGHT.model_copy(update={"summary_timeout": None}),
+            config=TIGHT.model_copy(update={"summary": {"timeout": None}}),
             storage=tmp_path,
             checkpointer=InMemorySaver(),
             flush_model=ScriptedModel(),

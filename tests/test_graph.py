@@ -125,7 +125,9 @@ def test_sqlite_checkpointer_resumes_a_thread_in_a_new_process_like_graph(tmp_pa
 def test_failed_summary_is_never_committed_and_nothing_is_lost(tmp_path, summary):
     # a window large enough that the history still fits: the failure keeps it whole
     # (the breaker, which turns to extractive summaries after 3 failures, is tested in test_thrash.py)
-    config = CompactionConfig(context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000, breaker_failures=50)
+    config = CompactionConfig(
+        context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000, guards={"breaker_failures": 50}
+    )
     graph, agent = build_graph(
         ScriptedModel(summary=summary), config=config, storage=tmp_path, checkpointer=InMemorySaver()
     )

@@ -43,7 +43,7 @@ def complete_pair(info) -> list:
 def _run(front: str, hook, tmp_path, background: bool = False) -> tuple[ToolCallingModel, list[dict]]:
     """Run the scripted session with the hook; return the model (its requests) and every streamed event."""
     model = ToolCallingModel()
-    config = CONFIG.model_copy(update={"after_compaction": hook, "background": background})
+    config = CONFIG.model_copy(update={"background": background, "summary": {"after_compaction": hook}})
     graph: Any
     if front == "graph":
         graph = edge_builder(model, tmp_path, config).compile(checkpointer=InMemorySaver())

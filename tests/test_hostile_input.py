@@ -300,8 +300,9 @@ def test_a_compaction_key_edited_into_wrong_types_is_repaired(tmp_path, garbage)
         ({"keep_tokens_min": 9_000, "keep_tokens_max": 8_000}, "keep_tokens_min"),
         ({"keep_tokens_ratio": 0}, "keep_tokens_ratio"),
         ({"keep_tokens_ratio": 1.5}, "keep_tokens_ratio"),
-        ({"summary_timeout": 0}, "summary_timeout"),
-        ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"summary": {"timeout": 0}}, "summary.timeout"),
+        ({"summary_timeout": 0}, "summary.timeout"),  # the earlier flat name: the error names today's
+        ({"memory": {"timezone": "Mars/Olympus"}}, "timezone"),
         ({"trigger_tokens": 1_000, "keep_tokens": 5_000}, "keep_tokens"),
         ({"context_window": "big"}, "context_window"),
         ({"triger_tokens": 5}, "triger_tokens"),

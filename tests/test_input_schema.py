@@ -36,7 +36,7 @@ from langgraph_compaction.testing import ScriptedModel
 IBAN = "DE89370400440532013000"
 #: a small trigger: one long request compacts at the first model call
 CONFIG = CompactionConfig(context_window=8_000, trigger_tokens=2_000, keep_tokens=300)
-BACKGROUND = CONFIG.model_copy(update={"background": True})
+BACKGROUND = CONFIG.model_copy(update={"background": {"enabled": True}})
 FILLER = "Here is the ticket history I was given, line after line of it. " * 60
 
 

@@ -307,11 +307,11 @@ def test_a_tail_of_messages_not_below_the_message_trigger_is_refused():
 
 
 def test_the_arguments_add_to_the_config_and_win_over_its_defaults(tmp_path):
-    config = CompactionConfig(context_window=32_000, background=True)
+    config = CompactionConfig(context_window=32_000, background={"enabled": True})
 
     nodes = CompactionMiddleware(ScriptedModel(), config=config, storage=tmp_path, trigger=("tokens", 4_000)).nodes
 
-    assert nodes.config.context_window == 32_000 and nodes.config.background  # the config's own settings stay
+    assert nodes.config.context_window == 32_000 and nodes.config.background.enabled  # the config's own settings stay
     assert (nodes.budget.trigger_tokens, nodes.budget.trigger_messages) == (4_000, 0)  # tokens only, as LangChain
     assert nodes.budget.hard_limit == 32_000
 
@@ -323,7 +323,7 @@ def test_the_arguments_add_to_the_config_and_win_over_its_defaults(tmp_path):
         (CompactionConfig(trigger_messages=30), dict(trigger=("tokens", 4_000)), r"trigger_messages=0 .* sets"),
         (CompactionConfig(keep_tokens=3_000), dict(keep=("messages", 20)), r"keep=\('messages', 20\) sets keep_tokens"),
         (
-            CompactionConfig(summary_prompt=DEFAULT_SUMMARY_PROMPT),
+            CompactionConfig(summary={"prompt": DEFAULT_SUMMARY_PROMPT}),
             dict(summary_prompt="{messages}" + DEFAULT_SUMMARY_PROMPT),
             "summary_prompt= sets",
         ),
@@ -336,7 +336,7 @@ def test_an_argument_that_contradicts_the_config_is_refused_naming_both(config, 
 
 
 def test_a_guard_the_config_states_stays_next_to_a_message_trigger(tmp_path):
-    config = CompactionConfig(trigger_messages_min_tokens=5_000)
+    config = CompactionConfig(guards={"trigger_messages_min_tokens": 5_000})
 
     nodes = make_pre_model_hook(model=ScriptedModel(), config=config, trigger=("messages", 6)).nodes
 
@@ -392,9 +392,9 @@ def test_langchains_default_prompt_is_taken_as_the_summary_prompt(tmp_path):
 
 
 def test_a_summary_prompt_without_the_four_sections_says_how_to_fix_it():
-    with pytest.raises(ValueError, match="summary_prompt lacks the section name 'SESSION INTENT'") as refused:
+    with pytest.raises(ValueError, match="summary.prompt lacks the section name 'SESSION INTENT'") as refused:
         CompactionMiddleware(ScriptedModel(), summary_prompt="Summarize this conversation:\n{messages}")
-    assert "summary_instructions" in str(refused.value)
+    assert "summary.instructions" in str(refused.value)
 
 
 def test_the_agents_compact_tool_works_with_a_share_of_the_models_window(tmp_path):

@@ -108,7 +108,7 @@ def test_flush_shows_memory_md_and_todays_ledger_read_only(tmp_path):
 
 def test_ledger_day_is_in_the_configured_time_zone(tmp_path):
     zone = "Pacific/Kiritimati"  # UTC+14: a different day than UTC for 14 hours of every day
-    config = CompactionConfig(context_window=30_000, timezone=zone)
+    config = CompactionConfig(context_window=30_000, memory={"timezone": zone})
     graph, _ = build_graph(ScriptedModel(), config=config, storage=tmp_path, checkpointer=InMemorySaver())
     _run(graph, 4)
     ledger = (tmp_path / "memory" / f"{_today(zone)}.md").read_text()
@@ -126,7 +126,7 @@ def test_flush_redacts_secrets_before_the_ledger(tmp_path):
 
 
 def test_a_custom_redactor_replaces_the_default(tmp_path):
-    config = CompactionConfig(context_window=30_000, redactor=lambda text: text.replace("Ada", "[name]"))
+    config = CompactionConfig(context_window=30_000, guards={"redactor": lambda text: text.replace("Ada", "[name]")})
     graph, _ = build_graph(
         ScriptedModel(memory="- Ada prefers tabs\n"), config=config, storage=tmp_path, checkpointer=InMemorySaver()
     )

@@ -293,7 +293,7 @@ def test_redacted_transcripts_keep_ids_and_pairing(tmp_path):
     builder = StateGraph(CompactionState)
     builder.add_node("agent", lambda s: {"messages": [AIMessage("done")]})
     builder.add_edge(START, "agent")
-    config = CompactionConfig(redact_transcripts=True)
+    config = CompactionConfig(guards={"redact_transcripts": True})
     add_compaction(builder, before="agent", model=ScriptedModel(), config=config, storage=tmp_path)
     graph = builder.compile(checkpointer=InMemorySaver())
     graph.invoke({"messages": messages}, THREAD)

@@ -30,7 +30,7 @@ from langgraph_compaction.trajectories import load_trajectory
 THREAD = {"configurable": {"thread_id": "t"}}
 SUMMARY_MARK = "Context Extraction Assistant"
 # The configured window is generous, so the gate never compacts: only the server's limit is real.
-LARGE = CompactionConfig(context_window=100_000, summarizer_context_window=4_000)
+LARGE = CompactionConfig(context_window=100_000, summary={"context_window": 4_000})
 
 
 def _llm(server) -> ChatOpenAI:
@@ -262,7 +262,7 @@ def test_provider_figures_are_read_from_the_message():
 def test_a_prefix_larger_than_the_summarizers_window_is_summarized_in_parts(openai_server):
     openai_server.context_limit = 2_000
     config = CompactionConfig(
-        context_window=40_000, trigger_tokens=8_000, keep_tokens=500, summarizer_context_window=2_000
+        context_window=40_000, trigger_tokens=8_000, keep_tokens=500, summary={"context_window": 2_000}
     )
     graph, _ = _compiled(lambda state: {"messages": [AIMessage("ok")]}, _llm(openai_server), config)
     state = graph.invoke({"messages": _history(50)}, THREAD)  # ~12k tokens of prefix, 6x the summarizer's window

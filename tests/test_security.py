@@ -211,7 +211,7 @@ def test_secrets_never_reach_the_ledger_or_memory_md(tmp_path):
 
 def test_a_pluggable_redactor_replaces_the_default(tmp_path):
     root = tmp_path / "store"
-    config = TIGHT.model_copy(update={"redactor": lambda text: text.replace("hunter2pass", "<gone>")})
+    config = TIGHT.model_copy(update={"guards": {"redactor": lambda text: text.replace("hunter2pass", "<gone>")}})
     flush = ScriptedModel(memory=_remembers_everything)
     graph, agent = build_checked_graph(
         ScriptedModel(), config=config, storage=root, checkpointer=InMemorySaver(), flush_model=flush
@@ -225,7 +225,7 @@ def test_a_pluggable_redactor_replaces_the_default(tmp_path):
 @pytest.mark.parametrize("redact_transcripts", [False, True])
 def test_transcript_redaction_is_optional(tmp_path, redact_transcripts):
     root = tmp_path / "store"
-    config = TIGHT.model_copy(update={"redact_transcripts": redact_transcripts})
+    config = TIGHT.model_copy(update={"guards": {"redact_transcripts": redact_transcripts}})
     graph, agent = build_checked_graph(ScriptedModel(), config=config, storage=root, checkpointer=InMemorySaver())
     thread = CheckedThread(graph, agent, FileStorage(root))
     graph.invoke(

@@ -199,7 +199,7 @@ def test_a_bad_threshold_in_the_context_form_fails_the_run_naming_the_field(dev_
         if part.event == "error"
     ]
     assert len(errors) == 1 and "trigger_tokens" in errors[0]["message"]
-    assert "greater than or equal to 0" in errors[0]["message"]
+    assert "greater than or equal to 1" in errors[0]["message"]
 
 
 def _first_summarized_request(context) -> int:

@@ -47,7 +47,9 @@ def test_400_tiny_chat_turns_are_never_summarized():
 def test_the_seeds_message_trigger_alone_summarizes_a_tiny_chat_again_and_again():
     # the design's rule (50 messages, no token floor), for contrast: a few hundred tokens per summary
     summarizer = ScriptedModel()
-    seed = CompactionConfig(context_window=128_000, trigger_messages_min_tokens=0, min_new_tokens=0)
+    seed = CompactionConfig(
+        context_window=128_000, summary={"min_new_tokens": 0}, guards={"trigger_messages_min_tokens": 0}
+    )
     _chat(_chat_graph(summarizer, seed), 60)
     assert len([c for c in summarizer.calls if SUMMARY_MARK in c]) >= 3
 

@@ -197,13 +197,15 @@ class Timing:
 
 
 def _replay(system: str, turns: list, path, storage, thresholds: Thresholds) -> dict:
-    """Return one system's figures for one session; ``"ours, background at 0.9"`` sets ``background_start``."""
+    """Return one system's figures for one session; ``"ours, background at 0.9"`` sets ``background.start``."""
     timing = Timing(turns=turns)
     label, config = system, None
     if system.startswith("ours"):
         label = "ours"
-        start = {"background_start": float(system.rsplit(" ", 1)[-1])} if " at " in system else {}
-        config = CompactionConfig(context_window=thresholds.context_window, background="background" in system, **start)
+        background: dict = {"enabled": "background" in system}
+        if " at " in system:
+            background["start"] = float(system.rsplit(" ", 1)[-1])
+        config = CompactionConfig(context_window=thresholds.context_window, background=background)
     handler = _Events(timing)
     logger = logging.getLogger("langgraph_compaction")
     level = logger.level
@@ -385,7 +387,7 @@ def run(ctx) -> dict:
     }
     return {
         "law": {"base_seconds": AGENT_BASE, "tokens_per_second": TOKENS_PER_SECOND, "tool_seconds": TOOL_SECONDS},
-        "background_start": CompactionConfig().background_start,
+        "background_start": CompactionConfig().background.start,
         "thresholds": {"60k": vars(THRESHOLDS), "128k": vars(SYNTHETIC)},
         "totals": totals,
         "per_session": slim,

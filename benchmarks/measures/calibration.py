@@ -98,7 +98,7 @@ def _replay(path, calibrate: bool) -> UsageAgent:
         builder,
         before="agent",
         model=scripted_summarizer(),
-        config=CompactionConfig(context_window=WINDOW, calibrate=calibrate),
+        config=CompactionConfig(context_window=WINDOW, guards={"calibrate": calibrate}),
         agent_model=_bound_agent_model(),
         system_prompt=SYSTEM_PROMPT,
     )

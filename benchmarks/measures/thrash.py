@@ -80,10 +80,13 @@ def run(ctx) -> dict:
     runs = {
         "ours (token floor + cooldown)": _ours(CompactionConfig(context_window=window), turns),
         "the design's rule (50 messages, no floor)": _ours(
-            CompactionConfig(context_window=window, trigger_messages_min_tokens=0, min_new_tokens=0), turns
+            CompactionConfig(
+                context_window=window, summary={"min_new_tokens": 0}, guards={"trigger_messages_min_tokens": 0}
+            ),
+            turns,
         ),
         "50 messages, no floor, with the cooldown": _ours(
-            CompactionConfig(context_window=window, trigger_messages_min_tokens=0), turns
+            CompactionConfig(context_window=window, guards={"trigger_messages_min_tokens": 0}), turns
         ),
         "LangChain SummarizationMiddleware (50 messages)": _langchain(turns),
     }

@@ -306,8 +306,8 @@ def run_demo(options: DemoOptions, out: Any | None = None) -> DemoReport:
         conn.close()
     _finish(report, state, storage, counter)
     report.compaction_calls = usage.calls
-    report.consolidation = consolidate_memory(storage, consolidator, timezone=config.timezone, force=True).status
-    day = local_now(config.timezone).date().isoformat()
+    report.consolidation = consolidate_memory(storage, consolidator, timezone=config.memory.timezone, force=True).status
+    day = local_now(config.memory.timezone).date().isoformat()
     report.paths = {
         "checkpoints": str(root / CHECKPOINTS_FILE),
         "transcript": storage.transcript_location(thread),

@@ -1,21 +1,57 @@
-"""The compaction settings: the design's defaults table, in one place.
+"""The compaction settings: the original harness's defaults table, in one place.
 
-Every default below is the original design's value under its name in
-snake_case (``triggerMessages`` -> ``trigger_messages``), so the table can be
-checked line by line. ``CompactionConfig.resolve()`` turns the settings and a
-model's context window into the concrete token budget the nodes use.
+The top level of ``CompactionConfig`` is that table, each default the
+harness's value under its name in snake_case (``triggerMessages`` ->
+``trigger_messages``), so it can be checked line by line; the rest lives in
+nested groups (``background``, ``summary``, ``memory``, ``guards`` and the
+layers, see ``settings``). A size left ``None`` is derived from the model's
+window. ``CompactionConfig.resolve()`` turns the settings and a model's
+context window into the concrete token budget the nodes use.
+
+Earlier flat spellings (``summary_timeout=60``, ``background=False``,
+``keep_tokens=-1``) are still accepted, see ``flat_names``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from .prompts import memory_prompt_missing, summary_prompt_missing
-from .redact import redact_secrets
+from .flat_names import FLAT_NAMES, nest, updated
+from .settings import (
+    BackgroundConfig,
+    FidelityConfig,
+    GuardsConfig,
+    MemoryConfig,
+    MicroCompactConfig,
+    PruneConfig,
+    Settings,
+    SummaryConfig,
+    TruncateArgsConfig,
+)
+
+__all__ = [
+    "FALLBACK_TRIGGER_TOKENS",
+    "MIN_KEEP_TOKENS",
+    "SUMMARY_ALLOWANCE",
+    "WORKING_SET_MAX_TOKENS",
+    "WORKING_SET_RATIO",
+    "BackgroundConfig",
+    "Budget",
+    "CompactionConfig",
+    "FidelityConfig",
+    "GuardsConfig",
+    "MemoryConfig",
+    "MicroCompactConfig",
+    "PruneConfig",
+    "SummaryConfig",
+    "TokenCounterFn",
+    "TruncateArgsConfig",
+    "model_context_window",
+]
 
 #: Trigger used when the model does not report its context window.
 FALLBACK_TRIGGER_TOKENS = 160_000
@@ -32,119 +68,60 @@ WORKING_SET_MAX_TOKENS = 6_000
 TokenCounterFn = Callable[[Sequence[Any]], int]
 
 
-class _Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+class CompactionConfig(Settings):
+    """All compaction settings: the original harness's defaults table, then the nested groups.
 
-
-class TruncateArgsConfig(_Settings):
-    """Layer 1: shorten huge string arguments of old tool calls (no LLM)."""
-
-    enabled: bool = Field(True, description="Run layer 1.")
-    trigger_messages: int = Field(25, ge=0, description="Layer 1 acts from this many messages...")
-    trigger_tokens: int = Field(40_000, ge=0, description="...or from this many tokens.")
-    keep_messages: int = Field(20, ge=0, description="The newest messages, never shortened.")
-    max_arg_length: int = Field(2_000, ge=1, description="String arguments longer than this are shortened.")
-    keep_chars: int = Field(20, ge=0, description="Characters of a shortened argument that stay, before the marker.")
-    truncation_text: str = Field("...(argument truncated)", description="The marker after the kept characters.")
-
-
-class PruneConfig(_Settings):
-    """Layer 2: head + marker + tail for old, large tool results (no LLM)."""
-
-    enabled: bool = Field(True, description="Run layer 2.")
-    protect_tokens: int = Field(40_000, ge=0, description="Tool results within this many newest tokens are left whole.")
-    minimum_tokens: int = Field(20_000, ge=0, description="Prune only when at least this many tokens can be freed.")
-    max_output_chars: int = Field(
-        2_000, ge=2, description="A pruned result keeps half of this from its head, half from its tail."
-    )
-    excluded_tools: frozenset[str] = Field(
-        frozenset({"read_file", "memory_search", "memory_get", "session_search", "recall"}),
-        description="Retrieval tools whose results are never pruned: their output is what the agent looked up.",
-    )
-
-
-class MicroCompactConfig(_Settings):
-    """The second design's micro-compaction: clear all but the last few results.
-
-    Off by default; turn it on instead of, or together with, pruning. Results
-    are cleared in batches (``minimum_tokens`` at a time) so the prompt prefix
-    does not change on every call.
-    """
-
-    enabled: bool = Field(False, description="Run micro-compaction.")
-    keep_recent: int = Field(3, ge=0, description="The newest tool results left whole.")
-    min_chars: int = Field(100, ge=0, description="Older results longer than this are cleared.")
-    minimum_tokens: int = Field(5_000, ge=0, description="Clear only when at least this many tokens go at once.")
-
-
-class FidelityConfig(_Settings):
-    """Not in the design's table: what every summary keeps word for word (see ``fidelity``; pins: ``core.pins``)."""
-
-    request_tokens: int = Field(2_000, ge=0, description="Budget of the user's verbatim requests in SESSION INTENT.")
-    max_artifacts: int = Field(
-        100, ge=1, description="Entries of the ARTIFACTS trail; older ones are counted, not listed."
-    )
-    trail_tokens: int | None = Field(
-        1_200,
-        ge=0,
-        description=(
-            "About this many tokens for the ARTIFACTS trail: over it, older commands leave first, then read files "
-            "share their folder's line; if still over, the largest folders' files are counted on their folder's "
-            "line, read files first, changed files last (the trail names the session_search query that finds them); "
-            "the files the agent worked on most keep their own lines in up to half of it. None: max_artifacts only."
-        ),
-    )
-    auto_pin: bool = Field(True, description="Pin the rules users state ('never ...', '必须 ...') automatically.")
-    max_auto_pins: int = Field(20, ge=0, description="Automatic pins kept in force; the oldest are unpinned first.")
-    max_pins: int = Field(
-        20, ge=0, description="Pins the agent may keep in force with the pin tool; the tool says so when it is reached."
-    )
-    pin_tokens: int | None = Field(
-        None,
-        ge=1,
-        description="Tokens of one pin (longer: refused, or shown by its start). None: 2 % of the window, <=1,000.",
-    )
-    pins_tokens: int | None = Field(
-        None,
-        ge=0,
-        description="Tokens of all pins in a summary (past it: refused, or counted). None: 5 % of the window, <=4,000.",
-    )
-
-
-class CompactionConfig(_Settings):
-    """All compaction settings; every field defaults to the design's table, except the kept tail under prompt caching.
+    Every top-level default is the harness's, except the kept tail under
+    prompt caching. A size left ``None`` is derived from the window.
 
     >>> budget = CompactionConfig(context_window=128_000).resolve()
     >>> (budget.trigger_tokens, budget.keep_tokens)
     (108000, 2000)
-    >>> CompactionConfig(context_window=128_000, prompt_cache=False).resolve().keep_tokens  # the design's keep
+    >>> CompactionConfig(context_window=128_000, prompt_cache=False).resolve().keep_tokens  # the harness's keep
     8000
+    >>> CompactionConfig(summary={"timeout": 60}, background={"enabled": False}).summary.timeout
+    60.0
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True)
 
     context_window: int | None = Field(
-        None, ge=0, description="Model context window; None/0 = take it from the model, else unknown."
+        None, ge=1, description="Model context window; None: take it from the model, else unknown."
     )
-    trigger_messages: int = Field(50, ge=0, description="0 disables the message-count trigger.")
-    trigger_tokens: int = Field(0, ge=0, description="0 = dynamic: window - reserved.")
+    trigger_messages: int = Field(50, ge=0, description="Compact from this many messages; 0 turns the count off.")
+    trigger_tokens: int | None = Field(
+        None, ge=1, description="Compact from this many tokens; None: derived, window - reserved."
+    )
     reserved: int = Field(20_000, ge=0, description="Tokens left free under the window for the compaction itself.")
     fallback_trigger_tokens: int = Field(
         FALLBACK_TRIGGER_TOKENS, ge=1, description="The token trigger when the window is unknown."
     )
-    keep_messages: int = Field(20, ge=1, description="Messages kept verbatim when the tail is kept by count.")
-    keep_tokens: int = Field(-1, ge=-1, description="-1 dynamic, 0 = use keep_messages, >0 static.")
+    keep_messages: int = Field(
+        20, ge=1, description="Messages kept verbatim when the tail is kept by count (keep_by, or an unknown window)."
+    )
+    keep_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens of the kept tail; None: derived from the trigger (keep_tokens_min/max/ratio).",
+    )
+    keep_by: Literal["tokens", "messages"] = Field(
+        "tokens",
+        description=(
+            "How the tail is kept: 'tokens' (keep_tokens, or the last keep_messages when the window is unknown), "
+            "'messages' (always the last keep_messages; keep_tokens and keep_fraction stay None)."
+        ),
+    )
     keep_tokens_min: int = Field(2_000, ge=0, description="Lower bound of the derived kept tail.")
     keep_tokens_max: int = Field(8_000, ge=0, description="Upper bound of the derived kept tail.")
     keep_tokens_ratio: float = Field(0.25, gt=0, le=1, description="The derived kept tail's share of the trigger.")
-    working_set_tokens: int = Field(
-        -1,
-        ge=-1,
+    working_set_tokens: int | None = Field(
+        None,
+        ge=0,
         description=(
             "Tokens of the agent's working set kept through a compaction: the latest read of each file it read "
             "and edited recently, newest touched first, kept in the tail or right after the summary as the "
             "messages they are; the summary names the files left out (and the stale ones) and how to get them "
-            "back. -1 derived: WORKING_SET_RATIO of the trigger, at most WORKING_SET_MAX_TOKENS and what the "
+            "back. None: derived, WORKING_SET_RATIO of the trigger, at most WORKING_SET_MAX_TOKENS and what the "
             "target leaves after the summary and the kept tail. 0 turns it off."
         ),
     )
@@ -159,7 +136,7 @@ class CompactionConfig(_Settings):
             "A summary changes the prefix, so the tail kept after it is billed in full once and then read on "
             "every call: the derived keep is keep_tokens_min (the newest tool round is always kept whole). "
             "Layers 1-2 edit the history only together with a summary or when the edit repays its cache "
-            "break. False: the design's keep (min(keep_tokens_max, max(keep_tokens_min, ratio x trigger))) "
+            "break. False: the harness's keep (min(keep_tokens_max, max(keep_tokens_min, ratio x trigger))) "
             "and layers 1-2 edit whenever they fire. An explicit keep_tokens is kept either way."
         ),
     )
@@ -173,151 +150,11 @@ class CompactionConfig(_Settings):
         None,
         description="Any callable(list[BaseMessage]) -> int, e.g. model.get_num_tokens_from_messages.",
     )
-    summary_timeout: float | None = Field(
-        120.0, gt=0, description="Seconds the summarizer may take before the call counts as failed."
-    )
-    summarizer_context_window: int | None = Field(
-        None, ge=1, description="Window of the summarizer model; defaults to the agent's."
-    )
-    summarizer_result_chars: int | None = Field(
-        4_000,
-        ge=2,
-        description=(
-            "Tool results longer than this reach the summarizer and the flush model as head + marker + tail "
-            "(the transcript keeps them whole); None shows them whole."
-        ),
-    )
-    timezone: str = Field("UTC", description="Time zone of the ledger's dates (memory/YYYY-MM-DD.md).")
-    consolidation_max_tokens: int = Field(4_000, ge=100, description="Size limit of MEMORY.md after consolidation.")
-    consolidation_min_gap: float = Field(1_800.0, ge=0, description="Seconds between two consolidations of one user.")
-    daily_file_retention_days: int = Field(
-        90, ge=1, description="Daily ledgers older than this move to memory/archive/."
-    )
-    redactor: Callable[[str], str] | None = Field(
-        redact_secrets, description="Applied to memory (ledger and MEMORY.md) before it is written; None = off."
-    )
-    redact_transcripts: bool = Field(
-        False, description="Also redact offloaded transcripts (they are then no longer byte-exact)."
-    )
     mode: Literal["rewrite", "view"] = Field(
         "rewrite",
         description=(
             "'rewrite': the summary replaces the evicted messages in the state. 'view': the state keeps every "
             "message and the model is sent the compacted view (summary and cutoff kept in `compaction`)."
-        ),
-    )
-
-    # Not in the design's table: the guards against compacting again and again without progress.
-    target_ratio: float = Field(
-        0.6, gt=0, le=1, description="A compaction must leave at most this share of trigger_tokens."
-    )
-    min_new_tokens: int | None = Field(
-        None, ge=0, description="New tokens needed before the next summary; None = 10 % of the trigger."
-    )
-    trigger_messages_min_tokens: int | None = Field(
-        None, ge=0, description="The message-count trigger fires only above this; None = 25 % of the trigger."
-    )
-    breaker_failures: int = Field(3, ge=1, description="Consecutive summarizer failures that open the breaker.")
-    breaker_cooldown: float = Field(
-        600.0, ge=0, description="Seconds the summarizer is not called once the breaker is open."
-    )
-    calibrate: bool = Field(True, description="Scale counts by the model's reported usage_metadata.input_tokens.")
-
-    # Not in the defaults table: LangChain's ("fraction", f) for trigger= and keep=, shares of the model's window.
-    trigger_fraction: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description=(
-            "Compact at this share of the context window (trigger=('fraction', f)); with trigger_tokens too, at "
-            "the lower of the two. None: trigger_tokens alone."
-        ),
-    )
-    keep_fraction: float | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description="Keep this share of the context window as the tail (keep=('fraction', f)). None: keep_tokens.",
-    )
-
-    @model_validator(mode="after")
-    def _check_fractions(self) -> CompactionConfig:
-        if self.keep_fraction is not None and self.keep_tokens >= 0:
-            raise ValueError(
-                f"keep_fraction ({self.keep_fraction}) and keep_tokens ({self.keep_tokens}) both say what to keep; "
-                "set one of them"
-            )
-        if self.keep_fraction is not None and self.trigger_fraction is not None:
-            if self.keep_fraction >= self.trigger_fraction:
-                raise ValueError(
-                    f"keep_fraction ({self.keep_fraction}) is not below trigger_fraction ({self.trigger_fraction}): "
-                    "every compaction would end over the trigger; keep a smaller share than the trigger's"
-                )
-        return self
-
-    def _fraction_of_window(self, window: int | None, name: str) -> int | None:
-        """Return ``name``'s share of ``window`` in tokens (at least 1), None when it is not set."""
-        share = getattr(self, name)
-        if share is None:
-            return None
-        if not window:
-            argument = name.removesuffix("_fraction")
-            raise ValueError(
-                f"{argument}=('fraction', {share}) ({name}) is a fraction of the model's context window, which is "
-                "unknown: the model reports no profile['max_input_tokens']; set CompactionConfig(context_window=...) "
-                f"or give {argument} in tokens"
-            )
-        return max(1, int(window * share))
-
-    # Not in the design's table: compaction off the agent's critical path (see docs/background.md).
-    background: bool = Field(
-        True,
-        description=(
-            "Prepare the summary (offload, flush, summary) in a thread or an asyncio task next to the agent before "
-            "the trigger (at background_start of it, sooner when the thread grows fast) and apply it at the "
-            "trigger; a request never goes out over the trigger: at the trigger the gate waits for a summary "
-            "still being prepared, or compacts in front of the model call when none is. False: every compaction "
-            "runs in front of the model call (blocking)."
-        ),
-    )
-    background_start: float = Field(
-        0.85,
-        gt=0,
-        lt=1,
-        description="Fraction of the trigger (tokens and messages) at which a background compaction starts.",
-    )
-
-    # Not in the design's table: the application's controls over what compaction writes and keeps.
-    summary_instructions: str | None = Field(
-        None, description="Added to the summarizer's instruction (what to keep, the language, the domain)."
-    )
-    memory_instructions: str | None = Field(None, description="Added to the memory model's instruction.")
-    summary_prompt: str | None = Field(
-        None,
-        description=(
-            "Replaces the summarizer's prompt whole: it must hold {messages} and the four sections SESSION INTENT, "
-            "SUMMARY, ARTIFACTS, NEXT STEPS ({focus} optional: where the additions go, else at the end)."
-        ),
-    )
-    memory_prompt: str | None = Field(
-        None,
-        description=(
-            "Replaces the memory model's prompt whole: it must hold {messages} and the answer NO_REPLY "
-            "({today}, {ledger_path}, {memory_md}, {ledger} optional)."
-        ),
-    )
-    before_summary: Callable[..., Any] | None = Field(
-        None,
-        description=(
-            "Called (sync or async) with a CompactionInfo before each summary: return a str of instructions for "
-            "this summary, False to skip the model (an extractive summary instead), or None."
-        ),
-    )
-    after_compaction: Callable[..., Any] | None = Field(
-        None,
-        description=(
-            "Called (sync or async) with a CompactionInfo after each summary: the messages it returns go right "
-            "after the summary (counted in the budget; the next compaction replaces them)."
         ),
     )
     dedupe_results: bool = Field(
@@ -336,42 +173,91 @@ class CompactionConfig(_Settings):
         ),
     )
 
-    @field_validator("summary_prompt")
-    @classmethod
-    def _check_summary_prompt(cls, value: str | None) -> str | None:
-        if value is not None and (missing := summary_prompt_missing(value)):
-            raise ValueError(
-                f"summary_prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
-                "reads the four sections back; add them as headings (LangChain's DEFAULT_SUMMARY_PROMPT has all "
-                "four), or pass your wording as summary_instructions, which adds it to the built-in prompt"
-            )
-        return value
+    # LangChain's ("fraction", f) for trigger= and keep=, shares of the model's window.
+    trigger_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description=(
+            "Compact at this share of the context window (trigger=('fraction', f)); with trigger_tokens too, at "
+            "the lower of the two. None: trigger_tokens alone."
+        ),
+    )
+    keep_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Keep this share of the context window as the tail (keep=('fraction', f)). None: keep_tokens.",
+    )
 
-    @field_validator("memory_prompt")
+    # The nested groups.
+    background: BackgroundConfig = Field(
+        BackgroundConfig(), description="Compaction prepared next to the agent (a bool sets background.enabled)."
+    )
+    summary: SummaryConfig = Field(
+        SummaryConfig(), description="The summarizer's prompt, limits and hooks, and the target after a summary."
+    )
+    memory: MemoryConfig = Field(MemoryConfig(), description="The memory flush's prompt, the ledger, MEMORY.md.")
+    guards: GuardsConfig = Field(
+        GuardsConfig(), description="The message-trigger floor, the breaker, calibration and redaction."
+    )
+
+    @model_validator(mode="before")
     @classmethod
-    def _check_memory_prompt(cls, value: str | None) -> str | None:
-        if value is not None and (missing := memory_prompt_missing(value)):
-            raise ValueError(
-                f"memory_prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
-                "accepts bullets or NO_REPLY; add them, or use memory_instructions to add to the built-in prompt"
-            )
-        return value
+    def _read_earlier_spellings(cls, data: Any) -> Any:
+        return nest(data) if isinstance(data, dict) else data
+
+    if not TYPE_CHECKING:  # earlier flat names still read: config.summary_timeout is config.summary.timeout
+
+        def __getattr__(self, name: str) -> Any:
+            if name in FLAT_NAMES:
+                group, field = FLAT_NAMES[name]
+                return getattr(getattr(self, group), field)
+            return super().__getattr__(name)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> CompactionConfig:
+        """Return a copy with ``update`` validated, in today's spelling or an earlier one (a dict updates a group)."""
+        if not update:
+            return super().model_copy(deep=deep)
+        stated = {name: getattr(self, name) for name in self.model_fields_set}
+        return type(self).model_validate(updated(stated, dict(update)))
 
     @model_validator(mode="after")
-    def _check_combinations(self) -> CompactionConfig:
+    def _check_keep(self) -> CompactionConfig:
+        if self.keep_by == "messages" and (self.keep_tokens is not None or self.keep_fraction is not None):
+            stated = "keep_tokens" if self.keep_tokens is not None else "keep_fraction"
+            raise ValueError(
+                f"keep_by='messages' and {stated} ({getattr(self, stated)}) both say what to keep; keep by "
+                f"messages (drop {stated}) or by tokens (drop keep_by)"
+            )
+        if self.keep_fraction is not None and self.keep_tokens is not None:
+            raise ValueError(
+                f"keep_fraction ({self.keep_fraction}) and keep_tokens ({self.keep_tokens}) both say what to keep; "
+                "set one of them"
+            )
+        if self.keep_fraction is not None and self.trigger_fraction is not None:
+            if self.keep_fraction >= self.trigger_fraction:
+                raise ValueError(
+                    f"keep_fraction ({self.keep_fraction}) is not below trigger_fraction ({self.trigger_fraction}): "
+                    "every compaction would end over the trigger; keep a smaller share than the trigger's"
+                )
         if self.keep_tokens_min > self.keep_tokens_max:
             raise ValueError(
                 f"keep_tokens_min ({self.keep_tokens_min}) is larger than keep_tokens_max "
                 f"({self.keep_tokens_max}); set keep_tokens_min <= keep_tokens_max"
             )
-        if 0 < self.trigger_tokens <= self.keep_tokens:
+        if self.trigger_tokens is not None and self.keep_tokens is not None and self.trigger_tokens <= self.keep_tokens:
             raise ValueError(
                 f"keep_tokens ({self.keep_tokens}) is not below trigger_tokens ({self.trigger_tokens}): every "
                 "compaction would end over the trigger; set keep_tokens well under trigger_tokens"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_window(self) -> CompactionConfig:
         if (
             self.context_window
-            and self.trigger_tokens == 0
+            and self.trigger_tokens is None
             and self.trigger_fraction is None
             and not self._fits(self.context_window)
         ):
@@ -379,29 +265,35 @@ class CompactionConfig(_Settings):
                 f"context_window ({self.context_window:,}) is below the smallest window these settings support, "
                 f"{self.smallest_window():,} tokens: after a compaction a summary (~{self._summary_tokens():,} tokens "
                 f"with fidelity.request_tokens={self.fidelity.request_tokens:,}) and a kept tail of at least "
-                f"{MIN_KEEP_TOKENS} tokens must fit in target_ratio ({self.target_ratio}) of the trigger (half the "
-                "window); lower fidelity.request_tokens or raise target_ratio, or set trigger_tokens and keep_tokens "
-                "yourself"
+                f"{MIN_KEEP_TOKENS} tokens must fit in summary.target_ratio ({self.summary.target_ratio}) of the "
+                "trigger (half the window); lower fidelity.request_tokens or raise summary.target_ratio, or set "
+                "trigger_tokens and keep_tokens yourself"
             )
-        try:
-            from zoneinfo import ZoneInfo
-
-            ZoneInfo(self.timezone)
-        except Exception as exc:  # noqa: BLE001 - any lookup failure is a bad name
-            raise ValueError(
-                f"timezone {self.timezone!r} is not a known IANA zone name; use e.g. 'UTC' or 'Asia/Shanghai'"
-            ) from exc
         return self
+
+    def _fraction_of_window(self, window: int | None, name: str) -> int | None:
+        """Return ``name``'s share of ``window`` in tokens (at least 1), None when it is not set."""
+        share = getattr(self, name)
+        if share is None:
+            return None
+        if not window:
+            argument = name.removesuffix("_fraction")
+            raise ValueError(
+                f"{argument}=('fraction', {share}) ({name}) is a fraction of the model's context window, which is "
+                "unknown: the model reports no profile['max_input_tokens']; set CompactionConfig(context_window=...) "
+                f"or give {argument} in tokens"
+            )
+        return max(1, int(window * share))
 
     def _summary_tokens(self) -> int:
         return SUMMARY_ALLOWANCE + self.fidelity.request_tokens
 
     def _dynamic(self, window: int) -> tuple[int, int]:
-        """Return (trigger, keep) derived from a window: the design's rules, scaled down for small windows.
+        """Return (trigger, keep) derived from a window: the harness's rules, scaled down for small windows.
 
         The reserve is at most half the window (so the trigger grows with the
         window, never below half of it). The kept tail is ``keep_tokens_min``
-        under ``prompt_cache``, else the design's share of the trigger, and at
+        under ``prompt_cache``, else the harness's share of the trigger, and at
         most what leaves room for a summary under the target:
         ``keep + summary <= target``.
         """
@@ -410,7 +302,7 @@ class CompactionConfig(_Settings):
             keep = self.keep_tokens_min
         else:
             keep = min(self.keep_tokens_max, max(self.keep_tokens_min, int(trigger * self.keep_tokens_ratio)))
-        return trigger, min(keep, int(trigger * self.target_ratio) - self._summary_tokens())
+        return trigger, min(keep, int(trigger * self.summary.target_ratio) - self._summary_tokens())
 
     def _fits(self, window: int) -> bool:
         return self._dynamic(window)[1] >= MIN_KEEP_TOKENS
@@ -424,12 +316,12 @@ class CompactionConfig(_Settings):
         return low
 
     def resolve(self, model: Any = None) -> Budget:
-        """Return the concrete budget for a model's window (the design's dynamic rules).
+        """Return the concrete budget for a model's window (the harness's dynamic rules).
 
         The window comes from ``context_window``, else from
         ``model.profile["max_input_tokens"]``; when neither is known the
         trigger is ``fallback_trigger_tokens`` and the tail is kept by
-        ``keep_messages``. A window from the model is validated like a
+        ``keep_messages`` (as it always is under ``keep_by="messages"``). A window from the model is validated like a
         configured one (``ValidationError`` below ``smallest_window()``).
         ``trigger_fraction`` and ``keep_fraction`` are shares of that window:
         a ``ValueError`` names them when it is unknown, or when the tail they
@@ -450,12 +342,13 @@ class CompactionConfig(_Settings):
         keep_share = self._fraction_of_window(window, "keep_fraction")
         if keep_share is not None:
             keep = keep_share
-        elif self.keep_tokens > 0:
+        elif self.keep_tokens is not None:
             keep = self.keep_tokens
-        elif self.keep_tokens == 0 or not derived:
+        elif self.keep_by == "messages" or not derived:
             keep = 0
         elif fixed:  # a fixed trigger: the tail still leaves room for the summary under its target
-            keep = min(derived[1], max(MIN_KEEP_TOKENS, int(trigger * self.target_ratio) - self._summary_tokens()))
+            target = int(trigger * self.summary.target_ratio)
+            keep = min(derived[1], max(MIN_KEEP_TOKENS, target - self._summary_tokens()))
         else:
             keep = derived[1]
         if (keep_share is not None or self.trigger_fraction is not None) and keep >= trigger:
@@ -463,8 +356,8 @@ class CompactionConfig(_Settings):
                 f"the kept tail ({keep:,} tokens) is not below the trigger ({trigger:,} tokens) in a "
                 f"{window:,}-token window: every compaction would end over the trigger; keep less or trigger later"
             )
-        target = int(trigger * self.target_ratio)
-        if self.working_set_tokens >= 0:
+        target = int(trigger * self.summary.target_ratio)
+        if self.working_set_tokens is not None:
             working_set = self.working_set_tokens
         else:  # a share of the trigger, within what the target leaves after the summary and the tail
             share = min(int(trigger * WORKING_SET_RATIO), WORKING_SET_MAX_TOKENS)
@@ -477,9 +370,11 @@ class CompactionConfig(_Settings):
             keep_messages=self.keep_messages,
             trigger_messages=self.trigger_messages,
             target_tokens=target,
-            min_new_tokens=trigger // 10 if self.min_new_tokens is None else self.min_new_tokens,
+            min_new_tokens=trigger // 10 if self.summary.min_new_tokens is None else self.summary.min_new_tokens,
             messages_min_tokens=(
-                trigger // 4 if self.trigger_messages_min_tokens is None else self.trigger_messages_min_tokens
+                trigger // 4
+                if self.guards.trigger_messages_min_tokens is None
+                else self.guards.trigger_messages_min_tokens
             ),
         )
 
@@ -499,7 +394,7 @@ class Budget:
     trigger_messages: int
     #: Tokens of the working set a compaction keeps besides the tail (0: off).
     working_set_tokens: int = 0
-    #: At most this many tokens after a compaction (``target_ratio`` of the trigger).
+    #: At most this many tokens after a compaction (``summary.target_ratio`` of the trigger).
     target_tokens: int = 0
     #: New tokens that must arrive after a summary before the next one (unless the window would overflow).
     min_new_tokens: int = 0

@@ -1,6 +1,6 @@
 """The application's hooks around a summary: what they are told, and what their answers mean.
 
-``CompactionConfig(before_summary=f, after_compaction=g)``: each is a plain or
+``CompactionConfig(summary={"before_summary": f, "after_compaction": g})``: each is a plain or
 an ``async`` function of one ``CompactionInfo``. ``before_summary`` may answer
 extra instructions for this one summary (a string) or ``False`` to skip the
 summarizer (the extractive summary is made instead, as when the model fails);

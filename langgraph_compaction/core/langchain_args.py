@@ -6,8 +6,8 @@ with ``(kind, value)`` pairs: ``("tokens", 4000)``, ``("messages", 50)``, or
 with that meaning and ``settings_with`` writes them onto ``CompactionConfig``:
 
 >>> config = settings_with(None, trigger=[("tokens", 4000), ("messages", 50)], keep=("messages", 20))
->>> (config.trigger_tokens, config.trigger_messages, config.keep_tokens, config.keep_messages)
-(4000, 50, 0, 20)
+>>> (config.trigger_tokens, config.trigger_messages, config.keep_by, config.keep_messages)
+(4000, 50, 'messages', 20)
 >>> settings_with(None, trigger=("fraction", 0.8)).resolve(None)  # doctest: +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
 ValueError: trigger=('fraction', 0.8) is a fraction of the model's context window, which is unknown ...
@@ -77,7 +77,7 @@ def trigger_settings(trigger: Any) -> dict[str, Any]:
         raise ValueError(
             f"trigger={trigger!r}: give one {_FORMS}, or a list of them (compact when any is met); "
             "for 'this many messages and at least this many tokens' set CompactionConfig(trigger_messages=..., "
-            "trigger_messages_min_tokens=...)"
+            "guards={'trigger_messages_min_tokens': ...})"
         )
     sizes: dict[str, list] = {"tokens": [], "messages": [], "fraction": []}
     for pair in pairs:
@@ -85,7 +85,7 @@ def trigger_settings(trigger: Any) -> dict[str, Any]:
         sizes[kind].append(size)
     settings: dict[str, Any] = {"trigger_messages": min(sizes["messages"], default=0)}
     if sizes["tokens"] or sizes["fraction"]:
-        settings["trigger_tokens"] = min(sizes["tokens"], default=0)
+        settings["trigger_tokens"] = min(sizes["tokens"], default=None)
         settings["trigger_fraction"] = min(sizes["fraction"], default=None)
     return settings
 
@@ -102,12 +102,11 @@ def keep_settings(keep: Any) -> dict[str, Any]:
         ValueError: naming ``keep`` and the accepted forms.
     """
     kind, size = context_size(keep, "keep")
-    derived = CompactionConfig.model_fields["keep_tokens"].default
     if kind == "messages":
-        return {"keep_messages": size, "keep_tokens": 0, "keep_fraction": None}
+        return {"keep_messages": size, "keep_by": "messages", "keep_tokens": None, "keep_fraction": None}
     if kind == "tokens":
-        return {"keep_tokens": size, "keep_fraction": None}
-    return {"keep_tokens": derived, "keep_fraction": size}
+        return {"keep_tokens": size, "keep_by": "tokens", "keep_fraction": None}
+    return {"keep_tokens": None, "keep_by": "tokens", "keep_fraction": size}
 
 
 def settings_with(
@@ -123,9 +122,10 @@ def settings_with(
     An argument sets what ``config`` left at its default; a setting ``config``
     states and an argument contradicts is refused, naming both. A message
     trigger counts messages alone, as LangChain's does
-    (``trigger_messages_min_tokens=0``), and with a tail kept by messages the
-    next summary waits for no new tokens (``min_new_tokens=0``): both guards
-    stay when ``config`` states them.
+    (``guards.trigger_messages_min_tokens=0``), and with a tail kept by
+    messages the next summary waits for no new tokens
+    (``summary.min_new_tokens=0``): both guards stay when ``config`` states
+    them. Settings of a group are named dotted (``summary.prompt``).
 
     Args:
         config: The settings the arguments add to; None for the defaults.
@@ -154,26 +154,54 @@ def settings_with(
     if token_counter is not None:
         add("token_counter=", {"token_counter": token_counter})
     if summary_prompt is not None:
-        add("summary_prompt=", {"summary_prompt": summary_prompt})
+        add("summary_prompt=", {"summary.prompt": summary_prompt})
     if not settings:
         return config
     base = config if config is not None else CompactionConfig.model_validate({})
-    stated = base.model_fields_set
     for name, value in settings.items():
-        if name in stated and getattr(base, name) != value:
+        if _stated(base, name) and _value(base, name) != value:
             raise ValueError(
-                f"{source[name]} sets {name}={value!r} but config sets {name}={getattr(base, name)!r}; "
+                f"{source[name]} sets {name}={value!r} but config sets {name}={_value(base, name)!r}; "
                 f"say it once: drop the argument or the config's {name}"
             )
-    merged = {**{name: getattr(base, name) for name in stated}, **settings}
     if settings.get("trigger_messages"):
-        floors = {"trigger_messages_min_tokens": 0}
+        floors = {"guards.trigger_messages_min_tokens": 0}
         if "keep_messages" in settings:
             if settings["keep_messages"] >= settings["trigger_messages"]:
                 raise ValueError(
                     f"keep={keep!r} is not below trigger={trigger!r}: every compaction would leave the message "
                     "trigger met; keep fewer messages than the trigger counts"
                 )
-            floors["min_new_tokens"] = 0
-        merged.update({name: value for name, value in floors.items() if name not in stated})
+            floors["summary.min_new_tokens"] = 0
+        settings.update({name: value for name, value in floors.items() if not _stated(base, name)})
+    return _with(base, settings)
+
+
+def _value(config: Any, name: str) -> Any:
+    """Return the setting ``name`` (dotted for a group's: ``summary.prompt``) of ``config``."""
+    for part in name.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def _stated(config: Any, name: str) -> bool:
+    """Return True when ``config`` was given the setting ``name`` (dotted for a group's)."""
+    for part in name.split("."):
+        if part not in config.model_fields_set:
+            return False
+        config = getattr(config, part)
+    return True
+
+
+def _with(base: CompactionConfig, settings: dict[str, Any]) -> CompactionConfig:
+    """Return ``base``'s stated settings with ``settings`` (dotted names for a group's) written over them."""
+    merged: dict[str, Any] = {name: getattr(base, name) for name in base.model_fields_set}
+    for name, value in settings.items():
+        group, _, field = name.rpartition(".")
+        if not group:
+            merged[name] = value
+            continue
+        current = merged.get(group)
+        stated = {} if current is None else {n: getattr(current, n) for n in current.model_fields_set}
+        merged[group] = {**(current if isinstance(current, dict) else stated), field: value}
     return type(base).model_validate(merged)

@@ -194,7 +194,7 @@ def plan_compaction(
     not repay its cache break waits only while the request fits (``may_wait``).
 
     ``new_tokens`` (tokens that arrived since the last summary) holds a due
-    summary back while under ``min_new_tokens``, unless the window would
+    summary back while under ``summary.min_new_tokens``, unless the window would
     overflow. ``overflow=True`` plans for a request the model refused as too
     long: layers 1-2 over the whole history and half the keep budget.
 

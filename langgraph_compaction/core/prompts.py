@@ -6,9 +6,9 @@ rendered as text, for a summarizer that is not the agent's model. The
 unchanged, so that a provider's prompt cache serves them (``{where}`` below
 becomes "above"); the text is otherwise the same.
 
-An application adds to a prompt (``CompactionConfig(summary_instructions=...,
-memory_instructions=...)``, a ``compact(focus)``, a ``before_summary`` hook)
-or replaces it whole (``summary_prompt=`` / ``memory_prompt=``); a
+An application adds to a prompt (``CompactionConfig(summary={"instructions": ...},
+memory={"instructions": ...})``, a ``compact(focus)``, a ``before_summary`` hook)
+or replaces it whole (``summary.prompt`` / ``memory.prompt``); a
 replacement must hold what the engine reads back (``summary_prompt_missing``,
 ``memory_prompt_missing``). Placeholders are filled by name only, so a
 replacement may hold other braces (a JSON example) as they are, and in one
@@ -68,7 +68,7 @@ The agent asked for this compaction with a focus. Preserve everything about it i
 </focus>
 """
 
-#: The application's own instructions (``summary_instructions``, ``memory_instructions``, a hook's answer).
+#: The application's own instructions (``summary.instructions``, ``memory.instructions``, a hook's answer).
 EXTRA_INSTRUCTIONS = """
 <application_instructions>
 {instructions}

@@ -14,9 +14,9 @@ redacting twice gives the same text.
 It does not catch: card numbers, phone numbers, names and addresses, a
 secret with no secret word before it, a value of plain letters (``the
 password is swordfish``), or phrasing in other languages. Pass your own
-detector as ``CompactionConfig.redactor`` for those.
+detector as ``CompactionConfig.guards.redactor`` for those.
 
-Any ``Callable[[str], str]`` can replace it (``CompactionConfig.redactor``).
+Any ``Callable[[str], str]`` can replace it (``CompactionConfig.guards.redactor``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Before the trigger, the gate cuts the history as it stands and starts a *job*
 (``jobs``): offload, then the summary and the memory model side by side, while
 the agent goes on. It starts early enough to be ready when the trigger comes
-(``core.background.should_start``: at ``background_start`` of the trigger, or
+(``core.background.should_start``: at ``background.start`` of the trigger, or
 sooner when the thread grows fast). The job publishes its result to the
 storage, and the gate that finds it done writes it into the checkpointed
 ``compaction["prepared"]`` (``compaction_ready``): whichever worker serves the
@@ -290,7 +290,7 @@ def background_steps(
 def _maybe_start(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int | None) -> Steps[None]:
     """Start a job when the thread will reach the trigger before one started later would be ready."""
     tokens, budget = plan.tokens_after_layers, gate.budget
-    start, turns = gate.setup.config.background_start, gate.jobs.turns_to_ready
+    start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
     if plan.held is not None or not gate.may_prepare():
         return
     if should_start(tokens, turn_tokens(gate.messages, gate.counts), budget, start, turns):
@@ -319,7 +319,7 @@ def _next_job(gate: _Gate) -> Steps[None]:
     tokens, budget = sum(counts), gate.budget
     if tokens >= budget.trigger_tokens or not gate.may_prepare():
         return
-    start, turns = gate.setup.config.background_start, gate.jobs.turns_to_ready
+    start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
     if not should_start(tokens, turn_tokens(after, counts), budget, start, turns):
         return
     post = _Gate(gate.setup, gate.jobs, after, counts, gate.record, budget, gate.run, job_key(gate.run, after))
@@ -358,7 +358,7 @@ def _wait(gate: _Gate, plan: CompactionPlan) -> Steps[dict | None]:
     than a summary made now would take.
     """
     job = gate.jobs.get(gate.key)
-    timeout = gate.setup.config.summary_timeout
+    timeout = gate.setup.config.summary.timeout
     lease = gate.record["lease"]
     if job is None and _lease_held_elsewhere(lease, gate.jobs, gate.run.storage):
         assert lease is not None
@@ -395,7 +395,7 @@ def _read_for_job(setup: Setup, messages: list[BaseMessage], run: Run) -> Steps[
     memory = None
     if setup.config.flush_before_compact and setup.flush_model is not None:
         try:
-            memory = yield from read_memory(run, local_now(setup.config.timezone))
+            memory = yield from read_memory(run, local_now(setup.config.memory.timezone))
         except Exception as exc:  # noqa: BLE001 - no memory this time; the summary goes on
             emit_event({"stage": "flush", "error": describe_error(exc)})
     return side, memory
@@ -412,10 +412,10 @@ def _discarded(why: str, meta: dict, tokens_before: int) -> dict:
 def lease_seconds(setup: Setup) -> float:
     """Return how long a worker's lease on a conversation's next summary holds: its job is done by then.
 
-    Each of the job's model calls ends within ``summary_timeout``; the offload
+    Each of the job's model calls ends within ``summary.timeout``; the offload
     and the publishing take a little more.
     """
-    return (setup.config.summary_timeout or 300.0) + 30.0
+    return (setup.config.summary.timeout or 300.0) + 30.0
 
 
 def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
@@ -449,7 +449,7 @@ def _start(gate: _Gate, plan: CompactionPlan) -> Steps[None]:
     if read[0]:
         record = read_compaction(merge_compaction(dict(record), read[0][0].get("compaction")))
     job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
-    performer = Performer(job_run, setup.config.summary_timeout)
+    performer = Performer(job_run, setup.config.summary.timeout)
     key = gate.key
     job = Job(
         key,
@@ -527,7 +527,7 @@ def _breakers(gate: _Gate, reported: dict) -> dict:
             continue
         now = read_breaker(gate.out.compaction.get(key) or gate.record[key])  # type: ignore[literal-required]
         problem = seen.get("reason") if seen.get("failures") else None
-        out[key] = breaker_after(now, problem, cfg.breaker_failures, cfg.breaker_cooldown)
+        out[key] = breaker_after(now, problem, cfg.guards.breaker_failures, cfg.guards.breaker_cooldown)
     return out
 
 

@@ -49,13 +49,13 @@ def _ask(
     day: str,
 ) -> Steps[str]:
     """Ask the memory model for the memories of ``todo``; return its answer."""
-    prompt = {"prompt": setup.config.memory_prompt, "instructions": [setup.config.memory_instructions]}
+    prompt = {"prompt": setup.config.memory.prompt, "instructions": [setup.config.memory.instructions]}
     pending = record["pending"] or {}
     prefix = cached_prefix(setup, messages, pending) if setup.flush_shares_cache else None
     if prefix is not None:  # the summary request shares this prefix: both read it from the cache
         request = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day, **prompt))]
         return (yield CallModel(setup.agent_model, request))
-    text = flush_prompt(todo, memory_md, ledger, day, setup.config.summarizer_result_chars, **prompt)
+    text = flush_prompt(todo, memory_md, ledger, day, setup.config.summary.result_chars, **prompt)
     return (yield CallModel(setup.flush_model, text))
 
 
@@ -98,7 +98,7 @@ def flush_steps(
                 "events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]
             }
         }
-    now = local_now(setup.config.timezone)
+    now = local_now(setup.config.memory.timezone)
     day = now.date().isoformat()
     asking = False  # True while a failure is the model's (its call or its answer), not the storage's
     tripped: dict[str, Any] = {}
@@ -126,7 +126,9 @@ def flush_steps(
         event = emit_event({"stage": "flush", "error": describe_error(exc)})
         if asking:
             cfg = setup.config
-            tripped = {key: breaker_after(breaker, event["error"], cfg.breaker_failures, cfg.breaker_cooldown)}
+            tripped = {
+                key: breaker_after(breaker, event["error"], cfg.guards.breaker_failures, cfg.guards.breaker_cooldown)
+            }
         return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
     return {"compaction": {**tripped, **flushed(messages, record, [m.id for m in todo], entry)}}
 
@@ -139,7 +141,7 @@ def write_memory(setup: Setup, run: Run, answer: str, marker: str, now: Any) -> 
         # messages' memories (a retry's first attempt, another worker)
         if flushed_keys(current) & flushed_keys(marker):
             return None
-        return ledger_entry(answer, current, now, redact=setup.config.redactor, marker=marker)
+        return ledger_entry(answer, current, now, redact=setup.config.guards.redactor, marker=marker)
 
     relpath = ledger_relpath(now.date().isoformat())
     _, entry = yield StorageCall("append_memory_entry", (run.user_id, relpath, compose))
@@ -172,7 +174,7 @@ def commit_flush(
     if not held or run.storage is None:
         return {}
     try:
-        now = local_now(setup.config.timezone)
+        now = local_now(setup.config.memory.timezone)
         entry = yield from write_memory(setup, run, held["text"], held["marker"], now)
     except Exception as exc:  # noqa: BLE001 - memory is best effort; the summary is applied all the same
         event = emit_event({"stage": "flush", "error": describe_error(exc)})

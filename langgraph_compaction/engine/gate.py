@@ -137,7 +137,7 @@ def calibrated(
     """Return the budget in estimator units for this thread, and the calibration when it just changed."""
     calibration = read_calibration(record["calibration"])
     observed = None
-    if setup.config.calibrate:
+    if setup.config.guards.calibrate:
         observed = observe_usage(calibration, messages, counts, setup.fixed_tokens)
         calibration = observed or calibration
     return calibrated_budget(budget, calibration, setup.fixed_tokens), observed
@@ -278,7 +278,7 @@ def gate_steps(
     memo = memos.get(run.thread_id, messages, setup.counter)
     budget, calibration = calibrated(setup, messages, record, run.budget, memo.counts)
     new_tokens = tokens_since(messages, memo.counts, record["cooldown_id"])
-    background = setup.config.background and not overflow and not manual
+    background = setup.config.background.enabled and not overflow and not manual
     floor = background_floor(jobs, run, messages, record) if background else 0
     plan = plan_for(
         setup,

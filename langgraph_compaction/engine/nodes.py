@@ -162,12 +162,14 @@ class CompactionEngine:
         overrides = {k: v for k in CONTEXT_THRESHOLDS if (v := context_value(runtime, k)) is not None}
         if not overrides:
             return self.setup.budget
+        if "keep_tokens" in overrides:  # a tail in tokens for this run, even where the config keeps messages
+            overrides["keep_by"] = "tokens"
         config = self.setup.config
         return type(config).model_validate({**dict(config), **overrides}).resolve(self.setup.window_model)
 
     def performer(self, run: Run, call_agent: Callable[[Any], Any] | None = None) -> Performer:
         """Return what the driver performs this run's effects with."""
-        return Performer(run, self.setup.config.summary_timeout, call_agent)
+        return Performer(run, self.setup.config.summary.timeout, call_agent)
 
     # -- what the model is sent
     def messages_of(self, state: Any) -> list[BaseMessage]:

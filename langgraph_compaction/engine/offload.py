@@ -37,10 +37,10 @@ def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
 
 
 def transcript_records(messages: Sequence[BaseMessage], config: CompactionConfig) -> list[dict]:
-    """Return the transcript records of ``messages``, redacted when ``redact_transcripts`` is on."""
+    """Return the transcript records of ``messages``, redacted when ``guards.redact_transcripts`` is on."""
     records = message_records(list(messages))
-    if config.redact_transcripts:
-        records = [redact_record(r, config.redactor or redact_secrets) for r in records]
+    if config.guards.redact_transcripts:
+        records = [redact_record(r, config.guards.redactor or redact_secrets) for r in records]
     return records
 
 

@@ -130,7 +130,7 @@ class Setup:
     def summarizer_window(self) -> int:
         """Return the summarizer's window: configured, reported by the model, the agent's, else the fallback trigger."""
         return (
-            self.config.summarizer_context_window
+            self.config.summary.context_window
             or model_context_window(self.model)
             or self.budget.context_window
             or self.config.fallback_trigger_tokens

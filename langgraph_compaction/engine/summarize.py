@@ -66,7 +66,7 @@ class Draft:
     def compose(self, body: str, injected: Sequence[BaseMessage] = ()) -> Composed:
         """Return the summary of ``body`` (its deterministic parts completed) and what the context becomes with it."""
         config = self.setup.config
-        redactor = config.redactor or redact_secrets
+        redactor = config.guards.redactor or redact_secrets
         text, pins = complete_summary(
             body, self.evicted, pins=self.pins, settings=config.fidelity, redactor=redactor, window=self.window
         )
@@ -99,10 +99,10 @@ def _failed(done: dict, error: str) -> dict:
 
 def _ask_before(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[tuple[str | None, bool]]:
     """Call ``before_summary``; return (extra instructions for this summary, skip the summarizer)."""
-    if setup.config.before_summary is None:
+    if setup.config.summary.before_summary is None:
         return None, False
     try:
-        return before_summary_answer((yield CallHook(setup.config.before_summary, (info,))))
+        return before_summary_answer((yield CallHook(setup.config.summary.before_summary, (info,))))
     except Exception as exc:  # noqa: BLE001 - a failing hook changes nothing: the summary is made as configured
         events.append(emit_event({"stage": "summarize", "hook": "before_summary", "error": describe_error(exc)}))
         return None, False
@@ -164,7 +164,7 @@ def _make(
             draft, text, pending["target_tokens"] or run.budget.target_tokens
         )
     cfg = setup.config
-    made.breaker = breaker_after(breaker, made.problem, cfg.breaker_failures, cfg.breaker_cooldown)
+    made.breaker = breaker_after(breaker, made.problem, cfg.guards.breaker_failures, cfg.guards.breaker_cooldown)
     if made.breaker["open_until"]:
         error = f"{made.problem}; using extractive summaries"
         events.append(emit_event({"stage": "summarize", "breaker": "open", **made.breaker, "error": error}))
@@ -177,10 +177,10 @@ def ask_after(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[l
     Messages that would break tool-call pairing (a bare result, a call
     without its result) are refused, with an event.
     """
-    if setup.config.after_compaction is None or info.summary_id is None:
+    if setup.config.summary.after_compaction is None or info.summary_id is None:
         return []
     try:
-        answer = yield CallHook(setup.config.after_compaction, (info,))
+        answer = yield CallHook(setup.config.summary.after_compaction, (info,))
         injected = injected_messages(answer, info.summary_id)
     except Exception as exc:  # noqa: BLE001 - a failing hook adds nothing; the summary stands
         events.append(emit_event({"stage": "summarize", "hook": "after_compaction", "error": describe_error(exc)}))

@@ -60,7 +60,7 @@ def summarizer_budget(setup: Setup) -> int:
 
 def _prompt(setup: Setup, instructions: Sequence[str | None]) -> dict:
     config = setup.config
-    return {"prompt": config.summary_prompt, "instructions": [config.summary_instructions, *instructions]}
+    return {"prompt": config.summary.prompt, "instructions": [config.summary.instructions, *instructions]}
 
 
 def _from_prefix(
@@ -96,13 +96,13 @@ def summary_text(
     summarizer refuses a part as too long (its window is smaller than
     configured), the prefix is split again into parts half as large.
     ``instructions`` (the application's, this summary's) are added to the
-    prompt (``summary_prompt`` when configured, else the built-in one).
+    prompt (``summary.prompt`` when configured, else the built-in one).
     """
     if prefix is not None:
         return (yield from _from_prefix(setup, evicted, focus, prefix, instructions))
     budget = budget or summarizer_budget(setup)
     text: str | None = None
-    shown = setup.config.summarizer_result_chars
+    shown = setup.config.summary.result_chars
     # the counts are known: only a prefix that may not fit is rendered and measured piece by piece
     fits = setup.counter.total(evicted) * 1.2 + 500 < budget
     for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):

@@ -25,19 +25,19 @@ def consolidation_node(model: Any, storage: Any = None, config: CompactionConfig
         model: The chat model that merges the ledger into MEMORY.md.
         storage: A directory, a LangGraph ``BaseStore`` or a storage object;
             None means the graph's store (``runtime.store``).
-        config: Supplies ``consolidation_max_tokens``, ``consolidation_min_gap``,
-            ``daily_file_retention_days``, ``timezone`` and ``redactor``.
+        config: Supplies ``memory.consolidation_max_tokens``, ``memory.consolidation_min_gap``,
+            ``memory.daily_file_retention_days``, ``memory.timezone`` and ``guards.redactor``.
         **options: Keywords of ``consolidate_memory``; they override what
             ``config`` supplies.
     """
     fixed = open_storage(storage)
     if config is not None:
         options = {
-            "max_tokens": config.consolidation_max_tokens,
-            "min_gap_seconds": config.consolidation_min_gap,
-            "retention_days": config.daily_file_retention_days,
-            "timezone": config.timezone,
-            "redactor": config.redactor,
+            "max_tokens": config.memory.consolidation_max_tokens,
+            "min_gap_seconds": config.memory.consolidation_min_gap,
+            "retention_days": config.memory.daily_file_retention_days,
+            "timezone": config.memory.timezone,
+            "redactor": config.guards.redactor,
             **options,
         }
 

@@ -35,9 +35,9 @@ from zoneinfo import ZoneInfo
 from langchain_core.messages import HumanMessage
 from langgraph.constants import TAG_NOSTREAM
 
-from ..core.config import CompactionConfig
 from ..core.conversation import content_text
 from ..core.redact import redact_secrets
+from ..core.settings import MemoryConfig
 from ..core.tokens import estimate_text_tokens
 from ..storage import DEFAULT_USER, CompactionStorage, open_storage
 from .ledger import (
@@ -60,7 +60,7 @@ from .ledger import (
 logger = logging.getLogger("langgraph_compaction")
 
 STATE_FILE = "memory/consolidation.json"
-_DEFAULTS = CompactionConfig.model_fields
+_DEFAULTS = MemoryConfig.model_fields
 DEFAULT_MAX_TOKENS: int = _DEFAULTS["consolidation_max_tokens"].default
 DEFAULT_MIN_GAP: float = _DEFAULTS["consolidation_min_gap"].default
 DEFAULT_RETENTION_DAYS: int = _DEFAULTS["daily_file_retention_days"].default
@@ -180,7 +180,7 @@ def consolidate_memory(
         now: An aware datetime that fixes the clock (for tests and replays); None: the current time.
         retention_days: How many days a consolidated daily ledger file stays before it moves to
             ``memory/archive/``.
-        timezone: The IANA zone the ledger's days are in (``CompactionConfig.timezone``).
+        timezone: The IANA zone the ledger's days are in (``CompactionConfig.memory.timezone``).
         redactor: Applied to the text written to MEMORY.md; None writes it as the model answered.
         keep_backups: How many earlier versions of MEMORY.md are kept as backups.
         force: Run even when the last run was less than ``min_gap_seconds`` ago.
