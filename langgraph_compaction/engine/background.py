@@ -45,6 +45,7 @@ from ..core.background import (
     should_start,
     start_budget,
     swap_before_trigger,
+    turn_messages,
     turn_tokens,
 )
 from ..core.config import Budget
@@ -243,7 +244,7 @@ def swap_coming(
     """
     if record["prepared"] is not None or jobs.get(job_key(run, messages)) is not None:
         return True
-    start, turns = setup.config.background_start, jobs.turns_to_ready
+    start, turns = setup.config.background.start, jobs.turns_to_ready
     return should_start(plan.tokens_before, turn_tokens(messages, counts), budget, start, turns)
 
 
@@ -291,13 +292,24 @@ def _maybe_start(gate: _Gate, plan: CompactionPlan, memo: Any, new_tokens: int |
     """Start a job when the thread will reach the trigger before one started later would be ready."""
     tokens, budget = plan.tokens_after_layers, gate.budget
     start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
-    if plan.held is not None or not gate.may_prepare():
+    if not gate.may_prepare():
+        return
+    if plan.held is not None:  # due, held back until the thread adds min_new_tokens: ready when the hold ends
+        turn = turn_tokens(gate.messages, gate.counts)
+        if new_tokens is not None and (
+            new_tokens >= budget.min_new_tokens * start or new_tokens + turn * (turns + 1) >= budget.min_new_tokens
+        ):
+            planned = _plan(gate, start_budget(budget, start), memo, None)
+            if planned.summarize:
+                yield from _start(gate, planned)
         return
     if should_start(tokens, turn_tokens(gate.messages, gate.counts), budget, start, turns):
         planned = _plan(gate, start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), memo, new_tokens)
         if planned.summarize and covers_enough(_evicted_tokens(planned, gate.counts), budget):
             yield from _start(gate, planned)
-    elif messages_start_due(len(gate.messages) - leading_systems(gate.messages), tokens, budget, start):
+    elif messages_start_due(
+        len(gate.messages) - leading_systems(gate.messages), turn_messages(gate.messages), tokens, budget, start, turns
+    ):
         planned = _plan(gate, start_budget(budget, start), memo, new_tokens)
         if planned.summarize:
             yield from _start(gate, planned)
