@@ -1,4 +1,4 @@
-"""The two prompts of the design: summary extraction and memory extraction, and how they are filled.
+"""The two prompts: summary extraction and memory extraction, and how they are filled.
 
 Each comes in two forms. The ``*_PROMPT`` form holds the conversation
 rendered as text, for a summarizer that is not the agent's model. The

@@ -47,7 +47,7 @@ def summary_message_id(content: str) -> str:
 
 
 def summary_content(summary: str, transcript_path: str | None) -> str:
-    """Return the summary message text in the design's two forms (with or without the transcript path)."""
+    """Return the summary message text in its two forms (with or without the transcript's location)."""
     if transcript_path:
         return (
             "You are in the middle of a conversation that has been summarized.\n\n"
