@@ -58,6 +58,7 @@ from langgraph_compaction.core.caching import CACHE_DEPTH, cache_key, common_pre
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
+from langgraph_compaction.core.tokens import estimate_tokens
 from langgraph_compaction.core.touches import normalise_path, touches
 from langgraph_compaction.core.validation import anthropic_violations
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
@@ -316,7 +317,7 @@ def replay(
         state["compacted"] = len(compacted)
         ws["violations"] += bool(state["compacted"] and anthropic_violations(view))  # the recording's own order aside
         ws["over_window"] += request.tokens > thresholds.context_window
-        ws["over_trigger"] += request.tokens > trigger
+        ws["over_trigger"] += estimate_tokens(view) > trigger  # in the package's own units: what the trigger counts
         for edit in edits.get(state["calls"], ()):
             ws["edits"] += 1
             if read_in_view(edit, view):
