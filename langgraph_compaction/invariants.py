@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from .core.conversation import is_user_turn
 from .core.validation import broken_tool_ids
@@ -75,8 +75,8 @@ def lost_messages(
 
     ``added`` holds messages (or their ``message_records``) exactly
     as they entered the thread; a match must have the same id and an equal
-    record (tuples may be lists: a checkpointer keeps no tuples). A layer-1/2 edit in the state is fine when the original is in the
-    transcript.
+    record (tuples may be lists: a checkpointer keeps no tuples). A layer-1/2
+    edit in the state is fine when the original is in the transcript.
     """
     have: dict[str, list[dict]] = {}
     for record in [*message_records(list(state)), *transcript]:
@@ -110,7 +110,7 @@ def bounded_problems(events: Iterable[Mapping], trigger_tokens: int) -> list[str
 
 
 def duplicate_problems(transcript: Sequence[dict], ledgers: Mapping[str, str] = {}) -> list[str]:
-    """Invariant 4: return the message versions written twice to the transcript and the bullets written twice to a ledger.
+    """Invariant 4: return the message versions written twice to the transcript and bullets written twice to a ledger.
 
     A message replaced by id has one record per version: that is not a
     duplicate; the same version (id and content) twice is.

@@ -28,7 +28,13 @@ knows to read it again. Pure functions; nothing here imports langgraph.
 ...     HumanMessage("fix a.py", id="h"),
 ...     AIMessage("", tool_calls=[{"name": "Read", "args": {"file_path": "a.py"}, "id": "r1"}], id="a1"),
 ...     ToolMessage("def f(): ...", tool_call_id="r1", id="t1"),
-...     AIMessage("", tool_calls=[{"name": "Edit", "args": {"file_path": "a.py", "old_string": "...", "new_string": "1"}, "id": "e1"}], id="a2"),
+...     AIMessage(
+...         "",
+...         tool_calls=[
+...             {"name": "Edit", "args": {"file_path": "a.py", "old_string": "...", "new_string": "1"}, "id": "e1"}
+...         ],
+...         id="a2",
+...     ),
 ...     ToolMessage("ok", tool_call_id="e1", id="t2"),
 ... ]
 >>> [(f.path, f.read, f.stale) for f in working_set(messages)]
@@ -152,7 +158,9 @@ def keep_working_set(
     budget_tokens: int,
     evict: Sequence[int] | None = None,
 ) -> frozenset[int]:
-    """Return the indices of the working set's reads that stay out of the summary: newest touched files first, within ``budget_tokens``.
+    """Return the indices of the working set's reads that stay out of the summary.
+
+    Newest touched files come first, within ``budget_tokens``.
 
     ``evict`` are the indices the cut would summarize; a read that lies
     outside it is kept at no cost (the tail holds it). A read that cannot
@@ -180,7 +188,7 @@ def keep_working_set(
 
 
 def working_set_note(messages: Sequence[BaseMessage], evict_ids: set) -> str:
-    """Return the summary's lines on the working set: the files kept after it, and the ones it took with how to get them back.
+    """Return the summary's lines on the working set: files kept after it, files it took and how to get them back.
 
     Empty when no file was read. The kept files are named with a word when
     stale (changed since the read: read it again for its content now); the files whose
