@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from .conversation import ToolRound, starts_with_thinking, tool_calls_of, tool_rounds
+from .conversation import ToolRound, answered_call_id, starts_with_thinking, tool_calls_of, tool_rounds
 from .touches import normalise_path, touches
 
 #: Verbs after which the file's latest read no longer shows it (it is stale until read again).
@@ -117,7 +117,7 @@ def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
     """
     files: dict[tuple[str, Lines], WorkingFile] = {}
     for r in tool_rounds(messages):
-        answered = {messages[j].tool_call_id: j for j in r.result_indices}
+        answered = {answered_call_id(messages[j]): j for j in r.result_indices}
         for call in tool_calls_of(messages[r.call_index]):
             result = answered.get(call.get("id") or "")
             for touch in touches(call.get("name") or "tool", call.get("args")):
