@@ -35,7 +35,7 @@ INVARIANTS = ("valid_history", "nothing_lost", "bounded", "exactly_once", "conta
 
 
 def _leading_system(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    lead = []
+    lead: list[BaseMessage] = []
     for m in messages:
         if not isinstance(m, SystemMessage):
             break
@@ -129,9 +129,9 @@ def escaped_paths(paths: Iterable[str | os.PathLike], root: str | os.PathLike) -
     return [f"{p} is outside {root}" for p in paths if os.path.commonpath([base, os.path.realpath(p)]) != base]
 
 
-def files_under(folder: str | os.PathLike) -> set[str]:
+def files_under(folder: str | os.PathLike[str]) -> set[str]:
     """Return every file and link under ``folder`` (links are not followed)."""
-    found = set()
+    found: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(folder):
         found.update(os.path.join(dirpath, n) for n in filenames)
         found.update(os.path.join(dirpath, n) for n in dirnames if os.path.islink(os.path.join(dirpath, n)))
@@ -149,7 +149,7 @@ class ThreadLedger:
     """
 
     history: list[BaseMessage] = field(default_factory=list)
-    records: dict[str, dict] = field(default_factory=dict)
+    records: dict[str | None, dict] = field(default_factory=dict)  # by message id
     versions: list[dict] = field(default_factory=list)
     problems: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in INVARIANTS})
 

@@ -281,8 +281,10 @@ def pending_entries(ledgers: dict[str, str], watermark: dict[str, Any]) -> dict[
     """
     out: dict[str, str] = {}
     for path, text in sorted(ledgers.items()):
-        mark = watermark.get(path) if isinstance(watermark.get(path), dict) else {}
-        done = mark.get("chars") if isinstance(mark.get("chars"), int) else 0
+        stored = watermark.get(path)
+        mark = stored if isinstance(stored, dict) else {}
+        chars = mark.get("chars")
+        done = chars if isinstance(chars, int) else 0
         if not (0 < done <= len(text) and _sha(text[:done]) == mark.get("sha256")):
             done = 0
         rest = text[done:]
