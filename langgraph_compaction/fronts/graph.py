@@ -286,6 +286,45 @@ def _typed_dict(name: str, fields: dict[str, Any]) -> type:
     return TypedDict(name, fields)  # type: ignore[operator]  # mypy types only TypedDicts with a literal name
 
 
+def _check_graph(builder: StateGraph, before: str) -> None:
+    """Raise when compaction cannot be added in front of ``before`` (see ``add_compaction``)."""
+    if not isinstance(builder, StateGraph):
+        raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
+    if before not in builder.nodes:
+        known = ", ".join(sorted(n for n in builder.nodes if not n.startswith("__"))) or "none"
+        raise ValueError(
+            f"before={before!r} is not a node of this graph (nodes: {known}); add it before add_compaction"
+        )
+    if "messages" not in builder.channels:
+        raise ValueError(
+            "the graph's state has no 'messages' key; use CompactionState or add "
+            "`messages: Annotated[list[AnyMessage], add_messages]` to your state"
+        )
+    taken = [n for n in (GATE, FLUSH, OFFLOAD, SUMMARIZE) if n in builder.nodes]
+    if taken:
+        raise ValueError(f"the graph already has node(s) {taken}; add_compaction can be called once per graph")
+
+
+def _route_to_gate(builder: StateGraph, before: str) -> None:
+    """Send every edge and branch that led to ``before`` to the gate instead."""
+    builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
+    builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}
+    for branches in builder.branches.values():
+        for name, branch in list(branches.items()):
+            if branch.ends is not None:
+                ends: dict[Hashable, str] = {k: GATE if v == before else v for k, v in branch.ends.items()}
+                branches[name] = branch._replace(ends=ends)
+            else:
+                path = branch.path
+                branches[name] = branch._replace(
+                    path=RunnableLambda(
+                        lambda state, config, _p=path: _redirect(_p.invoke(state, config), before),
+                        afunc=lambda state, config, _p=path: _aredirect(_p, state, config, before),
+                        name=getattr(path, "name", None) or "route",
+                    )
+                )
+
+
 def add_compaction(
     builder: StateGraph,
     *,
@@ -339,21 +378,7 @@ def add_compaction(
             ``messages`` key, a model name names no model, or ``trigger``,
             ``keep`` or an argument that contradicts ``config`` is refused.
     """
-    if not isinstance(builder, StateGraph):
-        raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
-    if before not in builder.nodes:
-        known = ", ".join(sorted(n for n in builder.nodes if not n.startswith("__"))) or "none"
-        raise ValueError(
-            f"before={before!r} is not a node of this graph (nodes: {known}); add it before add_compaction"
-        )
-    if "messages" not in builder.channels:
-        raise ValueError(
-            "the graph's state has no 'messages' key; use CompactionState or add "
-            "`messages: Annotated[list[AnyMessage], add_messages]` to your state"
-        )
-    taken = [n for n in (GATE, FLUSH, OFFLOAD, SUMMARIZE) if n in builder.nodes]
-    if taken:
-        raise ValueError(f"the graph already has node(s) {taken}; add_compaction can be called once per graph")
+    _check_graph(builder, before)
     _input_without_compaction(builder)
     input_schema: type | None = None
     if "compaction" not in builder.channels:
@@ -383,23 +408,7 @@ def add_compaction(
     )
     gate, summarize = _compaction_nodes(nodes, passed)
 
-    builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
-    builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}
-    for branches in builder.branches.values():
-        for name, branch in list(branches.items()):
-            if branch.ends is not None:
-                ends: dict[Hashable, str] = {k: GATE if v == before else v for k, v in branch.ends.items()}
-                branches[name] = branch._replace(ends=ends)
-            else:
-                path = branch.path
-                branches[name] = branch._replace(
-                    path=RunnableLambda(
-                        lambda state, config, _p=path: _redirect(_p.invoke(state, config), before),
-                        afunc=lambda state, config, _p=path: _aredirect(_p, state, config, before),
-                        name=getattr(path, "name", None) or "route",
-                    )
-                )
-
+    _route_to_gate(builder, before)
     builder.add_node(GATE, gate, input_schema=input_schema)
     builder.add_node(FLUSH, _node(nodes.flush, nodes.aflush, FLUSH), input_schema=input_schema)
     builder.add_node(OFFLOAD, _node(nodes.offload, nodes.aoffload, OFFLOAD), input_schema=input_schema)
