@@ -65,7 +65,8 @@ DEVIATIONS = {
     "keep_tokens": (
         "min(8,000, max(2,000, 0.25 × usable))",
         "under `prompt_cache` the derived tail is `keep_tokens_min`: the tail after a summary is billed in full "
-        "once, then read from the cache; always capped so a summary and the tail fit `summary.target_ratio` of the trigger",
+        "once, then read from the cache; always capped so a summary and the tail fit `summary.target_ratio` "
+        "of the trigger",
     ),
     "prune.excluded_tools": (
         "read_file, memory_search, memory_get, session_search",

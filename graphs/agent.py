@@ -91,7 +91,8 @@ def run_tests(target: str) -> str:
         for i in range(80)
     ]
     trace = (
-        f"\n___ test_case_{failing} ___\n    def test_case_{failing}():\n>       assert handle({seed % 97}) == {seed % 89}\n"
+        f"\n___ test_case_{failing} ___\n    def test_case_{failing}():\n"
+        f">       assert handle({seed % 97}) == {seed % 89}\n"
         f"E       AssertionError: assert {seed % 83} == {seed % 89}\nsrc/{target}.py:{seed % 300}: AssertionError"
     )
     return f"$ pytest tests/test_{target}.py -q\n" + "\n".join(lines) + trace + "\n1 failed, 79 passed in 2.31s"

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from .core.conversation import is_user_turn
 from .core.validation import broken_tool_ids
@@ -35,7 +35,7 @@ INVARIANTS = ("valid_history", "nothing_lost", "bounded", "exactly_once", "conta
 
 
 def _leading_system(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    lead = []
+    lead: list[BaseMessage] = []
     for m in messages:
         if not isinstance(m, SystemMessage):
             break
@@ -75,8 +75,8 @@ def lost_messages(
 
     ``added`` holds messages (or their ``message_records``) exactly
     as they entered the thread; a match must have the same id and an equal
-    record (tuples may be lists: a checkpointer keeps no tuples). A layer-1/2 edit in the state is fine when the original is in the
-    transcript.
+    record (tuples may be lists: a checkpointer keeps no tuples). A layer-1/2
+    edit in the state is fine when the original is in the transcript.
     """
     have: dict[str, list[dict]] = {}
     for record in [*message_records(list(state)), *transcript]:
@@ -110,7 +110,7 @@ def bounded_problems(events: Iterable[Mapping], trigger_tokens: int) -> list[str
 
 
 def duplicate_problems(transcript: Sequence[dict], ledgers: Mapping[str, str] = {}) -> list[str]:
-    """Invariant 4: return the message versions written twice to the transcript and the bullets written twice to a ledger.
+    """Invariant 4: return the message versions written twice to the transcript and bullets written twice to a ledger.
 
     A message replaced by id has one record per version: that is not a
     duplicate; the same version (id and content) twice is.
@@ -129,9 +129,9 @@ def escaped_paths(paths: Iterable[str | os.PathLike], root: str | os.PathLike) -
     return [f"{p} is outside {root}" for p in paths if os.path.commonpath([base, os.path.realpath(p)]) != base]
 
 
-def files_under(folder: str | os.PathLike) -> set[str]:
+def files_under(folder: str | os.PathLike[str]) -> set[str]:
     """Return every file and link under ``folder`` (links are not followed)."""
-    found = set()
+    found: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(folder):
         found.update(os.path.join(dirpath, n) for n in filenames)
         found.update(os.path.join(dirpath, n) for n in dirnames if os.path.islink(os.path.join(dirpath, n)))
@@ -149,7 +149,7 @@ class ThreadLedger:
     """
 
     history: list[BaseMessage] = field(default_factory=list)
-    records: dict[str, dict] = field(default_factory=dict)
+    records: dict[str | None, dict] = field(default_factory=dict)  # by message id
     versions: list[dict] = field(default_factory=list)
     problems: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in INVARIANTS})
 

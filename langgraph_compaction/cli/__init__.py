@@ -26,7 +26,7 @@ from .errors import DEMO_EXTRA, USAGE_ERROR, CommandError, UsageError, console
 __all__ = ["CommandError", "UsageError", "main", "parser"]
 
 
-def _openai_error(exc: BaseException) -> BaseException | None:
+def _openai_error(exc: BaseException | None) -> BaseException | None:
     """Return the OpenAI client's error behind ``exc`` (langchain-openai and LangGraph wrap it), or None."""
     while exc is not None:
         if type(exc).__module__.split(".")[0] == "openai":

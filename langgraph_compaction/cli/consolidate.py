@@ -91,15 +91,15 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
         from .errors import hidden_password
 
         try:
-            store = stack.enter_context(PostgresStore.from_conn_string(spec))
-            store.setup()
+            postgres = stack.enter_context(PostgresStore.from_conn_string(spec))
+            postgres.setup()
         except psycopg.Error as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(
                 f"{hidden_password(spec)}: cannot open the PostgreSQL store ({reason}); "
                 "check the DSN and that the server is running"
             ) from exc
-        return store
+        return postgres
     return str(existing_storage(spec))
 
 

@@ -130,9 +130,12 @@ def _openai_agent(model: Any, tools: list, rounds: dict[str, int]) -> Callable[[
     answer_now = model.bind_tools(tools, tool_choice="none")
 
     def decide(messages: list[BaseMessage]) -> AIMessage:
-        request = messages[latest_user_index(messages)]
-        used = rounds.get(request.id, 0)
-        rounds[request.id] = used + 1
+        at = latest_user_index(messages)
+        if at is None:
+            raise ValueError("the demo's agent is called without a request")
+        request = str(messages[at].id)
+        used = rounds.get(request, 0)
+        rounds[request] = used + 1
         return (with_tools if used < MAX_TOOL_ROUNDS else answer_now).invoke(messages)
 
     return decide
@@ -182,8 +185,8 @@ def build_demo_graph(
     from ..engine.state import CompactionState
     from ..fronts.graph import add_compaction
 
-    def agent(state: dict) -> dict:
-        messages = list(state["messages"])
+    def agent(state: CompactionState) -> dict:
+        messages: list[BaseMessage] = list(state["messages"])
         reply = decide(messages)
         on_call(messages, reply)
         return {"messages": [reply]}
@@ -433,7 +436,7 @@ def rounds_taken(thread: str, history: Sequence[BaseMessage]) -> dict[str, int]:
     request = None
     for message in history:
         if isinstance(message, HumanMessage) and str(message.id).startswith(f"{thread}-request-"):
-            request = message.id
+            request = str(message.id)
             taken[request] = 0
         elif isinstance(message, AIMessage) and request is not None:
             taken[request] += 1

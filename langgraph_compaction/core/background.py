@@ -29,7 +29,7 @@ from .validation import broken_tool_ids
 
 
 def _canonical(value: Any) -> Any:
-    """Return a value JSON can write with sorted keys: every key a string that says its type (``1`` and ``"1"`` differ)."""
+    """Return a value JSON can write with sorted keys: every key a string saying its type (``1`` and ``"1"`` differ)."""
     if isinstance(value, dict):
         return {(k if isinstance(k, str) else f"<{type(k).__name__}>{k!r}"): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -38,7 +38,7 @@ def _canonical(value: Any) -> Any:
 
 
 def message_digest(message: BaseMessage) -> str:
-    """Return a digest of everything a message carries (type, id, content, tool calls, metadata), the same in every process.
+    """Return a digest of all a message carries (type, id, content, tool calls, metadata), the same in every process.
 
     Artifacts may hold dicts with keys of several types (``{1: ..., "a": ...}``): the digest covers them too.
     """
@@ -92,10 +92,10 @@ def cut_index(messages: Sequence[BaseMessage], cutoff_id: str | None) -> int | N
 
 
 def kept_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], evict_ids: Sequence[str]) -> int:
-    """Return the tokens a summary leaves beside itself: every message it does not replace, leading system messages aside."""
+    """Return the tokens a summary leaves beside itself: the messages it does not replace, leading systems aside."""
     gone = set(evict_ids)
     lead = leading_systems(messages)
-    return sum(c for i, (m, c) in enumerate(zip(messages, counts)) if i >= lead and m.id not in gone)
+    return sum(c for i, (m, c) in enumerate(zip(messages, counts, strict=True)) if i >= lead and m.id not in gone)
 
 
 def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_id: str | None) -> int:
@@ -110,7 +110,7 @@ def turn_messages(messages: Sequence[BaseMessage]) -> int:
 
 
 def turn_tokens(messages: Sequence[BaseMessage], counts: Sequence[int]) -> int:
-    """Return the tokens the newest turn added: the newest model reply and everything after it (tool results, a request)."""
+    """Return the tokens the newest turn added: the newest model reply and all after it (tool results, a request)."""
     turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
     return sum(counts[turn:])
 
@@ -171,8 +171,9 @@ def new_pairing_problem(before: Sequence[BaseMessage], after: Sequence[BaseMessa
 def swap_before_trigger(
     record: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens_max: int
 ) -> bool:
-    """Return True when a ready summary should be applied now, before the trigger: one more turn would push its tail past ``keep_tokens_max``.
+    """Return True when a ready summary should be applied now, before the trigger.
 
+    That is when one more turn would push its tail past ``keep_tokens_max``.
     A turn is what the newest model call added (its reply and the tool
     results after it); applying later would only lengthen the tail it
     leaves (a tail already past it: applied as soon as it is ready).

@@ -27,14 +27,14 @@ CACHE_DEPTH = 4
 
 
 def cache_key(message: BaseMessage) -> tuple:
-    """Return what a provider's cache compares of a message: role, content, tool calls (name, args, id), tool call id, name."""
+    """Return what a provider's cache compares of a message: role, content, tool calls, tool call id, name."""
     calls = tuple((c.get("name"), c.get("args"), c.get("id")) for c in getattr(message, "tool_calls", None) or ())
     return message.type, message.content, calls, getattr(message, "tool_call_id", None), message.name
 
 
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     """Return how many leading items ``a`` and ``b`` share."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def cached_prefix(keys: Sequence[Any], recent: Sequence[Sequence[Any]]) -> int:
@@ -45,7 +45,7 @@ def cached_prefix(keys: Sequence[Any], recent: Sequence[Sequence[Any]]) -> int:
 def with_cache_breakpoints(
     messages: Sequence[BaseMessage], cache_control: dict[str, Any] | None = None
 ) -> list[BaseMessage]:
-    """Return copies of ``messages`` with ``cache_control`` on the system prompt, the latest summary and the newest message.
+    """Return copies of ``messages`` with ``cache_control`` on the system prompt, latest summary and newest message.
 
     A marked message's content becomes content blocks, the last one carrying
     ``cache_control`` (default ``{"type": "ephemeral"}``); a message without

@@ -30,7 +30,7 @@ RATIO_MAX = 2.5
 #: Weight of the newest observation; older ones decay geometrically.
 DECAY = 0.5
 
-_DEFAULT = {"ratio": 1.0, "samples": 0, "last_id": None, "window": None}
+_DEFAULT: dict[str, Any] = {"ratio": 1.0, "samples": 0, "last_id": None, "window": None}
 
 
 def read_calibration(raw: Any) -> dict:
@@ -61,9 +61,8 @@ def read_usage(raw: Any) -> dict[str, int]:
     if not isinstance(raw, dict):
         return {}
     values = {k: raw.get(k) for k in USAGE_KEYS}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values.values()):
-        return {}
-    return values
+    counts = {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    return counts if len(counts) == len(values) else {}
 
 
 def add_usage(usage: dict, reported: int, cache: dict[str, int]) -> dict[str, int]:
@@ -163,7 +162,9 @@ def observe_usage(calibration: dict, messages: Sequence[BaseMessage], counts: Se
     # only the newest reply: an older one was observed at an earlier call, and scanning a long
     # history whose model reports no usage would cost every call O(n)
     i = next((j for j in range(len(messages) - 1, -1, -1) if isinstance(messages[j], AIMessage)), None)
-    reported = _input_tokens(messages[i]) if i is not None else None
+    if i is None:
+        return None
+    reported = _input_tokens(messages[i])
     if reported is None or (messages[i].id and messages[i].id == current["last_id"]):
         return None
     cache = cache_details(messages[i])

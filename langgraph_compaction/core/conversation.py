@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.tool import ToolCall
 
 #: ``name`` of the summary message that compaction writes.
 SUMMARY_MESSAGE_NAME = "__compaction_summary__"
@@ -50,11 +51,16 @@ def is_user_turn(message: BaseMessage) -> bool:
     return isinstance(message, HumanMessage) and not is_summary(message) and compaction_kind(message) is None
 
 
-def tool_calls_of(message: BaseMessage) -> list[dict]:
+def tool_calls_of(message: BaseMessage) -> list[ToolCall]:
     """Return the tool calls of an assistant message (``[]`` for any other message)."""
     if isinstance(message, AIMessage):
         return list(message.tool_calls or [])
     return []
+
+
+def answered_call_id(message: BaseMessage) -> str | None:
+    """Return the id of the tool call a tool message answers (None for any other message)."""
+    return message.tool_call_id if isinstance(message, ToolMessage) else None
 
 
 def text_of(message: BaseMessage) -> str:
@@ -116,8 +122,8 @@ def tool_rounds(messages: Sequence[BaseMessage]) -> list[ToolRound]:
             rounds_at.append(i)
             results[i] = []
             for call in calls:
-                if call.get("id"):
-                    owner_of_id[call["id"]] = i
+                if call_id := call.get("id"):
+                    owner_of_id[call_id] = i
         elif isinstance(m, ToolMessage):
             owner = owner_of_id.get(m.tool_call_id)
             if owner is not None:
@@ -138,7 +144,7 @@ def tool_names_by_result(messages: Sequence[BaseMessage], rounds: list[ToolRound
     for r in rounds if rounds is not None else tool_rounds(messages):
         by_id = {c.get("id"): c.get("name") for c in tool_calls_of(messages[r.call_index])}
         for j in r.result_indices:
-            names[j] = by_id.get(messages[j].tool_call_id) or messages[j].name or "tool"
+            names[j] = by_id.get(answered_call_id(messages[j])) or messages[j].name or "tool"
     return names
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages.tool import ToolCall
 
-from .config import MicroCompactConfig, PruneConfig, TruncateArgsConfig
+from .config import CompactionConfig, MicroCompactConfig, PruneConfig, TruncateArgsConfig
 from .conversation import content_text, tool_calls_of, tool_names_by_result, tool_rounds
 from .touches import CHANGE_VERBS, normalise_path, touches
+from .working_set import keep_working_set
 
 PRUNED_MARK = re.compile(r"\n\n\.\.\.\(\d+ chars pruned\)\.\.\.\n\n")
 MICRO_PLACEHOLDER = (
@@ -164,7 +166,7 @@ def prune_tool_results(
     }
 
 
-def _call_key(call: dict) -> tuple[str, str] | None:
+def _call_key(call: ToolCall) -> tuple[str, str] | None:
     """Return what makes two tool calls the same call: the tool's name and its arguments, canonically."""
     try:
         return call.get("name") or "", json.dumps(call.get("args"), sort_keys=True, ensure_ascii=False, default=str)
@@ -183,17 +185,18 @@ def superseded_results(messages: Sequence[BaseMessage]) -> dict[int, BaseMessage
     (``status="error"``). Results no longer than their marker stay. Cheap
     when no call repeats: one pass over the history, no parsing.
     """
-    call_of: dict[str, tuple[int, dict]] = {}
-    results: dict[tuple[str, str], list[tuple[int, int, dict]]] = {}
+    call_of: dict[str, tuple[int, ToolCall]] = {}
+    # per same call: (the result's index, its call's index, the call, the result)
+    results: dict[tuple[str, str], list[tuple[int, int, ToolCall, ToolMessage]]] = {}
     for i, m in enumerate(messages):
         if isinstance(m, AIMessage):
             for call in m.tool_calls:
-                if call.get("id"):
-                    call_of[call["id"]] = (i, call)
+                if call_id := call.get("id"):
+                    call_of[call_id] = (i, call)
         elif isinstance(m, ToolMessage) and m.tool_call_id in call_of:
             at, call = call_of[m.tool_call_id]
             if (key := _call_key(call)) is not None:
-                results.setdefault(key, []).append((i, at, call))
+                results.setdefault(key, []).append((i, at, call, m))
     edits: dict[int, BaseMessage] = {}
     changes: dict[int, set[str]] = {}  # per assistant message: the paths its calls change
 
@@ -216,10 +219,10 @@ def superseded_results(messages: Sequence[BaseMessage]) -> dict[int, BaseMessage
         targets = {normalise_path(t.target) for t in touches(name, found[0][2].get("args"))}
         newest = found[-1]
         for older in reversed(found[:-1]):
-            if messages[newest[0]].status == "error" or (targets and targets & changed_between(older[1], newest[1])):
+            if newest[3].status == "error" or (targets and targets & changed_between(older[1], newest[1])):
                 newest = older  # a newer run starts here: the results before it are superseded by this one
                 continue
-            m, newer = messages[older[0]], messages[newest[0]]
+            m, newer = older[3], newest[3]
             text = content_text(m.content)
             if text.startswith(SHORTENED_OPENINGS):
                 continue
@@ -301,3 +304,89 @@ def settled_from(
             if micro.enabled and size > micro.min_chars and not content_text(content).startswith(SHORTENED_OPENINGS):
                 return i
     return len(messages)
+
+
+class LayerEdits:
+    """The layer 1-2 edits of one plan and the messages and counts they make.
+
+    Nothing is copied until a layer edits; ``undo`` goes back to the
+    originals. Edits before ``frozen`` and of the rounds the working set
+    keeps (within ``working_set_tokens``) are never made.
+    """
+
+    def __init__(
+        self,
+        messages: Sequence[BaseMessage],
+        counts: Sequence[int],
+        recount: Callable[[BaseMessage], int],
+        frozen: int,
+        working_set_tokens: int,
+    ) -> None:
+        self.messages, self.counts = messages, counts
+        self.edits: dict[int, BaseMessage] = {}
+        self.layer_counts: dict[str, int] = {}
+        self._layer_of: dict[int, str] = {}
+        self._copy: tuple[list[BaseMessage], list[int]] | None = None  # made on the first edit
+        self._recount = recount
+        self._frozen = frozen
+        self._working_set_tokens = working_set_tokens
+        self._protected: frozenset[int] | None = None
+
+    @property
+    def working(self) -> Sequence[BaseMessage]:
+        """Return the messages with the edits made."""
+        return self._copy[0] if self._copy is not None else self.messages
+
+    @property
+    def sizes(self) -> Sequence[int]:
+        """Return the token counts of ``working``."""
+        return self._copy[1] if self._copy is not None else self.counts
+
+    def _allowed(self, changed: dict[int, BaseMessage]) -> dict[int, BaseMessage]:
+        if self._frozen and changed:
+            changed = {i: m for i, m in changed.items() if i >= self._frozen}
+        if changed and self._working_set_tokens > 0:
+            # layers 1-2 never shorten what the working set keeps (worked out once, only when a layer edits)
+            if self._protected is None:
+                self._protected = keep_working_set(self.messages, self.counts, self._working_set_tokens)
+            changed = {i: m for i, m in changed.items() if i not in self._protected}
+        return changed
+
+    def apply(self, name: str, changed: dict[int, BaseMessage]) -> None:
+        """Make a layer's edits (those allowed), counted under ``name``."""
+        changed = self._allowed(changed)
+        if not changed:
+            return
+        self.layer_counts[name] = self.layer_counts.get(name, 0) + len(changed)
+        if self._copy is None:
+            self._copy = (list(self.messages), list(self.counts))
+        working, sizes = self._copy
+        for i, m in changed.items():
+            working[i] = m
+            sizes[i] = self._recount(m)
+            self.edits[i] = m
+            self._layer_of[i] = name
+
+    def run(self, cfg: CompactionConfig, first: int, dedupe: bool = True) -> None:
+        """Run layers 1-2 in their order from ``first``, each on the previous one's edits."""
+        self.apply("truncate", truncate_arguments(self.working, sum(self.sizes), cfg.truncate_args, start=first))
+        if dedupe and cfg.dedupe_results:  # the whole history: a new call can supersede a result layers 1-2 had settled
+            self.apply("dedupe", superseded_results(self.working))
+        self.apply("prune", prune_tool_results(self.working, self.sizes, cfg.prune, start=first))
+        self.apply("micro", micro_compact(self.working, self.sizes, cfg.micro, cfg.prune.excluded_tools, start=first))
+
+    def undo(self) -> None:
+        """Drop every edit."""
+        self._copy, self.edits, self.layer_counts = None, {}, {}
+
+    def keep(self, kept: dict[int, BaseMessage]) -> None:
+        """Keep only the edits in ``kept``: the others' messages go back to their originals."""
+        if len(kept) == len(self.edits) or self._copy is None:
+            return
+        working, sizes = self._copy
+        for i in set(self.edits) - set(kept):
+            working[i], sizes[i] = self.messages[i], self.counts[i]
+        self.edits = kept
+        self.layer_counts = {}
+        for i in kept:
+            self.layer_counts[self._layer_of[i]] = self.layer_counts.get(self._layer_of[i], 0) + 1

@@ -7,15 +7,16 @@ turns its plan into state updates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from .billing import CACHED_PRICE
 from .config import SUMMARY_ALLOWANCE, Budget, CompactionConfig
 from .conversation import is_injected, is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
-from .layers import micro_compact, prune_tool_results, settled_from, superseded_results, truncate_arguments
+from .layers import LayerEdits, settled_from, superseded_results
 from .working_set import keep_working_set
 
 
@@ -54,6 +55,18 @@ def _candidate(counts: Sequence[int], system: Sequence[bool], keep_tokens: int, 
     return 0
 
 
+def _safe_cutoff(messages: Sequence[BaseMessage], system: list[bool], safe: list[int], candidate: int) -> int | None:
+    """Return the nearest safe cut at or before ``candidate`` that evicts something, else the nearest after it."""
+
+    def evictable(cut: int) -> bool:  # a summary and the messages re-injected after it alone are no progress
+        return any(not system[i] and not is_summary(messages[i]) and not is_injected(messages[i]) for i in range(cut))
+
+    down = next((i for i in reversed(safe) if i <= candidate), None)
+    if down is not None and evictable(down):
+        return down
+    return next((i for i in safe if i >= candidate and evictable(i)), None)
+
+
 def find_cutoff(
     messages: Sequence[BaseMessage], counts: Sequence[int], keep_tokens: int, keep_messages: int
 ) -> Cut | None:
@@ -77,17 +90,9 @@ def find_cutoff(
         return None
     newest_start = safe[-1]
     candidate = min(_candidate(counts, system, keep_tokens, keep_messages), newest_start)
-
-    def evictable(cut: int) -> bool:  # a summary and the messages re-injected after it alone are no progress
-        return any(not system[i] and not is_summary(messages[i]) and not is_injected(messages[i]) for i in range(cut))
-
-    down = next((i for i in reversed(safe) if i <= candidate), None)
-    if down is not None and evictable(down):
-        cutoff = down
-    else:
-        cutoff = next((i for i in safe if i >= candidate and evictable(i)), None)
-        if cutoff is None:
-            return None
+    cutoff = _safe_cutoff(messages, system, safe, candidate)
+    if cutoff is None:
+        return None
     human = latest_user_index(messages)
     kept_human = human if human is not None and human < cutoff else None
     evict = tuple(i for i in range(cutoff) if not system[i] and i != kept_human)
@@ -165,12 +170,69 @@ def _kept_tokens(sizes: Sequence[int], cut: Cut) -> int:
     return sum(s for i, s in enumerate(sizes) if i not in evicted)
 
 
+def _decide(
+    after: int,
+    budget: Budget,
+    conversation: int,
+    *,
+    overflow: bool,
+    manual: bool,
+    new_tokens: int | None,
+) -> tuple[str | None, str | None]:
+    """Return (reason to summarize, why a due summary is held) for ``after`` tokens once layers 1-2 ran."""
+    reason: str | None = None
+    if overflow:
+        reason = "overflow"
+    elif manual:
+        reason = "manual"
+    elif after >= budget.trigger_tokens:  # layer 3 only when layers 1-2 did not suffice
+        reason = "tokens"
+    elif budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens:
+        reason = "messages"
+    if (
+        reason in ("tokens", "messages")
+        and new_tokens is not None
+        and new_tokens < budget.min_new_tokens
+        and after < budget.hard_limit
+    ):
+        return None, "cooldown"
+    return reason, None
+
+
+def _left(layers: LayerEdits, cut: Cut | None) -> int:
+    """Return the tokens the request keeps once the plan is carried out (the summary's allowance included)."""
+    return sum(layers.sizes) if cut is None else _kept_tokens(layers.sizes, cut) + SUMMARY_ALLOWANCE
+
+
+def _reach_target(
+    layers: LayerEdits, config: CompactionConfig, budget: Budget, cut: Cut | None, reason: str | None
+) -> Cut | None:
+    """Return the cut once layers 1-2 ran over the whole history where the plan alone stays over.
+
+    Still over the target once summarized (or over the trigger with no cut
+    that helps): every edit that helps is made, the protected tail included;
+    over the window, the excluded tools' results too (the model refuses it anyway).
+    """
+
+    def cut_now() -> Cut | None:
+        return find_cutoff(layers.working, layers.sizes, budget.keep_tokens, budget.keep_messages) if reason else None
+
+    left = _left(layers, cut)
+    if left > budget.target_tokens if cut is not None else not may_wait(left, budget):
+        layers.run(whole_history(config), 0)
+        cut = cut_now()
+    if _left(layers, cut) > budget.hard_limit:
+        layers.run(whole_history(config, keep_excluded=False), 0)
+        cut = cut_now()
+    return cut
+
+
 def plan_compaction(
     messages: Sequence[BaseMessage],
     counts: Sequence[int],
     budget: Budget,
     config: CompactionConfig,
-    recount: callable,
+    recount: Callable[[BaseMessage], int],
     *,
     manual: bool = False,
     new_tokens: int | None = None,
@@ -209,122 +271,50 @@ def plan_compaction(
     if overflow:
         config = whole_history(config, keep_excluded=False)
         budget = replace(budget, keep_tokens=budget.keep_tokens // 2, keep_messages=max(1, budget.keep_messages // 2))
-    working: Sequence[BaseMessage] = messages
-    sizes: Sequence[int] = counts
-    before = sum(sizes)
-    edits: dict[int, BaseMessage] = {}
-    layer_counts: dict[str, int] = {}
+    before = sum(counts)
     start = 0 if overflow else min(settled, len(messages))
-
-    layer_of: dict[int, str] = {}
     working_set_tokens = budget.working_set_tokens // 2 if overflow else budget.working_set_tokens
-    protected: frozenset[int] | None = None
-
-    def apply(name: str, changed: dict[int, BaseMessage]) -> None:
-        nonlocal working, sizes, protected
-        if frozen and changed:
-            changed = {i: m for i, m in changed.items() if i >= frozen}
-        if changed and working_set_tokens > 0:
-            # layers 1-2 never shorten what the working set keeps (worked out once, only when a layer edits)
-            if protected is None:
-                protected = keep_working_set(messages, counts, working_set_tokens)
-            changed = {i: m for i, m in changed.items() if i not in protected}
-        if changed:
-            layer_counts[name] = layer_counts.get(name, 0) + len(changed)
-            if not edits:  # copy on the first edit only
-                working, sizes = list(working), list(sizes)
-        for i, m in changed.items():
-            working[i] = m
-            sizes[i] = recount(m)
-            edits[i] = m
-            layer_of[i] = name
+    layers = LayerEdits(messages, counts, recount, frozen, working_set_tokens)
 
     # Under prompt caching, superseded results wait for a summary (or a request that would not fit the window):
     # alone, each shortening breaks the cached prefix only to put the summary off by a few calls (the offline demo
     # billed 8 % more so). They are found only once a summary is due, so an idle call never looks for them.
     dedupe_waits = config.prompt_cache and not overflow and before < budget.hard_limit
+    layers.run(config, start, dedupe=not dedupe_waits)
+    conversation = len(layers.working) - leading_systems(layers.working)
+    decide = partial(_decide, budget=budget, conversation=conversation, overflow=overflow, manual=manual)
 
-    def run_layers(cfg: CompactionConfig, first: int, dedupe: bool = True) -> None:
-        apply("truncate", truncate_arguments(working, sum(sizes), cfg.truncate_args, start=first))
-        if dedupe and cfg.dedupe_results:  # the whole history: a new call can supersede a result layers 1-2 had settled
-            apply("dedupe", superseded_results(working))
-        apply("prune", prune_tool_results(working, sizes, cfg.prune, start=first))
-        apply("micro", micro_compact(working, sizes, cfg.micro, cfg.prune.excluded_tools, start=first))
-
-    run_layers(config, start, dedupe=not dedupe_waits)
-    conversation = len(working) - leading_systems(working)
-
-    def decide(after: int) -> tuple[str | None, str | None]:
-        """Return (reason to summarize, why a due summary is held) for ``after`` tokens once layers 1-2 ran."""
-        reason: str | None = None
-        if overflow:
-            reason = "overflow"
-        elif manual:
-            reason = "manual"
-        elif after >= budget.trigger_tokens:  # layer 3 only when layers 1-2 did not suffice
-            reason = "tokens"
-        elif (
-            budget.trigger_messages and conversation >= budget.trigger_messages and after >= budget.messages_min_tokens
-        ):
-            reason = "messages"
-        if (
-            reason in ("tokens", "messages")
-            and new_tokens is not None
-            and new_tokens < budget.min_new_tokens
-            and after < budget.hard_limit
-        ):
-            return None, "cooldown"
-        return reason, None
-
-    reason, held = decide(sum(sizes))
-    if edits and reason is None and config.prompt_cache and may_wait(before, budget):
+    reason, held = decide(sum(layers.sizes), new_tokens=new_tokens)
+    if layers.edits and reason is None and config.prompt_cache and may_wait(before, budget):
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job; a
         # summary held back (cooldown) does not make them urgent while the request fits
-        ahead = FORECAST_SHARE * calls_ahead(working, sizes, budget, conversation)
-        if not cache_aware_edits(edits, counts, sizes, evict=None, calls_ahead=ahead):
-            working, sizes, edits, layer_counts = messages, counts, {}, {}
-            reason, held = decide(before)
-    cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
+        ahead = FORECAST_SHARE * calls_ahead(layers.working, layers.sizes, budget, conversation)
+        if not cache_aware_edits(layers.edits, counts, layers.sizes, evict=None, calls_ahead=ahead):
+            layers.undo()
+            reason, held = decide(before, new_tokens=new_tokens)
+    cut = find_cutoff(layers.working, layers.sizes, budget.keep_tokens, budget.keep_messages) if reason else None
     if dedupe_waits and cut is not None and config.dedupe_results:
         # after the summary's cut is chosen: a shorter result would let the kept tail reach back to the start of
         # its tool round, and keep more than without it
-        apply("dedupe", superseded_results(working))
-
-    def left() -> int:
-        """Return the tokens the request keeps once the plan is carried out (the summary's allowance included)."""
-        return sum(sizes) if cut is None else _kept_tokens(sizes, cut) + SUMMARY_ALLOWANCE
-
-    # still over once summarized (or over the trigger with no cut that helps): every edit that helps is made,
-    # the protected tail included; over the window, the excluded tools' results too (the model refuses it anyway)
-    if not overflow and (left() > budget.target_tokens if cut is not None else not may_wait(left(), budget)):
-        run_layers(whole_history(config), 0)
-        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
-    if not overflow and left() > budget.hard_limit:
-        run_layers(whole_history(config, keep_excluded=False), 0)
-        cut = find_cutoff(working, sizes, budget.keep_tokens, budget.keep_messages) if reason else None
+        layers.apply("dedupe", superseded_results(layers.working))
+    if not overflow:
+        cut = _reach_target(layers, config, budget, cut, reason)
     if cut is not None:  # the working set, in what room the target leaves (never pushing the result over it)
         summary = SUMMARY_ALLOWANCE + config.fidelity.request_tokens  # the summary quotes requests besides its text
-        room = budget.target_tokens - summary - _kept_tokens(sizes, cut)
-        cut = with_working_set(working, sizes, cut, min(working_set_tokens, room))
-    if edits and cut is not None and not overflow:
-        kept = cache_aware_edits(edits, counts, sizes, evict=cut.evict, calls_ahead=0)
-        if len(kept) < len(edits):  # evicted messages leave with the summary: editing them first buys nothing
-            working, sizes = list(working), list(sizes)
-            for i in set(edits) - set(kept):
-                working[i], sizes[i] = messages[i], counts[i]
-            edits = kept
-            layer_counts = {}
-            for i in kept:
-                layer_counts[layer_of[i]] = layer_counts.get(layer_of[i], 0) + 1
+        room = budget.target_tokens - summary - _kept_tokens(layers.sizes, cut)
+        cut = with_working_set(layers.working, layers.sizes, cut, min(working_set_tokens, room))
+    if layers.edits and cut is not None and not overflow:
+        # evicted messages leave with the summary: editing them first buys nothing
+        layers.keep(cache_aware_edits(layers.edits, counts, layers.sizes, evict=cut.evict, calls_ahead=0))
     return CompactionPlan(
         tokens_before=before,
-        tokens_after_layers=sum(sizes),
-        edits=edits,
-        layer_counts=layer_counts,
+        tokens_after_layers=sum(layers.sizes),
+        edits=layers.edits,
+        layer_counts=layers.layer_counts,
         reason=reason,
         cut=cut,
         held=held,
-        settled=settled_from(working, start, config.truncate_args, config.prune, config.micro),
+        settled=settled_from(layers.working, start, config.truncate_args, config.prune, config.micro),
     )
 
 

@@ -11,7 +11,8 @@ did run; nothing else moves. Pure functions; nothing here imports langgraph.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -24,7 +25,7 @@ NOT_RUN = (
 )
 
 
-def not_run_result(call: dict) -> ToolMessage:
+def not_run_result(call: Mapping[str, Any]) -> ToolMessage:
     """Return the result that answers a call that was never run (its id derived from the call's, so it is stable)."""
     return ToolMessage(
         NOT_RUN,
@@ -61,7 +62,7 @@ def answer_unanswered(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
             i += 1
         for call in missing:
             result = not_run_result(call)
-            answered.add(call["id"])
+            answered.add(result.tool_call_id)
             out.append(result)
             added.append(result)
     return (out, added) if added else (list(messages), [])

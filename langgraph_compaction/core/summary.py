@@ -12,6 +12,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -71,7 +72,7 @@ def build_summary_message(
     ``additional_kwargs`` of a human message.
     """
     content = summary_content(summary, transcript_path)
-    marker = {"kind": "summary", "evicted": evicted, "transcript": transcript_path}
+    marker: dict[str, Any] = {"kind": "summary", "evicted": evicted, "transcript": transcript_path}
     if covers is not None:
         marker["covers"] = list(covers)
     return HumanMessage(

@@ -330,7 +330,7 @@ def fingerprint(message: BaseMessage) -> int:
                 if not fields.get("invalid_tool_calls"):
                     return hash((message.__class__, fields["id"], fields["name"], content))
             elif not fields["invalid_tool_calls"]:
-                key = (message.__class__, fields["id"], fields["name"], content)
+                key: tuple[Any, ...] = (message.__class__, fields["id"], fields["name"], content)
                 for call in calls:
                     args = call["args"]
                     key += (call["name"], call["id"], len(args))  # the count tells where the next call starts

@@ -35,6 +35,7 @@ read by ``shell``; the trail built from the touches of a conversation is
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -212,26 +213,43 @@ def touches(name: str, args: Any) -> list[Touch]:
     operation = commands[0] if len(commands) == 1 and _OPERATION.fullmatch(commands[0]) else ""
     verb = verb_of(operation, short) if operation else verb_of(short)
     workdir = _workdir(fields, bool(commands) and not operation)
-    patch_tool = bool(set(words(short)) & _PATCH_WORDS)
-    lines = _read_lines(args) if verb == "read" else None
+    reading = _Reading(
+        verb=verb,
+        tool=short,
+        lines=_read_lines(args) if verb == "read" else None,
+        patch_tool=bool(set(words(short)) & _PATCH_WORDS),
+    )
     found: list[Touch] = []
     for kind, key, value in fields:
-        for text in strings(value):
-            text = text.strip()
-            if kind == "command" or text == workdir:
-                continue
-            if kind in ("path", "loose") and _one_line(text) and (kind == "path" or looks_like_path(text)):
-                found.append(
-                    Touch(text, "fetched") if URL.fullmatch(text) else Touch(text, _key_verb(key, verb) or short, lines)
-                )
-            elif kind == "url" and _one_line(text):
-                found.append(Touch(text, "fetched"))
-            elif (patch_tool or set(words(key)) & _PATCH_WORDS) and has_patch(text):
-                found += patch_touches(text)
+        if kind != "command":
+            found += [t for text in strings(value) if text.strip() != workdir for t in reading.touches(kind, key, text)]
     for command in commands:
         if command != operation:
             found += command_touches(command, workdir)
     return found
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How one call's string arguments are read: the verb of its paths, its tool's name, the lines a read asks for."""
+
+    verb: str | None
+    tool: str
+    lines: tuple[int, int | None] | None
+    patch_tool: bool
+
+    def touches(self, kind: str | None, key: str, text: str) -> list[Touch]:
+        """Return what one string argument touched: its path or URL, or the files of the patch it holds."""
+        text = text.strip()
+        if kind in ("path", "loose") and _one_line(text) and (kind == "path" or looks_like_path(text)):
+            if URL.fullmatch(text):
+                return [Touch(text, "fetched")]
+            return [Touch(text, _key_verb(key, self.verb) or self.tool, self.lines)]
+        if kind == "url" and _one_line(text):
+            return [Touch(text, "fetched")]
+        if (self.patch_tool or set(words(key)) & _PATCH_WORDS) and has_patch(text):
+            return patch_touches(text)
+        return []
 
 
 def _key_verb(key: str, verb: str | None) -> str | None:

@@ -22,12 +22,13 @@ chained compactions. Pure functions; nothing here imports langgraph.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from .conversation import text_of, tool_calls_of, tool_rounds
+from .conversation import answered_call_id, text_of, tool_calls_of, tool_rounds
 from .touches import CHANGE_VERBS, call_commands, normalise_path, touches
 
 #: Tool calls after which a touch weighs half as much: the agent's recent work outweighs its early work.
@@ -113,7 +114,7 @@ def _command_entry(line: str, result: str) -> tuple[str, str | None]:
     return f"$ {shown}", (f"exit {status[-1]}" if status else None)
 
 
-def _call_items(call: dict, result: str) -> list[tuple[str, str | None]]:
+def _call_items(call: Mapping[str, Any], result: str) -> list[tuple[str, str | None]]:
     """Return (key, detail) of everything one tool call touched; its shell commands come last."""
     args = call.get("args")
     found: list[tuple[str, str | None]] = [
@@ -132,7 +133,7 @@ def tool_trail(messages: Sequence[BaseMessage]) -> list[TrailEntry]:
     """
     calls: list[list[tuple[str, str | None]]] = []
     for r in tool_rounds(messages):
-        results = {messages[j].tool_call_id: text_of(messages[j]) for j in r.result_indices}
+        results = {answered_call_id(messages[j]): text_of(messages[j]) for j in r.result_indices}
         for call in tool_calls_of(messages[r.call_index]):
             calls.append(_call_items(call, results.get(call.get("id") or "", "")))
     details: dict[str, list[str]] = {}

@@ -23,7 +23,7 @@ def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
     problems: list[str] = []
     if not messages:
         return ["the message list is empty"]
-    open_calls: set[str] = set()
+    open_calls: set[str | None] = set()  # a call may come without an id
     open_at: int | None = None
     for i, m in enumerate(messages):
         if isinstance(m, ToolMessage):
@@ -36,11 +36,13 @@ def openai_violations(messages: Sequence[BaseMessage]) -> list[str]:
                 open_calls.discard(m.tool_call_id)
             continue
         if open_calls:
-            problems.append(f"message {open_at}: tool calls {sorted(open_calls)} are not answered before message {i}")
+            problems.append(
+                f"message {open_at}: tool calls {sorted(open_calls, key=str)} are not answered before message {i}"
+            )
         open_calls = {c.get("id") for c in tool_calls_of(m)}
         open_at = i
     if open_calls:
-        problems.append(f"message {open_at}: tool calls {sorted(open_calls)} are never answered")
+        problems.append(f"message {open_at}: tool calls {sorted(open_calls, key=str)} are never answered")
     return problems
 
 

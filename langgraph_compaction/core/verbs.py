@@ -149,7 +149,7 @@ def looks_like_path(value: str) -> bool:
 
 
 def has_revision_dots(value: str) -> bool:
-    """Return True when ``..`` is inside a word (``main..HEAD``, a revision range), not a folder step (``src/../a.py``)."""
+    """Return True when ``..`` is inside a word (``main..HEAD``, a revision range), not a step up (``src/../a.py``)."""
     return any(".." in part and part != ".." for part in value.split("/"))
 
 

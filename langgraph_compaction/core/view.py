@@ -69,7 +69,7 @@ def model_view(messages: Sequence[BaseMessage], record: Any, edits: Any = None) 
     """
     messages = list(messages)
     if isinstance(edits, dict) and edits:
-        shortened = dict(zip(edits, messages_from_dict(list(edits.values()))))
+        shortened = dict(zip(edits, messages_from_dict(list(edits.values())), strict=True))
         messages = [shortened.get(m.id, m) for m in messages]
     if not isinstance(record, dict) or not isinstance(record.get("summary"), dict):
         return messages

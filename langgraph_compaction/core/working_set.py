@@ -28,7 +28,13 @@ knows to read it again. Pure functions; nothing here imports langgraph.
 ...     HumanMessage("fix a.py", id="h"),
 ...     AIMessage("", tool_calls=[{"name": "Read", "args": {"file_path": "a.py"}, "id": "r1"}], id="a1"),
 ...     ToolMessage("def f(): ...", tool_call_id="r1", id="t1"),
-...     AIMessage("", tool_calls=[{"name": "Edit", "args": {"file_path": "a.py", "old_string": "...", "new_string": "1"}, "id": "e1"}], id="a2"),
+...     AIMessage(
+...         "",
+...         tool_calls=[
+...             {"name": "Edit", "args": {"file_path": "a.py", "old_string": "...", "new_string": "1"}, "id": "e1"}
+...         ],
+...         id="a2",
+...     ),
 ...     ToolMessage("ok", tool_call_id="e1", id="t2"),
 ... ]
 >>> [(f.path, f.read, f.stale) for f in working_set(messages)]
@@ -42,7 +48,7 @@ from dataclasses import dataclass, replace
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from .conversation import ToolRound, starts_with_thinking, tool_calls_of, tool_rounds
+from .conversation import ToolRound, answered_call_id, starts_with_thinking, tool_calls_of, tool_rounds
 from .touches import normalise_path, touches
 
 #: Verbs after which the file's latest read no longer shows it (it is stale until read again).
@@ -111,7 +117,7 @@ def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
     """
     files: dict[tuple[str, Lines], WorkingFile] = {}
     for r in tool_rounds(messages):
-        answered = {messages[j].tool_call_id: j for j in r.result_indices}
+        answered = {answered_call_id(messages[j]): j for j in r.result_indices}
         for call in tool_calls_of(messages[r.call_index]):
             result = answered.get(call.get("id") or "")
             for touch in touches(call.get("name") or "tool", call.get("args")):
@@ -152,7 +158,9 @@ def keep_working_set(
     budget_tokens: int,
     evict: Sequence[int] | None = None,
 ) -> frozenset[int]:
-    """Return the indices of the working set's reads that stay out of the summary: newest touched files first, within ``budget_tokens``.
+    """Return the indices of the working set's reads that stay out of the summary.
+
+    Newest touched files come first, within ``budget_tokens``.
 
     ``evict`` are the indices the cut would summarize; a read that lies
     outside it is kept at no cost (the tail holds it). A read that cannot
@@ -180,7 +188,7 @@ def keep_working_set(
 
 
 def working_set_note(messages: Sequence[BaseMessage], evict_ids: set) -> str:
-    """Return the summary's lines on the working set: the files kept after it, and the ones it took with how to get them back.
+    """Return the summary's lines on the working set: files kept after it, files it took and how to get them back.
 
     Empty when no file was read. The kept files are named with a word when
     stale (changed since the read: read it again for its content now); the files whose

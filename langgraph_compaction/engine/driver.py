@@ -117,6 +117,7 @@ def perform(effect: Effect, performer: Performer) -> Any:
                 futures = [pool.submit(ctx().run, drive, s, performer) for s in steps]
                 return [f.result() for f in futures]
         case StartJob(job=job):
+            assert job.work is not None and job.awork is not None, "a started job needs its work"
             return job.runner.start_sync(job, job.work, job.awork)
         case WaitJob(job=job, timeout=timeout):
             return job.runner.wait_sync(job, timeout)
@@ -138,6 +139,7 @@ async def aperform(effect: Effect, performer: Performer) -> Any:
         case Parallel(steps=steps):
             return list(await asyncio.gather(*(adrive(s, performer) for s in steps)))
         case StartJob(job=job):
+            assert job.work is not None and job.awork is not None, "a started job needs its work"
             return job.runner.start_async(job, job.work, job.awork)
         case WaitJob(job=job, timeout=timeout):
             return await job.runner.wait_async(job, timeout)

@@ -31,7 +31,7 @@ class ContextTooLongError(ContextOverflowError):
     """The request is over the model's window even after compaction; the message says how large and why."""
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def _chain(exc: BaseException | None) -> list[BaseException]:
     seen: list[BaseException] = []
     while exc is not None and exc not in seen and len(seen) < 8:
         seen.append(exc)
@@ -43,7 +43,8 @@ def _error_code(exc: BaseException) -> str | None:
     code = getattr(exc, "code", None)
     body = getattr(exc, "body", None)
     if not isinstance(code, str) and isinstance(body, dict):
-        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        inner = body.get("error")
+        error = inner if isinstance(inner, dict) else body
         code = error.get("code") or error.get("type")
     return code if isinstance(code, str) else None
 

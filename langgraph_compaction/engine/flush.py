@@ -33,7 +33,7 @@ from .effects import CallModel, Steps, StorageCall
 from .events import describe_error, emit_event
 from .run import Run
 from .setup import Setup
-from .state import CompactionRecord, read_breaker
+from .state import CompactionRecord, Pending, read_breaker
 from .summary_request import cached_prefix
 
 FLUSH = "compaction_flush"
@@ -49,13 +49,24 @@ def _ask(
     day: str,
 ) -> Steps[str]:
     """Ask the memory model for the memories of ``todo``; return its answer."""
-    prompt = {"prompt": setup.config.memory.prompt, "instructions": [setup.config.memory.instructions]}
-    pending = record["pending"] or {}
+    memory = setup.config.memory
+    pending: Pending | dict[str, Any] = record["pending"] or {}
     prefix = cached_prefix(setup, messages, pending) if setup.flush_shares_cache else None
     if prefix is not None:  # the summary request shares this prefix: both read it from the cache
-        request = [*prefix, HumanMessage(flush_instruction(memory_md, ledger, day, **prompt))]
+        instruction = flush_instruction(
+            memory_md, ledger, day, prompt=memory.prompt, instructions=[memory.instructions]
+        )
+        request = [*prefix, HumanMessage(instruction)]
         return (yield CallModel(setup.agent_model, request))
-    text = flush_prompt(todo, memory_md, ledger, day, setup.config.summary.result_chars, **prompt)
+    text = flush_prompt(
+        todo,
+        memory_md,
+        ledger,
+        day,
+        setup.config.summary.result_chars,
+        prompt=memory.prompt,
+        instructions=[memory.instructions],
+    )
     return (yield CallModel(setup.flush_model, text))
 
 
@@ -130,7 +141,8 @@ def flush_steps(
                 key: breaker_after(breaker, event["error"], cfg.guards.breaker_failures, cfg.guards.breaker_cooldown)
             }
         return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
-    return {"compaction": {**tripped, **flushed(messages, record, [m.id for m in todo], entry)}}
+    ids = [m.id for m in todo if m.id is not None]  # all of them: they were picked by id
+    return {"compaction": {**tripped, **flushed(messages, record, ids, entry)}}
 
 
 def write_memory(setup: Setup, run: Run, answer: str, marker: str, now: Any) -> Steps[str | None]:

@@ -92,7 +92,7 @@ class Runner:
         job.task = asyncio.get_running_loop().create_task(awork(), context=contextvars.Context())  # type: ignore[arg-type]
 
     def wait_sync(self, job: Job, timeout: float | None) -> bool:
-        """Wait for a job from a sync front; return whether it is done (an event loop's task cannot be waited for here)."""
+        """Wait for a job from a sync front; return whether it is done (an event loop's task cannot be awaited here)."""
         if job.future is not None:
             try:
                 job.future.result(timeout)

@@ -62,7 +62,8 @@ def check_nesting(nodes: Any, state: Any, config: RunnableConfig) -> None:
     message = (
         f"this compacting agent runs as the node {node!r} of a parent graph that shares its 'messages' key: the parent "
         "never sees the messages a compaction removes and sends them back every turn, so its history and counts grow "
-        f"without bound. Add the compiled agent with subgraph_node instead: parent.add_node({node!r}, subgraph_node(agent))"
+        "without bound. Add the compiled agent with subgraph_node instead: "
+        f"parent.add_node({node!r}, subgraph_node(agent))"
     )
     emit_event({"stage": "gate", "error": message})
     raise NestedAgentError(message)

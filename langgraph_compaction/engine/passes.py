@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, MessageLikeRepresentation, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from ..storage import message_records
@@ -115,7 +115,14 @@ def message_writes(writes: Sequence[BaseMessage]) -> list[BaseMessage]:
     )
     if at is None:
         return list(writes)
-    return [writes[at], *add_messages([], list(writes[at + 1 :]))]
+    return [writes[at], *added_messages(writes[at + 1 :])]
+
+
+def added_messages(writes: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return the history ``add_messages`` makes of ``writes`` alone (a later message replaces one of its id)."""
+    given: list[MessageLikeRepresentation] = list(writes)
+    # messages in, messages out; its annotation also allows dicts, strings and tuples, in and out
+    return cast(list[BaseMessage], add_messages([], given))
 
 
 def update_delta(updates: list[dict]) -> dict:

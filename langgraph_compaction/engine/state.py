@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.channels.delta import DeltaChannel
@@ -33,7 +33,7 @@ MAX_EVENTS = 20
 #: messages each layer touched (shortened by layers 1-2, replaced by a summary), under the same names.
 COUNT_KEYS = ("truncate", "prune", "micro", "summarize", "extractive", "failed")
 #: The keys whose values the reducer adds up (per layer), rather than replacing them.
-SUMMED_KEYS = ("counts", "edited_messages")
+SUMMED_KEYS: tuple[Literal["counts", "edited_messages"], ...] = ("counts", "edited_messages")
 
 
 class Pending(TypedDict):
@@ -226,15 +226,16 @@ def read_lease(raw: Any) -> Lease | None:
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("owner"), str):
         return None
     until = raw.get("until")
-    state = raw.get("state") if raw.get("state") in ("preparing", "applied") else "preparing"
+    stated = raw.get("state")
+    state = stated if isinstance(stated, str) and stated in ("preparing", "applied") else "preparing"
     cutoff = raw.get("cutoff_id")
-    return {
-        "id": raw["id"],
-        "owner": raw["owner"],
-        "until": float(until) if isinstance(until, (int, float)) else 0.0,
-        "state": state,
-        "cutoff_id": cutoff if isinstance(cutoff, str) else None,
-    }
+    return Lease(
+        id=raw["id"],
+        owner=raw["owner"],
+        until=float(until) if isinstance(until, (int, float)) else 0.0,
+        state=state,
+        cutoff_id=cutoff if isinstance(cutoff, str) else None,
+    )
 
 
 def read_compaction(raw: Any) -> CompactionRecord:
@@ -293,7 +294,7 @@ def merge_compaction(left: dict | None, right: dict | None) -> dict:
     merged: dict[str, Any] = {**base, **{k: v for k, v in right.items() if k not in (*SUMMED_KEYS, "events", "pins")}}
     merged["pins"] = merge_pins(base["pins"], right.get("pins"))
     for summed in SUMMED_KEYS:
-        totals = dict(base[summed])  # type: ignore[literal-required]
+        totals = dict(base[summed])
         added = right.get(summed)
         for key, value in (added if isinstance(added, dict) else {}).items():  # a hand edit may put anything here
             if isinstance(value, int):

@@ -70,7 +70,7 @@ class Draft:
         text, pins = complete_summary(
             body, self.evicted, pins=self.pins, settings=config.fidelity, redactor=redactor, window=self.window
         )
-        covers = [m.id for m in self.evicted]
+        covers = [m.id for m in self.evicted if m.id is not None]  # all of them: they were picked by id
         summary = build_summary_message(
             finish_summary(text, self.note), self.path, evicted=len(self.evicted), covers=covers
         )
@@ -220,6 +220,47 @@ def _no_progress(
     return {"compaction": {**done, "events": [*events, event], "cooldown_id": messages[-1].id}}
 
 
+def _info(setup: Setup, messages: list[BaseMessage], draft: Draft, pending: Pending, run: Run) -> CompactionInfo:
+    """Return what the hooks are told about this compaction (before its summary is made)."""
+    return CompactionInfo(
+        thread_id=run.thread_id,
+        user_id=run.user_id,
+        reason=pending["reason"],
+        tokens_before=pending["tokens_before"] or setup.counter.total(messages),
+        messages=list(draft.evicted),
+        transcript_path=draft.path,
+        focus=pending["focus"],
+    )
+
+
+def _history_may_stay(made: Made, pending: Pending, run: Run) -> bool:
+    """Return True when, without a usable answer, the history may stay as it is: nothing urgent, it fits the window."""
+    urgent = pending["reason"] == "overflow" or (made.breaker and made.breaker["open_until"])
+    return not urgent and pending["tokens_after_layers"] < run.budget.hard_limit
+
+
+def _with_injected(
+    setup: Setup, draft: Draft, composed: Composed, info: CompactionInfo, events: list[dict]
+) -> Steps[tuple[Composed, list[BaseMessage]]]:
+    """Call ``after_compaction``; return the summary with the messages it places after it, and those messages."""
+    made_info = dataclasses.replace(info, summary=composed.text, summary_id=composed.summary.id)
+    injected = yield from ask_after(setup, made_info, events)
+    if injected:  # counted like every message: a compaction that would not shrink with them is refused
+        result = compacted_view(draft.messages, draft.evict_ids, composed.summary, injected)
+        composed = dataclasses.replace(composed, result=result, tokens=setup.counter.total(result))
+    return composed, injected
+
+
+def _applied_event(pending: Pending, run: Run, background: bool, problem: str | None) -> dict[str, Any]:
+    """Return the fields of the event that says the summary was applied (a background one: prepared)."""
+    applied: dict[str, Any] = {"reason": pending["reason"], "usage": dict(run.usage)}
+    if not background:  # a background job's summary is applied later, by the gate
+        applied = {"event": "compaction_applied", "mode": "blocking", **applied}
+    if problem:
+        applied["error"] = problem
+    return applied
+
+
 def summarize_steps(setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run) -> Steps[dict]:
     """The summarize node's steps: replace the pending request's evicted messages by a summary; return the update."""
     pending = record["pending"]
@@ -232,42 +273,23 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
         return {"compaction": done}
     if offload_on and not draft.evict_ids.issubset(record["offloaded_ids"]):
         return _failed(done, "offload did not complete; nothing was removed")
-    info = CompactionInfo(
-        thread_id=run.thread_id,
-        user_id=run.user_id,
-        reason=pending["reason"],
-        tokens_before=pending["tokens_before"] or setup.counter.total(messages),
-        messages=list(draft.evicted),
-        transcript_path=draft.path,
-        focus=pending["focus"],
-    )
+    info = _info(setup, messages, draft, pending, run)
     events: list[dict] = []
     extra, skip = yield from _ask_before(setup, info, events)
     made = yield from _make(setup, draft, record, pending, run, extra, skip, events)
     if made.breaker is not None:
         done["breaker"] = made.breaker
     if made.problem and made.composed is None:  # the model gave no usable answer at all
-        urgent = pending["reason"] == "overflow" or (made.breaker and made.breaker["open_until"])
-        if not urgent and pending["tokens_after_layers"] < run.budget.hard_limit:
+        if _history_may_stay(made, pending, run):
             return _failed(done, f"{made.problem}; history kept (it still fits the window)")
         made.body, made.kind = extractive_summary(draft.evicted), "extractive"
     composed = made.composed or draft.compose(made.body or "")
     background = pending["reason"] == "background"
     injected: list[BaseMessage] = []
     if not background:  # a summary prepared in the background has its hook called when it is applied
-        made_info = dataclasses.replace(info, summary=composed.text, summary_id=composed.summary.id)
-        injected = yield from ask_after(setup, made_info, events)
-    if injected:  # counted like every message: a compaction that would not shrink with them is refused below
-        result = compacted_view(messages, draft.evict_ids, composed.summary, injected)
-        composed = dataclasses.replace(composed, result=result, tokens=setup.counter.total(result))
+        composed, injected = yield from _with_injected(setup, draft, composed, info, events)
     if composed.tokens >= setup.counter.total(messages):  # no progress, whatever the reason (a manual request too)
         return _no_progress(setup, messages, composed.result, run, done, events)
-    edits = window_edits(setup, composed.result, run.budget) if offload_on else {}
-    applied: dict[str, Any] = {"reason": pending["reason"], "usage": dict(run.usage)}
-    if not background:  # a background job's summary is applied later, by the gate
-        applied = {"event": "compaction_applied", "mode": "blocking", **applied}
-    if made.problem:
-        applied["error"] = made.problem
     update = summary_update(
         setup,
         messages,
@@ -279,9 +301,9 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
         made.kind,
         draft.path,
         run,
-        event=applied,
+        event=_applied_event(pending, run, background, made.problem),
         injected=injected,
-        edits=edits,
+        edits=window_edits(setup, composed.result, run.budget) if offload_on else {},
     )
     # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
     written = [] if background else (yield from record_summary(setup, composed.summary, run, offload_on))

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
-from langgraph.graph.message import add_messages
 
 from ..core.config import CompactionConfig
 from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.jobs import BackgroundJobs
 from ..engine.nodes import CompactionEngine, PassResult
-from ..engine.passes import stable_ids
-from ..engine.state import read_compaction
+from ..engine.passes import added_messages, stable_ids
+from ..engine.state import CompactionRecord, read_compaction
 from .models import chat_model
 
 #: Each call builds its engine anew; a summary one call starts preparing in the background is applied by a later
@@ -42,7 +41,7 @@ class CompactionResult:
     """
 
     messages: list[BaseMessage]
-    state: dict
+    state: CompactionRecord
     events: list[dict]
     view: list[BaseMessage]
 
@@ -57,7 +56,7 @@ def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **sett
     nodes = CompactionEngine(before="model", jobs=_JOBS, **{**settings, "model": chat_model(settings["model"])})
     # the transcript and the summaries refer to messages by id: an id-less message gets the same one at every call
     values = {
-        "messages": add_messages([], stable_ids(convert_to_messages(list(messages)))),
+        "messages": added_messages(stable_ids(convert_to_messages(list(messages)))),
         "compaction": read_compaction(state),
     }
     return nodes, values, nodes.where({"configurable": {"thread_id": str(thread_id)}}, values)

@@ -23,7 +23,7 @@ from typing import Any, get_type_hints
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import StateGraph
-from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command, Send
 from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import TypedDict
@@ -33,7 +33,7 @@ from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting, writing_back
 from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
 from ..engine.overflow import in_front
-from ..engine.passes import replaced_state
+from ..engine.passes import added_messages, replaced_state
 from ..engine.run import RUN_THREAD, state_value
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
@@ -111,7 +111,7 @@ def _after(state: Any, update: Any) -> list[BaseMessage]:
         (i for i, m in enumerate(writes) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL_MESSAGES), default=None
     )
     # after a rewrite, edits by id may follow it (the gate answers unanswered calls, then layers 1-2 edit)
-    return add_messages([], writes[at + 1 :]) if at is not None else state_value(state, "messages") or []
+    return added_messages(writes[at + 1 :]) if at is not None else state_value(state, "messages") or []
 
 
 def _compaction_nodes(nodes: CompactionEngine, passed: _Passed) -> tuple[RunnableCallable, RunnableCallable]:
@@ -200,8 +200,8 @@ def _subgraph_update(before: Any, after: dict) -> dict:
     out = dict(after)
     messages = list(after.get("messages") or [])
     index = {m.id: i for i, m in enumerate(messages)}
-    positions = [index.get(m.id) for m in sent]
-    if None not in positions and positions == sorted(positions):
+    positions = [index[m.id] for m in sent if m.id in index]
+    if len(positions) == len(sent) and positions == sorted(positions):
         old = {m.id: m for m in sent}
         out["messages"] = [m for m in messages if m.id not in old or old[m.id] != m]
     else:
@@ -276,9 +276,53 @@ def _input_without_compaction(builder: StateGraph) -> None:
     hints = get_type_hints(schema, include_extras=True)
     if "compaction" not in hints:
         return
-    narrowed = TypedDict(f"{schema.__name__}Input", {k: v for k, v in hints.items() if k != "compaction"})
+    narrowed = _typed_dict(f"{schema.__name__}Input", {k: v for k, v in hints.items() if k != "compaction"})
     builder.input_schema = narrowed
     builder._add_schema(narrowed, allow_managed=False)  # registers its keys as the graph's input, as __init__ does
+
+
+def _typed_dict(name: str, fields: dict[str, Any]) -> type:
+    """Return a TypedDict class made at run time (named after the user's schema)."""
+    return TypedDict(name, fields)  # type: ignore[operator]  # mypy types only TypedDicts with a literal name
+
+
+def _check_graph(builder: StateGraph, before: str) -> None:
+    """Raise when compaction cannot be added in front of ``before`` (see ``add_compaction``)."""
+    if not isinstance(builder, StateGraph):
+        raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
+    if before not in builder.nodes:
+        known = ", ".join(sorted(n for n in builder.nodes if not n.startswith("__"))) or "none"
+        raise ValueError(
+            f"before={before!r} is not a node of this graph (nodes: {known}); add it before add_compaction"
+        )
+    if "messages" not in builder.channels:
+        raise ValueError(
+            "the graph's state has no 'messages' key; use CompactionState or add "
+            "`messages: Annotated[list[AnyMessage], add_messages]` to your state"
+        )
+    taken = [n for n in (GATE, FLUSH, OFFLOAD, SUMMARIZE) if n in builder.nodes]
+    if taken:
+        raise ValueError(f"the graph already has node(s) {taken}; add_compaction can be called once per graph")
+
+
+def _route_to_gate(builder: StateGraph, before: str) -> None:
+    """Send every edge and branch that led to ``before`` to the gate instead."""
+    builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
+    builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}
+    for branches in builder.branches.values():
+        for name, branch in list(branches.items()):
+            if branch.ends is not None:
+                ends: dict[Hashable, str] = {k: GATE if v == before else v for k, v in branch.ends.items()}
+                branches[name] = branch._replace(ends=ends)
+            else:
+                path = branch.path
+                branches[name] = branch._replace(
+                    path=RunnableLambda(
+                        lambda state, config, _p=path: _redirect(_p.invoke(state, config), before),
+                        afunc=lambda state, config, _p=path: _aredirect(_p, state, config, before),
+                        name=getattr(path, "name", None) or "route",
+                    )
+                )
 
 
 def add_compaction(
@@ -334,27 +378,13 @@ def add_compaction(
             ``messages`` key, a model name names no model, or ``trigger``,
             ``keep`` or an argument that contradicts ``config`` is refused.
     """
-    if not isinstance(builder, StateGraph):
-        raise TypeError(f"builder must be a langgraph StateGraph, not {type(builder).__name__}")
-    if before not in builder.nodes:
-        known = ", ".join(sorted(n for n in builder.nodes if not n.startswith("__"))) or "none"
-        raise ValueError(
-            f"before={before!r} is not a node of this graph (nodes: {known}); add it before add_compaction"
-        )
-    if "messages" not in builder.channels:
-        raise ValueError(
-            "the graph's state has no 'messages' key; use CompactionState or add "
-            "`messages: Annotated[list[AnyMessage], add_messages]` to your state"
-        )
-    taken = [n for n in (GATE, FLUSH, OFFLOAD, SUMMARIZE) if n in builder.nodes]
-    if taken:
-        raise ValueError(f"the graph already has node(s) {taken}; add_compaction can be called once per graph")
+    _check_graph(builder, before)
     _input_without_compaction(builder)
-    input_schema = None
+    input_schema: type | None = None
     if "compaction" not in builder.channels:
         # the nodes read the user's keys plus ``compaction``: a schema of both adds the channel
         hints = get_type_hints(builder.state_schema, include_extras=True)
-        input_schema = TypedDict(
+        input_schema = _typed_dict(
             f"{builder.state_schema.__name__}WithCompaction", {**hints, **CompactionChannel.__annotations__}
         )
 
@@ -378,23 +408,7 @@ def add_compaction(
     )
     gate, summarize = _compaction_nodes(nodes, passed)
 
-    builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
-    builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}
-    for branches in builder.branches.values():
-        for name, spec in list(branches.items()):
-            if spec.ends is not None:
-                ends: dict[Hashable, str] = {k: GATE if v == before else v for k, v in spec.ends.items()}
-                branches[name] = spec._replace(ends=ends)
-            else:
-                path = spec.path
-                branches[name] = spec._replace(
-                    path=RunnableLambda(
-                        lambda state, config, _p=path: _redirect(_p.invoke(state, config), before),
-                        afunc=lambda state, config, _p=path: _aredirect(_p, state, config, before),
-                        name=getattr(path, "name", None) or "route",
-                    )
-                )
-
+    _route_to_gate(builder, before)
     builder.add_node(GATE, gate, input_schema=input_schema)
     builder.add_node(FLUSH, _node(nodes.flush, nodes.aflush, FLUSH), input_schema=input_schema)
     builder.add_node(OFFLOAD, _node(nodes.offload, nodes.aoffload, OFFLOAD), input_schema=input_schema)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -23,6 +23,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
+from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
@@ -192,7 +193,8 @@ class CompactionMiddleware(AgentMiddleware):
     def _model_request(request: ModelRequest, state: Any, nodes: CompactionEngine) -> ModelRequest:
         """Return the request for ``state``: its messages, or in view mode their compacted view and status line."""
         if nodes.sends_other_messages():
-            return request.override(messages=nodes.model_messages(state), state=state)
+            # every message of the state is one of AnyMessage's kinds; the engine types them as BaseMessage
+            return request.override(messages=cast("list[AnyMessage]", nodes.model_messages(state)), state=state)
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
 
     @staticmethod

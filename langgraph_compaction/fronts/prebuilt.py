@@ -38,6 +38,11 @@ class PreModelHook(RunnableCallable):
     ``compaction`` key to the agent's state, outside the agent's input (``StateGraph.add_node`` infers a node's
     input schema so)."""
 
+    #: The agent's state the hook reads (``create_react_agent`` takes it from here).
+    state_schema: type
+    #: The compaction engine the hook runs.
+    nodes: CompactionEngine
+
     def __call__(self, state: CompactionReactState, config: RunnableConfig) -> dict:
         return self.invoke(state, config)
 

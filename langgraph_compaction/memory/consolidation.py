@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 from zoneinfo import ZoneInfo
 
 from langchain_core.messages import HumanMessage
@@ -212,6 +212,23 @@ def consolidate_memory(
         return _log(ConsolidationResult("failed", f"{type(exc).__name__}: {exc}"[:500], user_id))
 
 
+class _Unchanged(TypedDict):
+    """The fields of a result that leaves MEMORY.md as it is: what it holds."""
+
+    user_id: str
+    entries_before: int
+    entries_after: int
+    tokens: int
+
+
+class _Merging(TypedDict):
+    """The fields every result of a merge reports."""
+
+    user_id: str
+    merged_files: tuple[str, ...]
+    entries_before: int
+
+
 def _consolidate(
     storage: CompactionStorage,
     model: Any,
@@ -228,7 +245,7 @@ def _consolidate(
     old_md = storage.read_memory_file(user_id, MEMORY_FILE) or ""
     # every outcome that leaves MEMORY.md as it is reports what it holds
     count = len(parse_bullets(old_md))
-    kept = dict(user_id=user_id, entries_before=count, entries_after=count, tokens=estimate_text_tokens(old_md))
+    kept = _Unchanged(user_id=user_id, entries_before=count, entries_after=count, tokens=estimate_text_tokens(old_md))
     last = _parse_time(state.get("last_run"))
     if not force and last is not None and now < last + timedelta(seconds=min_gap):
         after = (last + timedelta(seconds=min_gap)).isoformat(timespec="seconds")
@@ -247,7 +264,8 @@ def _consolidate(
     ledgers = {
         p: storage.read_memory_file(user_id, p) or "" for p in files if ledger_day(p) and not p.startswith(ARCHIVE_DIR)
     }
-    watermark = state.get("watermark") if isinstance(state.get("watermark"), dict) else {}
+    stored = state.get("watermark")
+    watermark: dict[str, Any] = stored if isinstance(stored, dict) else {}
     entries = pending_entries(ledgers, watermark)
     result = ConsolidationResult("unchanged", "no new ledger entries", **kept)
     if entries:
@@ -281,7 +299,7 @@ def _merge(
     files: set[str],
 ) -> ConsolidationResult:
     """Ask the model, check its answer, back up and replace MEMORY.md; return what happened."""
-    base = dict(user_id=user_id, merged_files=tuple(entries), entries_before=len(parse_bullets(old_md)))
+    base = _Merging(user_id=user_id, merged_files=tuple(entries), entries_before=len(parse_bullets(old_md)))
     prompt = consolidation_prompt(old_md, entries, max_tokens, now.date().isoformat())
     try:
         new_md, superseded = parse_answer(_ask(model, prompt))
@@ -348,7 +366,7 @@ def _archive(
     moved: list[str] = []
     for path, text in sorted(ledgers.items()):
         day = ledger_day(path)
-        if day >= oldest_kept or not is_consolidated(path, text, watermark):
+        if day is None or day >= oldest_kept or not is_consolidated(path, text, watermark):
             continue
         target = f"{ARCHIVE_DIR}/{day}.md"
         existing = storage.read_memory_file(user_id, target)

@@ -130,7 +130,7 @@ def local_now(timezone: str) -> datetime:
 
 
 def flush_input(messages: Sequence[BaseMessage], flushed_ids: Sequence[str]) -> list[BaseMessage]:
-    """Return the messages memory must still be extracted from: no summaries or re-injected messages, nothing flushed before."""
+    """Return the messages left for memory extraction: no summaries or re-injected messages, nothing flushed before."""
     done = set(flushed_ids)
     return [m for m in messages if not is_summary(m) and not is_injected(m) and m.id not in done]
 
@@ -171,7 +171,7 @@ _CJK_RUN = re.compile(f"{_CJK}+")
 def flush_instruction(
     memory_md: str, ledger: str, day: str, *, prompt: str | None = None, instructions: Sequence[str | None] = ()
 ) -> str:
-    """Return the memory-extraction instruction sent after the agent's own messages (MEMORY.md and the ledger read-only)."""
+    """Return the memory-extraction instruction sent after the agent's messages (MEMORY.md and the ledger read-only)."""
     return memory_request(None, prompt=prompt, instructions=instructions, **_ledger_values(memory_md, ledger, day))
 
 
@@ -257,11 +257,11 @@ Today's date: {today}
 
 <new_entries>
 {entries}
-</new_entries>"""
+</new_entries>"""  # noqa: E501 - a prompt keeps one line per paragraph, as the model reads it
 
 SHORTEN_INSTRUCTION = """
 
-Your previous answer was about {tokens} tokens, over the limit of {max_tokens}. Write it again, shorter: merge related facts and drop the least useful ones (listing them under <superseded>)."""
+Your previous answer was about {tokens} tokens, over the limit of {max_tokens}. Write it again, shorter: merge related facts and drop the least useful ones (listing them under <superseded>)."""  # noqa: E501
 
 _MEMORY_BLOCK = re.compile(r"<memory>\s*(.*?)\s*</memory>", re.DOTALL)
 _SUPERSEDED_BLOCK = re.compile(r"<superseded>\s*(.*?)\s*</superseded>", re.DOTALL)
@@ -281,8 +281,10 @@ def pending_entries(ledgers: dict[str, str], watermark: dict[str, Any]) -> dict[
     """
     out: dict[str, str] = {}
     for path, text in sorted(ledgers.items()):
-        mark = watermark.get(path) if isinstance(watermark.get(path), dict) else {}
-        done = mark.get("chars") if isinstance(mark.get("chars"), int) else 0
+        stored = watermark.get(path)
+        mark = stored if isinstance(stored, dict) else {}
+        chars = mark.get("chars")
+        done = chars if isinstance(chars, int) else 0
         if not (0 < done <= len(text) and _sha(text[:done]) == mark.get("sha256")):
             done = 0
         rest = text[done:]
