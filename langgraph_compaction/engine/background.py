@@ -268,7 +268,7 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
     cut = plan.cut
     assert cut is not None
     evict_ids = [messages[i].id for i in cut.evict]
-    meta = {
+    meta: dict[str, Any] = {
         "id": uuid.uuid4().hex[:12],  # names it in every event, from started to applied or discarded
         "covered": covered(messages, evict_ids),  # type: ignore[arg-type]
         "evict_ids": evict_ids,
@@ -308,7 +308,7 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
         gate.events.append(_discarded(f"it could not be started: {exc}", meta, plan.tokens_after_layers))
         return
     until = meta["started_at"] + lease_seconds(setup)
-    lease = {
+    lease: Lease = {
         "id": meta["id"],
         "owner": gate.jobs.owner,
         "until": until,
@@ -316,7 +316,7 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
         "cutoff_id": meta["cutoff_id"],
     }
     gate.out.compaction["lease"] = lease
-    started = {
+    started: dict[str, Any] = {
         "prepared_id": meta["id"],
         "tokens_before": plan.tokens_after_layers,
         "evict": len(evict_ids),

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage, message_to_dict
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -195,14 +195,14 @@ def _layer_edits(
         out.compaction["view_edits"] = {**kept_edits(record["view_edits"], messages), **edited}
     else:
         out.messages.extend(plan.edits.values())
-    for layer, edited in plan.layer_counts.items():  # added to what a swap in this call counted
-        out.compaction.setdefault("counts", {})[layer] = out.compaction.get("counts", {}).get(layer, 0) + 1
-        out.compaction.setdefault("edited_messages", {})[layer] = (
-            out.compaction.get("edited_messages", {}).get(layer, 0) + edited
-        )
-    layer = {"layer": "+".join(plan.layer_counts), "edited": len(plan.edits)}
+    counts: dict[str, int] = out.compaction.setdefault("counts", {})
+    touched: dict[str, int] = out.compaction.setdefault("edited_messages", {})
+    for name, count in plan.layer_counts.items():  # added to what a swap in this call counted
+        counts[name] = counts.get(name, 0) + 1
+        touched[name] = touched.get(name, 0) + count
+    figures = {"layer": "+".join(plan.layer_counts), "edited": len(plan.edits)}
     tokens = {"tokens_before": plan.tokens_before, "tokens_after": plan.tokens_after_layers}
-    out.events.append(emit_event({"stage": "gate", **layer, **tokens}))
+    out.events.append(emit_event({"stage": "gate", **figures, **tokens}))
     return True
 
 
@@ -321,16 +321,17 @@ def _summary_request(
     messages: Sequence[BaseMessage],
     budget: Budget,
     manual: dict | None,
-    outcome: Outcome | None | bool,
+    outcome: Outcome | None | Literal[False],
     out: GateUpdate,
 ) -> None:
     """Ask the summarize node for a summary when one is due and none was applied; ``outcome`` False: blocking mode."""
+    blocked = outcome.blocked if isinstance(outcome, Outcome) else None
     if outcome is False:
         due = plan.summarize
     else:
-        due = plan.summarize and outcome is not None and not outcome.applied and bool(outcome.blocked)
+        due = plan.summarize and isinstance(outcome, Outcome) and not outcome.applied and bool(blocked)
     if due:
-        _ask_for_summary(plan, messages, budget, manual, outcome.blocked if outcome else None, out)
+        _ask_for_summary(plan, messages, budget, manual, blocked, out)
     elif manual:
         out.compaction["manual"] = None
         out.events.append(emit_event({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))

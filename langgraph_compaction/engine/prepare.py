@@ -106,7 +106,8 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
     ]
     if not done.get("summary_id"):
         return {"error": _why_none(done), "breakers": breakers, "notes": notes, "usage": usage}
-    event = next((e for e in done.get("events") or [] if e.get("stage") == "summarize" and "tokens_after" in e), {})
+    events: list[dict] = done.get("events") or []
+    event: dict = next((e for e in events if e.get("stage") == "summarize" and "tokens_after" in e), {})
     return {
         **meta,
         "status": "ready",

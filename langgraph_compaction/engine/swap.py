@@ -75,7 +75,7 @@ class GateCall:
 
     def may_prepare(self) -> bool:
         """Return False when a job would only fail: no summarizer, or its breaker is open (blocking has a fallback)."""
-        breaker = self.record["breaker"] or {}
+        breaker: dict = dict(self.record["breaker"] or {})
         return self.setup.model is not None and not (breaker.get("open_until") or 0) > time.time()
 
 
