@@ -183,7 +183,7 @@ def _public_callables() -> list[tuple[str, Any]]:
 
 
 #: Public names defined in modules whose docstrings are still to gain their ``Args:`` section.
-_PROSE_ONLY = {"langgraph_compaction.make_compaction_tools"}
+_PROSE_ONLY: set[str] = set()
 
 
 @pytest.mark.parametrize(

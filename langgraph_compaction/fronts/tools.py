@@ -178,12 +178,12 @@ def make_compaction_tools(
 ) -> list[BaseTool]:
     """Return the agent's tools, in this order: memory_search, memory_get, session_search, recall, compact, pin, unpin.
 
-    ``storage`` is what ``add_compaction`` was given (a directory, a
-    ``BaseStore`` or a storage object); None uses the graph's store at run
-    time. ``config`` (the agent's ``CompactionConfig``) lets ``compact``
-    say how much will be summarized, and sets the caps of ``pin``
-    (``fidelity.max_pins``, and the pins' token budget of ``core.pins``,
-    derived from ``window`` or else ``config.context_window``).
+    Args:
+        storage: What ``add_compaction`` was given (a directory, a LangGraph ``BaseStore`` or a storage object);
+            None uses the graph's store at run time.
+        config: The agent's ``CompactionConfig``: ``compact`` says how much will be summarized, and ``pin``
+            keeps to ``fidelity.max_pins`` and to the pins' token budget (``core.pins``).
+        window: The model's context window the pins' budget derives from; None: ``config.context_window``.
     """
     opened = open_storage(storage)
     fidelity = config.fidelity if config else FidelityConfig()
