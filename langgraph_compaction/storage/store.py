@@ -111,9 +111,9 @@ class StoreStorage:
         #: Whether other processes see this store (a server's, PostgreSQL): a summary prepared in the background is
         #: published to it for the thread's other workers. An in-process store (``InMemoryStore``, ``SqliteStore``)
         #: is this process's alone, and its application may close it while a job still runs.
-        self.shared = type(store).__module__.split(".")[:3] not in (
-            ["langgraph", "store", "memory"],
-            ["langgraph", "store", "sqlite"],
+        self.shared = not any(
+            klass.__module__.startswith(("langgraph.store.memory", "langgraph.store.sqlite"))
+            for klass in type(store).__mro__
         )
 
     def _tns(self, thread_id: str) -> tuple[str, ...]:
