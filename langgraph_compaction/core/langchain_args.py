@@ -202,6 +202,9 @@ def _with(base: CompactionConfig, settings: dict[str, Any]) -> CompactionConfig:
             merged[name] = value
             continue
         current = merged.get(group)
-        stated = {} if current is None else {n: getattr(current, n) for n in current.model_fields_set}
-        merged[group] = {**(current if isinstance(current, dict) else stated), field: value}
+        if isinstance(current, dict):  # a group an earlier setting of this call wrote
+            stated = current
+        else:
+            stated = {} if current is None else {n: getattr(current, n) for n in current.model_fields_set}
+        merged[group] = {**stated, field: value}
     return type(base).model_validate(merged)
