@@ -39,6 +39,9 @@ def test_with_two_workers_each_summary_is_prepared_by_one_worker_only(fleet_dsn,
     )
     assert figures["errors"] == []
     assert figures["applied"] >= 2
-    assert figures["summary_calls"] <= figures["applied"], (
+    # no summary prepared twice: one per applied, besides at most one per thread made after its last request
+    # (nothing comes to apply it); issue 28's bound is 1.1 calls per applied summary
+    unapplied = figures["summary_calls"] - figures["applied"]
+    assert unapplied <= 3 and figures["summary_calls"] <= 1.1 * figures["applied"], (
         f"{figures['summary_calls']} summaries prepared for {figures['applied']} applied"
     )
