@@ -27,8 +27,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
-from .core.validation import anthropic_violations, openai_violations, view_violations
-from .memory.ledger import normalize_bullet, parse_bullets
+from ..core.validation import anthropic_violations, openai_violations, view_violations
+from ..memory.ledger import normalize_bullet, parse_bullets
 
 __all__ = [
     "ScriptedModel",
