@@ -524,7 +524,7 @@ def test_a_worker_killed_mid_summary_loses_nothing_and_the_next_one_compacts_aga
 
 def test_random_conversations_compacted_in_the_background_break_no_invariant():
     """The stress command's background examples: jobs ready before or after the trigger, lost, forked from, edited under."""
-    from benchmarks.stress import run_background_example
+    from langgraph_compaction.testing.stress import run_background_example
 
     problems = {}
     for seed in range(4, 200, 10):

@@ -27,11 +27,11 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from benchmarks.measures.background_apps import AppModel, AppRun, run_app
 from langgraph_compaction import CompactionMiddleware, FileStorage, is_summary, openai_violations
 from langgraph_compaction.invariants import ledgers_of
 from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel, scripted_memories, scripted_summary
+from langgraph_compaction.testing.scenarios import AppModel, AppRun, run_app
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from benchmarks.anchors import o200k_tokens
-from benchmarks.measures.cost import CACHE_DEPTH, CacheLedger, message_key
+from langgraph_compaction.testing.agents import o200k_tokens
+from langgraph_compaction.testing.ledger import CACHE_DEPTH, CacheLedger, message_key
 
 
 def _tokens(*messages) -> int:

@@ -1,6 +1,6 @@
 """Property-based proof of the invariants, plus the checker's own tests (a checker that never fails proves nothing).
 
-The conversations come from ``benchmarks.stress.random_conversation``
+The conversations come from ``langgraph_compaction.testing.conversations.random_conversation``
 (parallel, interleaved and mixed rounds, reused call ids, orphans, unanswered
 calls, content blocks, huge, empty and non-ASCII messages, invalid calls),
 driven by hypothesis' seeded random. ``python -m benchmarks.stress`` runs the
@@ -21,7 +21,6 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Syst
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 
-from benchmarks.stress import random_config, random_conversation, replay_trajectory, run_example
 from langgraph_compaction import FileStorage, build_summary_message, find_cutoff
 from langgraph_compaction.core.conversation import leading_systems
 from langgraph_compaction.core.plan import compacted_view
@@ -36,6 +35,8 @@ from langgraph_compaction.invariants import (
     lost_messages,
 )
 from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing.conversations import random_config, random_conversation
+from langgraph_compaction.testing.stress import replay_trajectory, run_example
 
 DATA = Path(__file__).parent / "data" / "trajectories"
 # a seed per example: drawing every choice through hypothesis would cost more than the check (the seed is reported)

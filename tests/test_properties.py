@@ -283,7 +283,7 @@ def test_runs_with_colliding_or_no_thread_ids_never_read_each_others_transcript(
 
     from langgraph.store.memory import InMemoryStore
 
-    from benchmarks.stress import Simulation, replay
+    from langgraph_compaction.testing.stress import Simulation, replay
     from langgraph_compaction import FileStorage, StoreStorage
     from langgraph_compaction.testing import ScriptedModel
 
@@ -309,8 +309,8 @@ def test_runs_with_colliding_or_no_thread_ids_never_read_each_others_transcript(
 
 @st.composite
 def fault_plans(draw):
-    """What happens at each model call of a conversation (``benchmarks.stress.draw_plan``'s shape), drawn."""
-    from benchmarks.stress import RETRY_FAULTS
+    """What happens at each model call of a conversation (``langgraph_compaction.testing.retries.draw_plan``'s shape), drawn."""
+    from langgraph_compaction.testing.retries import RETRY_FAULTS
 
     two = draw(st.booleans())
     step = st.fixed_dictionaries(
@@ -341,7 +341,7 @@ RETRIED = dict(
 def _retried(seed: int, plan: dict, backend: str) -> dict[str, list[str]]:
     import random
 
-    from benchmarks.stress import run_retry_example
+    from langgraph_compaction.testing.retries import run_retry_example
 
     return run_retry_example(random.Random(seed), storage=backend, plan=plan)
 

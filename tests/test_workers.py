@@ -1,7 +1,7 @@
 """Two worker processes serving the same threads on one PostgreSQL: each summary is prepared by one worker only.
 
 Each request goes to a random worker, one request per thread at a time, as
-LangGraph's server does (``benchmarks.measures.workers``). A worker that
+LangGraph's server does (``langgraph_compaction.testing.fleet``). A worker that
 finds a thread near its trigger prepares the thread's next summary in the
 background; the other worker must apply it or wait for it, not prepare its
 own, so the summarizer is asked once per summary applied, as when the fleet
@@ -14,7 +14,7 @@ import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.store.postgres import PostgresStore
 
-from benchmarks.measures.workers import run_workers
+from langgraph_compaction.testing.fleet import run_workers
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from benchmarks.measures.cost import read_in_view, working_set_edits
+from langgraph_compaction.testing.ledger import read_in_view, working_set_edits
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.conversation import is_summary, text_of
 from langgraph_compaction.core.plan import plan_compaction
