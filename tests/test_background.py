@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 import pytest
-from fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
+from support.fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -460,8 +460,8 @@ def _worker(root: str, db: str, started: str, waiting: str) -> None:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from fronts import ToolCallingModel
-    from fronts import request as ask
+    from support.fronts import ToolCallingModel
+    from support.fronts import request as ask
 
     class Hanging(ScriptedModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):

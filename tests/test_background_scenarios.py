@@ -19,7 +19,7 @@ import time
 from collections import Counter
 
 import pytest
-from fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, request
+from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, request
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage

@@ -14,7 +14,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessageChunk, HumanMessage, convert_to_messages
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
-from openai_server import count_prompt_tokens
+from support.openai_server import count_prompt_tokens
 
 from graphs.agent import OfflineAgentModel, build_agent, openai_chat_model
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, openai_violations, read_compaction

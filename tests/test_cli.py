@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage, messages_from_dict
-from openai_server import _MEMORY_MARKER, _SUMMARY_MARKER, request_text
+from support.openai_server import _MEMORY_MARKER, _SUMMARY_MARKER, request_text
 
 from langgraph_compaction import CompactionConfig
 from langgraph_compaction.cli import main

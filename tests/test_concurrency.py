@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import pytest
-from checked import CheckedThread, build_checked_graph, events, request
+from support.checked import CheckedThread, build_checked_graph, events, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from support import run_in_two_processes
@@ -185,7 +185,7 @@ class _StatelessAgentModel(ScriptedModel):
 
 
 def _worker_agent(front: str, checkpointer, store, model):
-    from checked import TIGHT
+    from support.checked import TIGHT
     from langchain.agents import create_agent
     from langgraph.graph import START, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 from deepagents import create_deep_agent
-from fronts import CONFIG, TOOLS, ToolCallingModel, edge_builder, request
+from support.fronts import CONFIG, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from deepagents import create_deep_agent
 from deepagents.middleware import summarization as deepagents_summarization
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
+from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_compaction import CompactionMiddleware, is_summary

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fronts import CONFIG, ToolCallingModel, edge_builder, request
+from support.fronts import CONFIG, ToolCallingModel, edge_builder, request
 from langgraph.checkpoint.memory import InMemorySaver
 from test_graph_routing import command_graph, subtask
 

@@ -21,7 +21,7 @@ import threading
 import uuid
 
 import pytest
-from checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
+from support.checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
+from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from checked import CheckedThread, events
+from support.checked import CheckedThread, events
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, messages_to_dict
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver

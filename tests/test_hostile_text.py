@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 import pytest
-from fronts import TOOLS, request, summaries_counted
+from support.fronts import TOOLS, request, summaries_counted
 from langchain.agents import create_agent
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel

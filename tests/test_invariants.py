@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 import pytest
-from checked import CheckedThread, build_checked_graph, request
+from support.checked import CheckedThread, build_checked_graph, request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage, messages_to_dict

@@ -9,7 +9,7 @@ import shutil
 import threading
 
 import pytest
-from fronts import CONFIG, TOOLS, ToolCallingModel
+from support.fronts import CONFIG, TOOLS, ToolCallingModel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain.agents import create_agent

@@ -16,7 +16,7 @@ import sys
 import warnings
 
 import pytest
-from fronts import TOOLS, ToolCallingModel, request
+from support.fronts import TOOLS, ToolCallingModel, request
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT

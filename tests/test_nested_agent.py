@@ -11,7 +11,7 @@ and stops with an error that names ``subgraph_node``, the supported pattern.
 from __future__ import annotations
 
 import pytest
-from fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
+from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
+from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from test_nested_agent import _parent
 

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from fronts import CONFIG, TOOLS, ToolCallingModel, request
+from support.fronts import CONFIG, TOOLS, ToolCallingModel, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
 from langchain_core.runnables import RunnableLambda

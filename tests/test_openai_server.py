@@ -19,7 +19,7 @@ from langchain_openai import ChatOpenAI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from openai_server import (  # noqa: E402
+from support.openai_server import (  # noqa: E402
     StrictOpenAIServer,
     count_prompt_tokens,
     count_text_tokens,

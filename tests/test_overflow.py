@@ -14,8 +14,8 @@ from langchain_openai import ChatOpenAI
 from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from openai_server import count_prompt_tokens
-from replay import Replayer, replay
+from support.openai_server import count_prompt_tokens
+from support.replay import Replayer, replay
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.engine.overflow import (

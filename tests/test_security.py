@@ -7,7 +7,7 @@ import os
 import stat
 
 import pytest
-from checked import TIGHT, CheckedThread, build_checked_graph, request
+from support.checked import TIGHT, CheckedThread, build_checked_graph, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore

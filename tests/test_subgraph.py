@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fronts import CONFIG, REQUESTS, WINDOW, Session, ToolCallingModel, edge_builder, request
+from support.fronts import CONFIG, REQUESTS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 

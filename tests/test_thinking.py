@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from fronts import TOOLS
+from support.fronts import TOOLS
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from replay import replay
+from support.replay import replay
 
 from langgraph_compaction import CompactionConfig
 from langgraph_compaction.testing import ScriptedModel

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingModel, request
+from support.fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingModel, request
 from langchain_core.messages import HumanMessage, ToolMessage
 from test_events import edge_graph
 from test_graph_routing import command_graph

@@ -16,12 +16,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import RetryPolicy
-from support import TOOLS
 
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.conversation import is_user_turn
 from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from langgraph_compaction.invariants import ThreadLedger, history_problems, ledgers_of
+from support import TOOLS
 
 SYSTEM = SystemMessage(content="You are a careful coding agent. Use the tools.", id="system-prompt")
 #: a window the scripted agent's history outgrows in about three turns
