@@ -6,12 +6,14 @@ from pathlib import Path
 
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from benchmarks.anchors import ScriptedAgent, drive, system_graph, trajectory_turns
-from benchmarks.measures.cost import CacheLedger, RecordingModel, replay
-from benchmarks.measures.replay import THRESHOLDS
+from langgraph_compaction import CompactionConfig
 from langgraph_compaction.core.plan import cache_aware_edits, edit_repays
+from langgraph_compaction.testing.agents import ScriptedAgent, compaction_graph, drive, trajectory_turns
+from langgraph_compaction.testing.ledger import CacheLedger, RecordingModel
 
 TRAJECTORY = Path(__file__).parent / "data" / "trajectories" / "oh_claude35_swebv_django-11087.jsonl"
+#: The replay measure's budget: a 60k window, a trigger of 40k tokens or 50 messages, 8k kept.
+CONFIG = CompactionConfig(context_window=60_000, trigger_tokens=40_000, keep_tokens=8_000, trigger_messages=50)
 
 
 def test_an_edit_repays_after_nine_times_its_suffix_over_its_saving():
@@ -45,7 +47,7 @@ def test_summarizer_and_flush_requests_start_with_the_agents_own_messages(tmp_pa
     ledger = Ledger()
     summarizer = RecordingModel(ledger=ledger, reply="OK.")
     agent = ScriptedAgent(measure=False, observe=lambda view: ledger.add("agent", view))
-    graph = system_graph("ours", agent, summarizer, THRESHOLDS, storage=tmp_path).compile()
+    graph = compaction_graph(agent, summarizer, CONFIG, storage=tmp_path).compile()
     drive(graph, agent, trajectory_turns(TRAJECTORY))
     side = [(i, m) for i, (kind, m) in enumerate(requests) if kind == "side"]
     assert side, "the trajectory compacts at this budget"
@@ -64,14 +66,6 @@ def test_summarizer_and_flush_requests_start_with_the_agents_own_messages(tmp_pa
         )
     figures = ledger.figures()
     assert figures["side_cached"] >= 0.8 * figures["side_input"]
-
-
-def test_on_a_real_trajectory_every_break_comes_with_a_summary_and_recall_stays_whole(tmp_path):
-    figures = replay("ours", TRAJECTORY, tmp_path)
-    assert figures["compactions"] >= 1
-    assert figures["breaks"] <= figures["compactions"]
-    for kind in ("changed", "requests", "constraints"):
-        assert figures[f"{kind}_found"] == figures[kind], kind
 
 
 def test_anthropic_requests_carry_breakpoints_on_the_system_prompt_the_summary_and_the_newest_message():
