@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.readme import execute_notebook, notebook_workdir, outputs_text
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 #: Per notebook, the printed figures a rerun must reproduce exactly (the stored outputs show them to readers).
 FIGURES = {
     "01_quickstart.ipynb": r"turn \d: .*tokens|quickstart\.jsonl: .*",

@@ -173,7 +173,7 @@ def random_conversation(rng: random.Random, prefix: str = "m", *, clean: bool = 
 
 def random_config(rng: random.Random) -> CompactionConfig:
     """Return a budget from tiny (compaction on most calls) to roomy, fixed or derived from a small window."""
-    if rng.random() < 0.2:  # the design's dynamic rules, scaled down for a small window
+    if rng.random() < 0.2:  # the thresholds derived from the window (trigger and keep unset), on small windows
         window = rng.choice([CompactionConfig().smallest_window(), 16_000, 24_000, 40_000])
         return CompactionConfig(
             context_window=window, trigger_messages=rng.choice([0, 8, 20, 50]), summary={"timeout": None}
