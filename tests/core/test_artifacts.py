@@ -22,7 +22,7 @@ from langgraph_compaction.core.touches import touches
 from langgraph_compaction.core.trail import expand_group
 from langgraph_compaction.trajectories import load_trajectory
 
-SHAPES = Path(__file__).parent / "data" / "agent_shapes"
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "agent_shapes"
 
 
 def _calls(*specs):

@@ -11,7 +11,7 @@ from langgraph_compaction.core.plan import cache_aware_edits, edit_repays
 from langgraph_compaction.testing.agents import ScriptedAgent, compaction_graph, drive, trajectory_turns
 from langgraph_compaction.testing.ledger import CacheLedger, RecordingModel
 
-TRAJECTORY = Path(__file__).parent / "data" / "trajectories" / "oh_claude35_swebv_django-11087.jsonl"
+TRAJECTORY = Path(__file__).resolve().parents[1] / "data" / "trajectories" / "oh_claude35_swebv_django-11087.jsonl"
 #: The replay measure's budget: a 60k window, a trigger of 40k tokens or 50 messages, 8k kept.
 CONFIG = CompactionConfig(context_window=60_000, trigger_tokens=40_000, keep_tokens=8_000, trigger_messages=50)
 

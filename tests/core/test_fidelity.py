@@ -13,8 +13,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from support.replay import replay
 from support import SMALL_WINDOW, build_graph, first_input
+from support.replay import replay
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, build_summary_message, read_compaction
 from langgraph_compaction.core.config import FidelityConfig
@@ -35,7 +35,7 @@ from langgraph_compaction.engine.gate import GATE
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
 
-DATA = Path(__file__).parent / "data" / "trajectories"
+DATA = Path(__file__).resolve().parents[1] / "data" / "trajectories"
 THREAD = {"configurable": {"thread_id": "fidelity"}}
 # a small window, so that the short OpenHands runs are compacted again and again
 TIGHT = CompactionConfig(context_window=24_000, keep_tokens=3_000)

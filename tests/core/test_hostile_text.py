@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 import pytest
-from support.fronts import TOOLS, request, summaries_counted
 from langchain.agents import create_agent
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
@@ -20,6 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
+from support.fronts import TOOLS, request, summaries_counted
 
 from langgraph_compaction import (
     CompactionConfig,

@@ -37,7 +37,7 @@ from langgraph_compaction.core.tokens import (
     seed_text_tokens,
 )
 
-SAMPLES = Path(__file__).parent / "data" / "token_samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "token_samples"
 O200K = bpe_openai.get_encoding("o200k_base")
 
 

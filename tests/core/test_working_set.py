@@ -10,7 +10,6 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from langgraph_compaction.testing.ledger import read_in_view, working_set_edits
 from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.conversation import is_summary, text_of
 from langgraph_compaction.core.plan import plan_compaction
@@ -18,6 +17,7 @@ from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.core.validation import anthropic_violations, openai_violations
 from langgraph_compaction.core.working_set import keep_working_set, working_set, working_set_note
 from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing.ledger import read_in_view, working_set_edits
 
 BODY = "".join(f"def handler_{i}(event):\n    return event['value'] * {i}\n" for i in range(40))
 
@@ -221,7 +221,7 @@ def test_the_derived_budget_follows_the_window_and_zero_turns_it_off():
 
 
 def test_the_python_blocks_of_the_working_set_page_run_as_written(capsys):
-    page = (Path(__file__).resolve().parents[1] / "docs" / "working-set.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "working-set.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     assert blocks
     for block in blocks:

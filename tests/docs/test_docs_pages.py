@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 REPORT = ROOT / "benchmarks" / "results" / "report.md"
 NUMBER_WORDS = {3: "Three", 4: "Four", 5: "Five", 6: "Six"}

@@ -2,13 +2,13 @@
 its figures (and those of the documentation) agree with the committed results
 (``benchmarks/tests/test_generated_blocks.py``).
 
-Its examples run as written: ``tests/test_docs_examples.py``.
+Its examples run as written: ``tests/docs/test_docs_examples.py``.
 """
 
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Words that point at a document the reader does not have. ``the seed`` of a random generator is spelled
 #: ``seed`` or ``the workload's seed`` instead.

@@ -18,12 +18,12 @@ import warnings
 from typing import Any
 
 import pytest
-from support.fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
+from support.fronts import REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import (
     CompactionConfig,
@@ -459,7 +459,7 @@ def _worker(root: str, db: str, started: str, waiting: str) -> None:
     import time
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for support
     from support.fronts import ToolCallingModel
     from support.fronts import request as ask
 

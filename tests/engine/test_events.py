@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support.fronts import CONFIG, ToolCallingModel, edge_builder, request
 from langgraph.checkpoint.memory import InMemorySaver
+from support.fronts import CONFIG, ToolCallingModel, edge_builder, request
 from test_graph_routing import command_graph, subtask
 
 from langgraph_compaction import is_summary

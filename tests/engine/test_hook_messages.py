@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionMiddleware, is_summary, openai_violations
 from langgraph_compaction.testing import ScriptedModel

@@ -278,7 +278,7 @@ def test_a_prefix_larger_than_the_summarizers_window_is_summarized_in_parts(open
 
 # --- real trajectories, a 32k window --------------------------------------------------------------
 
-DATA = Path(__file__).parent / "data" / "trajectories"
+DATA = Path(__file__).resolve().parents[1] / "data" / "trajectories"
 WINDOW = 32_000
 
 

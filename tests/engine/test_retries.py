@@ -63,7 +63,7 @@ def _checkpointer(dsn: str, db: str):
 
 def _serve(root: str, dsn: str, thread: str, worker: str, first: int, die_in_summary: bool) -> None:
     """Serve requests ``first``.. of the thread, recording in ``progress`` which one is in flight."""
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for support
     with _checkpointer(dsn, str(Path(root, "checkpoints.sqlite"))) as saver:
         saver.setup()
         graph, _ = build_graph(_models(worker, die_in_summary), config=SMALL_WINDOW, storage=root, checkpointer=saver)

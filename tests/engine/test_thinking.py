@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import copy
 
-from support.fronts import TOOLS
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from support.fronts import TOOLS
 
 from langgraph_compaction import (
     CompactionConfig,

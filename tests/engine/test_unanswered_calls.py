@@ -4,7 +4,7 @@ A run that dies between the agent's tool calls and their results, then is
 sent again (a client's retry), leaves the calls in the history with nothing
 answering them; so does an approval interrupt the user answers with a new
 message instead of a decision. OpenAI refuses such a request (the strict
-local server, ``tests/openai_server.py``, answers it with the real 400), and
+local server, ``tests/support/openai_server.py``, answers it with the real 400), and
 so does Anthropic. Each front must answer every such call before the model
 call: a tool result saying the call was not run, right after the call's
 message (after the results of its siblings that did run), written to the

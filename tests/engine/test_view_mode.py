@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support.fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingModel, request
 from langchain_core.messages import HumanMessage, ToolMessage
+from support.fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingModel, request
 from test_events import edge_graph
 from test_graph_routing import command_graph
 

@@ -1,6 +1,6 @@
 """``ChatOpenAI`` over real HTTP as the agent AND the summarizer of the compacting graph.
 
-The strict local server (``tests/openai_server.py``) answers like the real
+The strict local server (``tests/support/openai_server.py``) answers like the real
 chat-completions API and rejects with the real 400 bodies what the API
 rejects: an orphaned tool message, an unanswered tool call, an empty message
 list, a prompt over its context limit. The agent's replies are scripted (the

@@ -7,12 +7,12 @@ import warnings
 
 import pytest
 from deepagents import create_deep_agent
-from support.fronts import CONFIG, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from pydantic import ValidationError
+from support.fronts import CONFIG, TOOLS, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import (
     CompactionConfig,

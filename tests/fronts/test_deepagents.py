@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from deepagents import create_deep_agent
 from deepagents.middleware import summarization as deepagents_summarization
-from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langgraph.checkpoint.memory import InMemorySaver
+from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 
 from langgraph_compaction import CompactionMiddleware, is_summary
 from langgraph_compaction.testing import ScriptedModel

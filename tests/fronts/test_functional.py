@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.func import entrypoint, task
+from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 
 from langgraph_compaction import CompactionConfig, FileStorage, acompact_messages, compact_messages, is_summary
 from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME

@@ -6,7 +6,7 @@ A user coming from LangChain's ``SummarizationMiddleware`` writes
 driven side by side with LangChain's own middleware over the same agent, the
 history is compacted at the same turns and keeps the same messages. Model
 names are resolved by LangChain's ``init_chat_model`` and reach the strict
-local OpenAI-compatible server (tests/openai_server.py), offline.
+local OpenAI-compatible server (tests/support/openai_server.py), offline.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import sys
 import warnings
 
 import pytest
-from support.fronts import TOOLS, ToolCallingModel, request
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT
@@ -24,6 +23,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
+from support.fronts import TOOLS, ToolCallingModel, request
 
 from langgraph_compaction import (
     CompactionConfig,

@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langchain.agents import create_agent
 from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
+from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 
 from langgraph_compaction import CompactionConfig, CompactionMiddleware, is_summary, load_transcript
 from langgraph_compaction.testing import ScriptedModel

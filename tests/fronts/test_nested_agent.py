@@ -11,10 +11,10 @@ and stops with an error that names ``subgraph_node``, the supported pattern.
 from __future__ import annotations
 
 import pytest
-from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionMiddleware, CompactionState, is_summary, subgraph_node
 from langgraph_compaction.testing import ScriptedModel

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langchain.agents import create_agent
+from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from test_nested_agent import _parent
 
 from langgraph_compaction import CompactionMiddleware, subgraph_node

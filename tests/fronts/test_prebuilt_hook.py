@@ -5,9 +5,9 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request, summaries_counted
 
 from langgraph_compaction import CompactionConfig, is_summary, make_pre_model_hook
 from langgraph_compaction.testing import ScriptedModel

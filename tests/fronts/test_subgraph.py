@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from support.fronts import CONFIG, REQUESTS, WINDOW, Session, ToolCallingModel, edge_builder, request
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from support.fronts import CONFIG, REQUESTS, WINDOW, Session, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionState, is_summary, load_transcript, subgraph_node
 from langgraph_compaction.core.tokens import estimate_tokens

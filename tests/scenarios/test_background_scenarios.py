@@ -19,13 +19,13 @@ import time
 from collections import Counter
 
 import pytest
-from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, request
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, request
 
 from langgraph_compaction import CompactionMiddleware, FileStorage, is_summary, openai_violations
 from langgraph_compaction.invariants import ledgers_of

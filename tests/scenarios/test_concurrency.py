@@ -6,10 +6,10 @@ import asyncio
 import json
 
 import pytest
-from support.checked import CheckedThread, build_checked_graph, events, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from support import run_in_two_processes
+from support.checked import CheckedThread, build_checked_graph, events, request
 
 from langgraph_compaction import FileStorage, StoreStorage
 from langgraph_compaction.invariants import duplicate_problems, ledgers_of
@@ -185,11 +185,11 @@ class _StatelessAgentModel(ScriptedModel):
 
 
 def _worker_agent(front: str, checkpointer, store, model):
-    from support.checked import TIGHT
     from langchain.agents import create_agent
     from langgraph.graph import START, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
     from support import TOOLS
+    from support.checked import TIGHT
 
     from langgraph_compaction import CompactionMiddleware, CompactionState, add_compaction
 

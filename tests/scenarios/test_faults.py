@@ -21,13 +21,13 @@ import threading
 import uuid
 
 import pytest
-from support.checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import RetryPolicy
+from support.checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
 
 import langgraph_compaction.storage.files as storage_module
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, FileStorage, StoreStorage

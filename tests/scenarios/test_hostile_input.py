@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.checked import CheckedThread, events
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, messages_to_dict
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from pydantic import ValidationError
+from support.checked import CheckedThread, events
 
 from langgraph_compaction import CompactionConfig, CompactionState, FileStorage, add_compaction
 from langgraph_compaction.testing import ScriptedModel

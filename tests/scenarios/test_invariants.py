@@ -14,12 +14,12 @@ import random
 from pathlib import Path
 
 import pytest
-from support.checked import CheckedThread, build_checked_graph, request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
+from support.checked import CheckedThread, build_checked_graph, request
 
 from langgraph_compaction import FileStorage, build_summary_message, find_cutoff
 from langgraph_compaction.core.conversation import leading_systems
@@ -38,7 +38,7 @@ from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.testing.conversations import random_config, random_conversation
 from langgraph_compaction.testing.stress import replay_trajectory, run_example
 
-DATA = Path(__file__).parent / "data" / "trajectories"
+DATA = Path(__file__).resolve().parents[1] / "data" / "trajectories"
 # a seed per example: drawing every choice through hypothesis would cost more than the check (the seed is reported)
 SEEDS = st.integers(0, 2**32 - 1)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "langgraph_compaction"
+PACKAGE = Path(__file__).resolve().parents[2] / "langgraph_compaction"
 
 
 def _module_name(path: Path) -> str:

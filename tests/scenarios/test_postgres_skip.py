@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pytest_without_server(ci: bool) -> subprocess.CompletedProcess:
@@ -18,7 +18,7 @@ def _pytest_without_server(ci: bool) -> subprocess.CompletedProcess:
     env["COMPACTION_TEST_POSTGRES"] = f"postgresql://postgres@127.0.0.1:{port}/test"
     if ci:
         env["CI"] = "true"
-    test = "tests/test_checkpointers.py::test_the_same_graph_compacts_a_thread_across_restarts_sync"
+    test = "tests/storage/test_checkpointers.py::test_the_same_graph_compacts_a_thread_across_restarts_sync"
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
         cwd=ROOT,

@@ -283,9 +283,9 @@ def test_runs_with_colliding_or_no_thread_ids_never_read_each_others_transcript(
 
     from langgraph.store.memory import InMemoryStore
 
-    from langgraph_compaction.testing.stress import Simulation, replay
     from langgraph_compaction import FileStorage, StoreStorage
     from langgraph_compaction.testing import ScriptedModel
+    from langgraph_compaction.testing.stress import Simulation, replay
 
     threads, conversations_ = runs
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ import pytest
 import langgraph_compaction
 from langgraph_compaction import testing
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Every name ``from langgraph_compaction import ...`` accepted when the top listed 63 of them.
 FORMER_EXPORTS = (

@@ -23,7 +23,7 @@ from langgraph_sdk import get_sync_client
 
 from langgraph_compaction import SUMMARY_MESSAGE_NAME
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 90
 USER = "alice"
 #: Small thresholds from Studio's context form, so the second request already compacts.

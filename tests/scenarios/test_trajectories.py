@@ -11,7 +11,7 @@ from langgraph_compaction import CompactionConfig
 from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.trajectories import load_trajectory
 
-DATA = Path(__file__).parent / "data" / "trajectories"
+DATA = Path(__file__).resolve().parents[1] / "data" / "trajectories"
 TRAJECTORIES = sorted(p.stem for p in DATA.glob("*.jsonl"))
 # the anchors' measurement setup: a 60k window, trigger 40k tokens or 50 messages, keep 8k tokens
 CONFIG = CompactionConfig(context_window=60_000, keep_tokens=8_000)

@@ -9,7 +9,6 @@ import shutil
 import threading
 
 import pytest
-from support.fronts import CONFIG, TOOLS, ToolCallingModel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain.agents import create_agent
@@ -17,6 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messag
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from support import SMALL_WINDOW, build_graph, first_input
+from support.fronts import CONFIG, TOOLS, ToolCallingModel
 
 from langgraph_compaction import CompactionMiddleware, FileStorage, StoreStorage, is_summary, safe_label
 from langgraph_compaction.engine import run as run_module

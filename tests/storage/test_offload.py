@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from support.fronts import CONFIG, TOOLS, ToolCallingModel, request
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, messages_to_dict
 from langchain_core.runnables import RunnableLambda
@@ -18,6 +17,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
+from support.fronts import CONFIG, TOOLS, ToolCallingModel, request
 
 from langgraph_compaction import (
     SUMMARY_MESSAGE_NAME,

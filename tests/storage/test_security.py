@@ -7,10 +7,10 @@ import os
 import stat
 
 import pytest
-from support.checked import TIGHT, CheckedThread, build_checked_graph, request
 from langchain_core.messages import HumanMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
+from support.checked import TIGHT, CheckedThread, build_checked_graph, request
 
 from langgraph_compaction import CompactionConfig, FileStorage, StoreStorage, safe_label
 from langgraph_compaction.core.prompts import SUMMARY_PROMPT

@@ -1,4 +1,4 @@
-"""Tests for the strict local OpenAI-compatible server (tests/openai_server.py).
+"""Tests for the strict local OpenAI-compatible server (tests/support/openai_server.py).
 
 Everything goes over real HTTP on 127.0.0.1 through ``langchain_openai.ChatOpenAI``.
 """
@@ -17,7 +17,7 @@ from langchain_core.exceptions import ContextOverflowError, ModelInvalidRequestE
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for support
 
 from support.openai_server import (  # noqa: E402
     StrictOpenAIServer,
