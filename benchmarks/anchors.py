@@ -20,95 +20,45 @@ from __future__ import annotations
 
 import functools
 import random
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
-from langgraph_compaction.core.tokens import TokenCounter
-from langgraph_compaction.testing import ScriptedModel, scripted_summary
-from langgraph_compaction.trajectories import load_trajectory
+from langgraph_compaction import CompactionConfig
+from langgraph_compaction.testing.agents import (
+    AGENT,
+    ScriptedAgent,
+    Turn,
+    billed_counter,
+    drive,
+    o200k_tokens,
+    scripted_summarizer,
+    trajectory_turns,
+)
+from langgraph_compaction.testing.agents import compaction_graph as ours_graph
+
+__all__ = [
+    "AGENT",
+    "SAMPLES",
+    "SYSTEMS",
+    "ScriptedAgent",
+    "Thresholds",
+    "Turn",
+    "billed_counter",
+    "drive",
+    "o200k_tokens",
+    "ours_graph",
+    "scripted_summarizer",
+    "synthetic_session",
+    "system_graph",
+    "trajectory_turns",
+]
 
 SYSTEMS = ("ours", "langchain", "langmem", "none")
-AGENT = "agent"
 SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data" / "token_samples"
-
-Turn = tuple[list[BaseMessage], AIMessage]
-"""One model call: the messages that arrive before it, and the assistant message it returns."""
-
-
-# --- tokens as the provider bills them ------------------------------------------
-
-
-@functools.lru_cache(maxsize=1)
-def _o200k() -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # bpe-openai loads its tables with a deprecated API
-        import bpe_openai
-
-        return bpe_openai.get_encoding("o200k_base")
-
-
-def o200k_tokens(text: str) -> int:
-    """Return the exact o200k_base token count of ``text`` (OpenAI's tokenizer, offline)."""
-    return len(_o200k().encode_ordinary(text)) if text else 0
-
-
-def billed_counter() -> TokenCounter:
-    """Return a memoised message counter whose text counts are exact o200k tokens (the measuring stick)."""
-    return TokenCounter(text_tokens=o200k_tokens)
-
-
-# --- the scripted summarizer and agent --------------------------------------------
-
-
-def scripted_summarizer(latency: float = 0.0, summary_words: int = 350) -> ScriptedModel:
-    """Return the benchmarks' summarizer: a four-section summary of about ``summary_words`` words after ``latency`` s.
-
-    It answers every system's prompt with a summary (langmem's prompt has no
-    marker the model recognises, so ``reply`` summarizes too) and records each
-    prompt in ``calls``.
-    """
-    return ScriptedModel(
-        latency=latency,
-        summary_words=summary_words,
-        reply=functools.partial(scripted_summary, target_words=summary_words),
-    )
-
-
-@dataclass
-class ScriptedAgent:
-    """The agent's model node: returns ``next_reply`` and records the tokens of each input it is handed.
-
-    ``inputs`` holds the billed (o200k) tokens of every call's messages;
-    ``observe(messages)``, when set, sees each input too.
-    """
-
-    counter: TokenCounter = field(default_factory=billed_counter)
-    next_reply: AIMessage | None = None
-    inputs: list[int] = field(default_factory=list)
-    observe: Callable[[list[BaseMessage]], None] | None = None
-    measure: bool = True
-
-    def __call__(self, state: Any) -> dict:
-        messages = state["messages"]
-        reply = self.next_reply
-        if self.measure:
-            billed = self.counter.total(messages)
-            self.inputs.append(billed)
-            # as a provider does: the reply reports what the request cost (systems that calibrate use it)
-            usage = {"input_tokens": billed, "output_tokens": 0, "total_tokens": billed}
-            reply = reply.model_copy(update={"usage_metadata": usage}) if reply is not None else None
-        if self.observe is not None:
-            self.observe(messages)
-        return {"messages": [reply]}
-
 
 # --- thresholds shared by every system -----------------------------------------------
 
@@ -200,21 +150,6 @@ class LangmemState(MessagesState):
 # --- graph builders (uncompiled: the caller picks the checkpointer) ---------------------
 
 
-def ours_graph(agent: Any, summarizer: Any, config: CompactionConfig, storage: Any = None) -> StateGraph:
-    """Return ``START -> compaction gate (-> flush | offload -> summarize) -> agent -> END``.
-
-    The summarizer stands for the agent's own model (``agent_model``), as
-    when a user compacts with the model the agent runs on: its requests then
-    start with the agent's messages, which a provider's cache serves.
-    """
-    builder = StateGraph(CompactionState)
-    builder.add_node(AGENT, agent)
-    builder.add_edge(START, AGENT)
-    builder.add_edge(AGENT, END)
-    add_compaction(builder, before=AGENT, model=summarizer, config=config, storage=storage, agent_model=summarizer)
-    return builder
-
-
 def _before_agent(state: type, name: str, node: Any, agent: Any) -> StateGraph:
     builder = StateGraph(state)
     builder.add_node(name, node)
@@ -264,52 +199,6 @@ def system_graph(
     if system == "none":
         return plain_graph(agent)
     raise ValueError(f"system {system!r} is not one of {SYSTEMS}")
-
-
-# --- driving a graph call by call --------------------------------------------------------
-
-
-def drive(
-    graph: Any,
-    agent: ScriptedAgent,
-    turns: Sequence[Turn],
-    thread: str = "bench",
-    after_turn: Callable[[int, dict], None] | None = None,
-) -> dict:
-    """Feed ``turns`` through a compiled graph, one model call per turn; return the final state values.
-
-    With a checkpointer the graph keeps the state; without one the previous
-    values are handed back in with the new messages (what a server would do),
-    so a benchmark can leave serialization out. ``after_turn(i, values)`` is
-    called after each turn.
-    """
-    run = {"configurable": {"thread_id": thread}}
-    values: dict = {}
-    for i, (pending, reply) in enumerate(turns):
-        agent.next_reply = reply
-        if graph.checkpointer is not None:
-            values = graph.invoke({"messages": pending}, run)
-        elif "compaction" in graph.builder.channels:  # its record is state a run's input cannot write
-            graph.checkpointer = InMemorySaver()
-            values = graph.invoke({"messages": [*values.get("messages", ()), *pending]}, run)
-        else:
-            values = graph.invoke({**values, "messages": [*values.get("messages", ()), *pending]}, run)
-        if after_turn is not None:
-            after_turn(i, values)
-    return values
-
-
-def trajectory_turns(path: Path) -> list[Turn]:
-    """Return a recorded trajectory as model calls: the messages before each assistant message, and that message."""
-    turns: list[Turn] = []
-    pending: list[BaseMessage] = []
-    for message in load_trajectory(path):
-        if isinstance(message, AIMessage):
-            turns.append((pending, message))
-            pending = []
-        else:
-            pending.append(message)
-    return turns
 
 
 # --- the synthetic coding-agent session ----------------------------------------------------

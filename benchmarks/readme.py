@@ -12,7 +12,7 @@ rendered from a committed file:
   (``--notebooks`` re-executes every notebook and stores its outputs).
 
 ``--check`` rewrites nothing and exits 1 when a page disagrees with the
-committed files. ``tests/test_readme.py`` runs that check.
+committed files. ``benchmarks/tests/test_generated_blocks.py`` runs that check.
 """
 
 from __future__ import annotations

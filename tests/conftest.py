@@ -1,57 +1,16 @@
-"""Shared fixtures: a fresh PostgreSQL schema per test run (skipped without a server, outside CI), and the strict local OpenAI server."""
+"""Shared fixtures for every folder of tests/ (see ``support.fixtures``), and the PostgreSQL skips' summary line."""
 
 from __future__ import annotations
 
-import os
 import sys
-import uuid
 from pathlib import Path
 
-import pytest
-from openai_server import StrictOpenAIServer
-from support import in_ci
+from support.fixtures import POSTGRES_SKIP, offline, openai_server, postgres_dsn, postgres_for
+
+__all__ = ["offline", "openai_server", "postgres_dsn", "postgres_for"]
 
 # tests import the Studio graph (graphs/agent.py, served by langgraph.json) as ``graphs.agent``
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-POSTGRES_DSN = os.environ.get("COMPACTION_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-#: The reason the PostgreSQL tests skip without a server (the terminal summary counts the tests it skipped).
-POSTGRES_SKIP = "PostgreSQL is not reachable"
-
-
-@pytest.fixture(scope="session")
-def postgres_dsn():
-    """Return a DSN whose search_path is a schema created for this test run (dropped afterwards).
-
-    Without a reachable server the tests that need it skip, saying how to run
-    them; in CI (``CI`` set, as ``.ci/run`` does) they fail instead, so they
-    never silently stop running.
-    """
-    import psycopg
-
-    schema = f"compaction_test_{uuid.uuid4().hex[:12]}"
-    try:
-        conn = psycopg.connect(POSTGRES_DSN, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        conn, reason = None, f"{POSTGRES_SKIP} at {POSTGRES_DSN} ({str(exc).strip().splitlines()[0]})"
-    if conn is None:  # out of the except block: no chained psycopg traceback
-        if in_ci():
-            pytest.fail(f"{reason}; CI runs the PostgreSQL tests against a real server", pytrace=False)
-        pytest.skip(f"{reason}; set COMPACTION_TEST_POSTGRES to a server's DSN to run these tests")
-    with conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in POSTGRES_DSN else "?"
-    yield f"{POSTGRES_DSN}{sep}options=-csearch_path%3D{schema}"
-    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
-@pytest.fixture
-def postgres_for(request):
-    """Return ``dsn(case)``: this run's PostgreSQL DSN when the case's name says postgres, else "" (no server asked for)."""
-    return lambda case: request.getfixturevalue("postgres_dsn") if "postgres" in case else ""
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -60,19 +19,3 @@ def pytest_terminal_summary(terminalreporter):
     if skipped:
         reason = skipped[0].longrepr[2].removeprefix("Skipped: ")
         terminalreporter.write_line(f"{len(skipped)} PostgreSQL tests skipped: {reason}", yellow=True)
-
-
-@pytest.fixture
-def openai_server():
-    """Yield a started StrictOpenAIServer on 127.0.0.1 (stopped after the test)."""
-    with StrictOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-def offline(monkeypatch, tmp_path):
-    """Run in an empty directory without an OpenAI key (the offline demo); return the directory."""
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
