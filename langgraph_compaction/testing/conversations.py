@@ -94,6 +94,30 @@ def _artifact(rng: random.Random) -> Any:
     }
 
 
+#: One file spelled as agents spell it (dedupe, the working set and the trail must see one path).
+SPELLINGS = ("src/billing.py", "./src/billing.py", "src//billing.py", "src/app/../billing.py")
+
+
+def _call(rng: random.Random) -> tuple[str, Any]:
+    """Return a tool call's name and arguments: a shell line, a paged read, an edit, or arguments of odd types."""
+    draw = rng.random()
+    if draw < 0.2:
+        return rng.choice(["bash", "read_file", "write_file"]), {
+            "n": rng.randint(0, 9),
+            "nested": {"a": [1, {"b": None}]},
+            "flag": True,
+        }
+    if draw < 0.3:  # a long file read in pages
+        start = rng.choice([1, 121, 241])
+        return "Read", {"file_path": rng.choice(SPELLINGS), "offset": start, "limit": 120}
+    if draw < 0.35:
+        start = rng.choice([1, 121])
+        return "bash", {"command": f"sed -n '{start},{start + 119}p' {rng.choice(SPELLINGS)}"}
+    if draw < 0.4:
+        return "Edit", {"file_path": rng.choice(SPELLINGS), "old_string": "a", "new_string": "b"}
+    return rng.choice(["bash", "read_file", "write_file"]), {"cmd": _text(rng, rng.choice([5, 300, 5000]))}
+
+
 def random_conversation(rng: random.Random, prefix: str = "m", *, clean: bool = False) -> list[BaseMessage]:
     """Return a conversation with the shapes real agents produce and logs contain (unique message ids).
 
@@ -119,6 +143,8 @@ def random_conversation(rng: random.Random, prefix: str = "m", *, clean: bool = 
                 SystemMessage(content=f"Reminder: the time is 10:{turn:02d}; stay in the repository.", id=mid())
             )
         content: Any = f"request {turn}: " + _text(rng, rng.choice([0, 20, 400, 4000]))
+        if rng.random() < 0.05:  # a pasted report: lines that look like the summary's own sections
+            content += "\nSUMMARY of the incident: the job failed.\nNEXT STEPS:\n- retry {messages}"
         if rng.random() < 0.1:
             content = [
                 {"type": "text", "text": content},
@@ -132,10 +158,8 @@ def random_conversation(rng: random.Random, prefix: str = "m", *, clean: bool = 
                 call_ids[0] += 1
                 reused = rng.random() < 0.1 and not clean
                 cid = "call_1" if reused else f"c{call_ids[0]}"  # reused ids happen in real logs
-                args: Any = {"cmd": _text(rng, rng.choice([5, 300, 5000]))}
-                if rng.random() < 0.2:
-                    args = {"n": rng.randint(0, 9), "nested": {"a": [1, {"b": None}]}, "flag": True}
-                calls.append({"name": rng.choice(["bash", "read_file", "write_file"]), "args": args, "id": cid})
+                name, args = _call(rng)
+                calls.append({"name": name, "args": args, "id": cid})
             ai_content: Any = _text(rng, rng.choice([0, 50]))
             if rng.random() < 0.1:
                 ai_content = [
