@@ -152,6 +152,19 @@ def _round_keepable(messages: Sequence[BaseMessage], r: ToolRound, humans: set[i
     return not thinking or starts_with_thinking(messages[r.call_index]) or any(h > r.call_index for h in humans)
 
 
+def _latest_reads_first(files: list[WorkingFile]) -> list[WorkingFile]:
+    """Return each file's latest read first (newest touched first), then its other pages, in the same order.
+
+    The latest read is the one an edit needs in front of it; the pages read
+    before it come in with the room left.
+    """
+    latest: dict[str, WorkingFile] = {}
+    for f in files:
+        if f.path not in latest or f.read > latest[f.path].read:
+            latest[f.path] = f
+    return [f for f in files if latest[f.path] is f] + [f for f in files if latest[f.path] is not f]
+
+
 def keep_working_set(
     messages: Sequence[BaseMessage],
     counts: Sequence[int],
@@ -160,7 +173,8 @@ def keep_working_set(
 ) -> frozenset[int]:
     """Return the indices of the working set's reads that stay out of the summary.
 
-    Newest touched files come first, within ``budget_tokens``.
+    Newest touched files come first, each by its latest read, then the other
+    pages of files read in pages, within ``budget_tokens``.
 
     ``evict`` are the indices the cut would summarize; a read that lies
     outside it is kept at no cost (the tail holds it). A read that cannot
@@ -175,7 +189,7 @@ def keep_working_set(
     humans = {i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and i not in evicted}
     chosen: set[int] = set()
     used = 0
-    for f in working_set(messages):
+    for f in _latest_reads_first(working_set(messages)):
         need = [i for i in f.indices() if i in evicted and i not in chosen]
         cost = sum(counts[i] for i in need)
         if used + cost > budget_tokens:

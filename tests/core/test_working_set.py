@@ -284,3 +284,17 @@ def test_a_read_of_the_whole_file_replaces_its_pages_and_an_edit_makes_every_pag
     ]
     whole = _round("r9", "Read", {"file_path": "src/x.py"}, PAGE * 3)
     assert [(f.path, f.lines, f.stale) for f in working_set(messages + edit + whole)] == [("src/x.py", None, False)]
+
+
+def test_each_files_latest_read_comes_before_the_earlier_pages_of_another():
+    # src/x.py read in three pages, then src/y.py read and edited: with room for two reads, y's latest read and
+    # x's latest page stay, not x's first two pages (an edit needs the read it edits from in front of it)
+    messages = _paged_session(PAGED_READS["Read offset/limit"], filler_calls=0)
+    messages += _round("y", "Read", {"file_path": "src/y.py"}, PAGE)
+    messages += _round("x-edit", "Edit", {"file_path": "src/x.py", "old_string": "v1 = 1", "new_string": "v1 = 2"}, "ok")
+    for i in range(20):
+        messages += _round(f"p{i}", "Bash", {"command": "pytest -q"}, "F" * 40 + "\n" + "log line\n" * 200)
+    two_reads = 2 * sum(TokenCounter().counts(messages[2:4])) + 10
+    plan, _ = _plan(messages, working_set_tokens=two_reads)
+    kept = {messages[i].id for i in plan.cut.working_set}
+    assert {"t-y", "t-r2"} <= kept and not {"t-r0", "t-r1"} & kept
