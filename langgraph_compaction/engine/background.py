@@ -130,6 +130,7 @@ def background_steps(
         keep_max = max(setup.config.keep_tokens_max, budget.keep_tokens)
         if prepared is not None and swap_before_trigger(prepared, messages, gate.counts, keep_max):
             if (yield from swap(gate, prepared)):
+                yield from _next_job(gate)
                 return gate.finish()
             prepared = None
         if job is None and prepared is None and not _lease_held_elsewhere(record["lease"], jobs, run.storage):
@@ -178,7 +179,7 @@ def _evicted_tokens(plan: CompactionPlan, counts: Sequence[int]) -> int:
 
 
 def _next_job(gate: GateCall) -> Steps[None]:
-    """After a swap at the trigger, start the next job at once if the thread grows fast enough to need it.
+    """After a swap, start the next job at once if the thread grows fast enough to need it.
 
     The swap left the tail that grew while its summary was made; with turns
     as large as the newest one, the trigger comes again before a job started
@@ -190,18 +191,16 @@ def _next_job(gate: GateCall) -> Steps[None]:
     if tokens >= budget.trigger_tokens or not gate.may_prepare():
         return
     start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
-    if not should_start(tokens, turn_tokens(after, counts), budget, start, turns):
+    conversation = len(after) - leading_systems(after)
+    if should_start(tokens, turn_tokens(after, counts), budget, start, turns):
+        at, enough = start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), True
+    elif messages_start_due(conversation, turn_messages(after), tokens, budget, start, turns):
+        at, enough = start_budget(budget, start), False  # the message trigger: any cut that makes room helps
+    else:
         return
     post = GateCall(gate.setup, gate.jobs, after, counts, gate.record, budget, gate.run, job_key(gate.run, after))
-    settings = gate.setup
-    planned = plan_compaction(
-        after,
-        counts,
-        start_budget(budget, min(1.0, tokens / budget.trigger_tokens)),
-        settings.config,
-        settings.counter.message,
-    )
-    if planned.summarize and covers_enough(_evicted_tokens(planned, counts), budget):
+    planned = plan_compaction(after, counts, at, gate.setup.config, gate.setup.counter.message)
+    if planned.summarize and (not enough or covers_enough(_evicted_tokens(planned, counts), budget)):
         yield from _start(post, planned)
         gate.out.compaction.update(post.out.compaction)
         gate.events.extend(post.events)
