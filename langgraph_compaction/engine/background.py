@@ -286,7 +286,7 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
     }
     record = read_compaction({**gate.record, "pending": pending})
     snapshot = list(messages)
-    read = yield from read_for_job(setup, snapshot, run)
+    read = yield from read_for_job(setup, gate.messages, run)  # the originals: layer 1-2 copies are never written
     if read[0]:
         record = read_compaction(merge_compaction(dict(record), read[0][0].get("compaction")))
     job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
