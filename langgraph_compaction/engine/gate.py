@@ -207,8 +207,13 @@ def _layer_edits(
 
 
 def _write_repair(repaired: Sequence[BaseMessage], added: Sequence[ToolMessage], out: GateUpdate) -> None:
-    """Write the history with its unanswered calls answered, in place of the state's, and say which were."""
-    out.messages.extend([RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired])
+    """Write the history with its unanswered calls answered, in place of the state's, and say which were.
+
+    Results that all go after the last message (the newest turn's calls) are
+    appended; one placed earlier rewrites the history.
+    """
+    at_end = all(a is b for a, b in zip(repaired[len(repaired) - len(added) :], added, strict=True))
+    out.messages.extend(added if at_end else [RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired])
     calls = [m.tool_call_id for m in added]
     note = f"answered {len(calls)} tool call(s) that had no result (not run): a crash or a refused approval left them"
     out.events.append(emit_event({"stage": "gate", "repaired": calls, "note": note}))
