@@ -37,6 +37,17 @@ def not_run_result(call: Mapping[str, Any]) -> ToolMessage:
     )
 
 
+def _open_calls(messages: Sequence[BaseMessage]) -> bool:
+    """Return True when some tool call has no result after it; holds only the calls still open as it reads."""
+    open_ids: set[str] = set()
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            open_ids.discard(m.tool_call_id)
+        elif isinstance(m, AIMessage) and m.tool_calls:
+            open_ids.update(str(c["id"]) for c in tool_calls_of(m) if c.get("id"))
+    return bool(open_ids)
+
+
 def answer_unanswered(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[ToolMessage]]:
     """Return the messages with every unanswered tool call answered, and the results added (empty: none was).
 
@@ -44,6 +55,8 @@ def answer_unanswered(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
     carries its id. Each added result goes right after the block of results
     that follows the call's message, in the order of the calls.
     """
+    if not _open_calls(messages):  # the usual case, found without building anything
+        return messages if isinstance(messages, list) else list(messages), []
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     out: list[BaseMessage] = []
     added: list[ToolMessage] = []
