@@ -291,7 +291,9 @@ def test_each_files_latest_read_comes_before_the_earlier_pages_of_another():
     # x's latest page stay, not x's first two pages (an edit needs the read it edits from in front of it)
     messages = _paged_session(PAGED_READS["Read offset/limit"], filler_calls=0)
     messages += _round("y", "Read", {"file_path": "src/y.py"}, PAGE)
-    messages += _round("x-edit", "Edit", {"file_path": "src/x.py", "old_string": "v1 = 1", "new_string": "v1 = 2"}, "ok")
+    messages += _round(
+        "x-edit", "Edit", {"file_path": "src/x.py", "old_string": "v1 = 1", "new_string": "v1 = 2"}, "ok"
+    )
     for i in range(20):
         messages += _round(f"p{i}", "Bash", {"command": "pytest -q"}, "F" * 40 + "\n" + "log line\n" * 200)
     two_reads = 2 * sum(TokenCounter().counts(messages[2:4])) + 10
