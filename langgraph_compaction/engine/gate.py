@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage, message_to_dict
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -317,7 +317,7 @@ def gate_steps(
     if settled and not deferred:
         memo.settled = plan.settled
     _mark_run(record, run, out)
-    _summary_request(plan, messages, budget, manual, outcome if background else False, out)
+    _summary_request(plan, messages, budget, manual, outcome, out)
     return _finish(out, record, messages)
 
 
@@ -326,15 +326,12 @@ def _summary_request(
     messages: Sequence[BaseMessage],
     budget: Budget,
     manual: dict | None,
-    outcome: Outcome | None | Literal[False],
+    outcome: Outcome | None,
     out: GateUpdate,
 ) -> None:
-    """Ask the summarize node for a summary when one is due and none was applied; ``outcome`` False: blocking mode."""
-    blocked = outcome.blocked if isinstance(outcome, Outcome) else None
-    if outcome is False:
-        due = plan.summarize
-    else:
-        due = plan.summarize and isinstance(outcome, Outcome) and not outcome.applied and bool(blocked)
+    """Ask the summarize node for a summary when one is due and none was applied; ``outcome`` None: blocking mode."""
+    blocked = outcome.blocked if outcome is not None else None
+    due = plan.summarize and (outcome is None or (not outcome.applied and bool(blocked)))
     if due:
         _ask_for_summary(plan, messages, budget, manual, blocked, out)
     elif manual:
