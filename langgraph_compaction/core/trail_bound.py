@@ -111,10 +111,12 @@ def group_paths(entries: Sequence[TrailEntry], room: int) -> list[TrailLine]:
 
     lines: list[TrailLine] = []
     for folder, members in buckets.items():
-        if len(members) == 1:
-            lines.append(entries[members[0]])
-        else:
-            lines.append(FolderLine(folder, tuple(name(entries[i].key, folder) for i in members)))
+        lines += [entries[i] for i in members if entries[i].key == folder]  # a host's root: no name under itself
+        inside = [i for i in members if entries[i].key != folder]
+        if len(inside) == 1:
+            lines.append(entries[inside[0]])
+        elif inside:
+            lines.append(FolderLine(folder, tuple(name(entries[i].key, folder) for i in inside)))
     return lines
 
 
