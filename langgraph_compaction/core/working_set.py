@@ -132,7 +132,8 @@ def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
                 elif touch.verb in _STALE_VERBS:
                     for key in same:
                         known = files.pop(key)
-                        edits = known.edits if r in (known.read_round, *known.edits) else (*known.edits, r)
+                        # after the read, even in its own round: the read may show the file as it was before
+                        edits = known.edits if r in known.edits else (*known.edits, r)
                         files[key] = replace(known, edits=edits, touched=r.call_index)
                 elif touch.verb in _GONE_VERBS:
                     for key in same:
