@@ -57,6 +57,18 @@ def tally(listing: str, modules: Sequence[str]) -> dict[str, dict[str, int]]:
     return figures
 
 
+def merged(earlier: dict, figures: dict, modules: Sequence[str]) -> dict:
+    """Return ``figures`` over ``earlier``'s for the other modules, in the order of ``modules`` (a partial run's file).
+
+    Args:
+        earlier: The figures the file held, ``{module: {"killed": k, "total": n}}``.
+        figures: The figures of the modules this run mutated.
+        modules: Every policy module, in ``[tool.mutmut] only_mutate``'s order; others are dropped.
+    """
+    both = {**earlier, **figures}
+    return {module: both[module] for module in modules if module in both}
+
+
 def _mutmut(*args: str, capture: bool = False) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "mutmut", *args], cwd=REPO_ROOT, check=True, capture_output=capture, text=True
@@ -68,17 +80,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run mutmut from scratch, write the killed and total mutants of each policy module, and print them.
 
     Args:
-        argv: The command line (``--max-children``, ``--out``); None reads ``sys.argv``.
+        argv: The command line (``--max-children``, ``--out``, ``--module``); None reads ``sys.argv``.
     """
     parser = argparse.ArgumentParser(prog="python -m benchmarks.mutation", description=__doc__.splitlines()[0])
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default: 2)")
     parser.add_argument("--out", type=Path, default=RESULT, help=f"where to write the figures (default: {RESULT})")
+    parser.add_argument(
+        "--module",
+        action="append",
+        choices=policy_modules(),
+        help="mutate only this module (repeatable); the other modules' figures stay as --out has them",
+    )
     args = parser.parse_args(argv)
-    modules = policy_modules()
+    modules = args.module or policy_modules()
     # mutmut keeps an earlier run's verdicts and skips those mutants: the figures come from a run of today's tests
     shutil.rmtree(REPO_ROOT / "mutants", ignore_errors=True)
-    _mutmut("run", "--max-children", str(args.max_children))
+    _mutmut("run", "--max-children", str(args.max_children), *(f"{m}.*" for m in args.module or ()))
     figures = tally(_mutmut("results", "--all", "true", capture=True), modules)
+    if args.module and args.out.exists():
+        figures = merged(json.loads(args.out.read_text(encoding="utf-8")), figures, policy_modules())
     args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     for module, f in figures.items():
         share = f["killed"] / f["total"] if f["total"] else 0.0
