@@ -82,23 +82,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     Args:
         argv: The command line (``--max-children``, ``--out``, ``--module``); None reads ``sys.argv``.
     """
+    every = policy_modules()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.mutation", description=__doc__.splitlines()[0])
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default: 2)")
     parser.add_argument("--out", type=Path, default=RESULT, help=f"where to write the figures (default: {RESULT})")
     parser.add_argument(
         "--module",
         action="append",
-        choices=policy_modules(),
+        choices=every,
         help="mutate only this module (repeatable); the other modules' figures stay as --out has them",
     )
     args = parser.parse_args(argv)
-    modules = args.module or policy_modules()
+    modules = args.module or every
     # mutmut keeps an earlier run's verdicts and skips those mutants: the figures come from a run of today's tests
     shutil.rmtree(REPO_ROOT / "mutants", ignore_errors=True)
     _mutmut("run", "--max-children", str(args.max_children), *(f"{m}.*" for m in args.module or ()))
     figures = tally(_mutmut("results", "--all", "true", capture=True), modules)
     if args.module and args.out.exists():
-        figures = merged(json.loads(args.out.read_text(encoding="utf-8")), figures, policy_modules())
+        figures = merged(json.loads(args.out.read_text(encoding="utf-8")), figures, every)
     args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     for module, f in figures.items():
         share = f["killed"] / f["total"] if f["total"] else 0.0

@@ -315,59 +315,31 @@ TRAIL = [
 ]
 
 
+#: Every entry of ``TRAIL`` on its own line, in its order.
+TRAIL_LINES = [
+    "$ c1 (exit 0)",
+    "src/a.py (edited)",
+    "src/r1.py (read)",
+    "$ c2",
+    "src/r2.py (read)",
+    "lib/r3.py (read)",
+    "$ c3",
+    "$ c4",
+]
+ONE_GROUP = ["$ c1 (exit 0)", "src/a.py (edited)", "./ (3 files: src/r1.py, src/r2.py, lib/r3.py)"]
+
+
 @pytest.mark.parametrize(
     "limit, lines, dropped",
     [
-        (
-            9,
-            [
-                "$ c1 (exit 0)",
-                "src/a.py (edited)",
-                "src/r1.py (read)",
-                "$ c2",
-                "src/r2.py (read)",
-                "lib/r3.py (read)",
-                "$ c3",
-                "$ c4",
-            ],
-            0,
-        ),
-        (
-            8,
-            [
-                "$ c1 (exit 0)",
-                "src/a.py (edited)",
-                "src/r1.py (read)",
-                "$ c2",
-                "src/r2.py (read)",
-                "lib/r3.py (read)",
-                "$ c3",
-                "$ c4",
-            ],
-            0,
-        ),
-        (
-            7,
-            [
-                "$ c1 (exit 0)",
-                "src/a.py (edited)",
-                "src/r1.py (read)",
-                "$ c2",
-                "src/r2.py (read)",
-                "lib/r3.py (read)",
-                "$ c3",
-            ],
-            1,
-        ),
-        (
-            6,
-            ["$ c1 (exit 0)", "src/a.py (edited)", "src/r1.py (read)", "$ c2", "src/r2.py (read)", "lib/r3.py (read)"],
-            2,
-        ),
+        (9, TRAIL_LINES, 0),
+        (8, TRAIL_LINES, 0),
+        (7, TRAIL_LINES[:7], 1),
+        (6, TRAIL_LINES[:6], 2),
         (5, ["$ c1 (exit 0)", "src/a.py (edited)", "src/r1.py (read)", "src/r2.py (read)", "lib/r3.py (read)"], 3),
         (4, ["$ c1 (exit 0)", "src/a.py (edited)", "src/ (2 files: r1.py, r2.py)", "lib/r3.py (read)"], 3),
-        (3, ["$ c1 (exit 0)", "src/a.py (edited)", "./ (3 files: src/r1.py, src/r2.py, lib/r3.py)"], 3),
-        (1, ["$ c1 (exit 0)", "src/a.py (edited)", "./ (3 files: src/r1.py, src/r2.py, lib/r3.py)"], 3),
+        (3, ONE_GROUP, 3),
+        (1, ONE_GROUP, 3),
     ],
 )
 def test_older_commands_leave_first_then_reads_share_a_line_and_changes_always_stay(limit, lines, dropped):
