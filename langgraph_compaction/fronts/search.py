@@ -10,6 +10,7 @@ to memory search (`merge_rankings`).
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,8 @@ from ..core.summary import render_message
 from ..memory.ledger import MEMORY_FILE, MemoryLine, is_memory_text, memory_lines, search_terms
 from ..storage import DEFAULT_USER, CompactionStorage, StoreStorage, check_relpath, safe_label
 from ..storage.transcript import messages_by_id, paginate, render_recalled, summary_covers
+
+logger = logging.getLogger(__name__)
 
 MAX_RESULTS = 50
 MAX_LINES = 400
@@ -139,7 +142,9 @@ def search_memory(storage: CompactionStorage, user_id: str, query: str, max_resu
     store configured with an embedding index (``index={"dims": ..., "embed":
     ...}``), by the store's semantic search too, the two rankings merged
     (`merge_rankings`): a line that shares no word with the query is found
-    by its meaning.
+    by its meaning. When the store's embedder fails (its model cannot load),
+    the word matches are returned with a last line saying the semantic part
+    is unavailable, and a warning is logged.
 
     Args:
         storage: where the memory files are.
@@ -154,10 +159,15 @@ def search_memory(storage: CompactionStorage, user_id: str, query: str, max_resu
     limit = _clamp(max_results, 1, MAX_RESULTS, 10)
     hits = [i for i, _ in rank(query, [line.text for line in lines], limit)]
     store = semantic_store(storage)
+    note = ""
     if store is not None and lines and query.strip():
-        hits = merge_rankings([hits, semantic_ranking(store, user_id, lines, query, limit)])[:limit]
+        try:
+            hits = merge_rankings([hits, semantic_ranking(store, user_id, lines, query, limit)])[:limit]
+        except Exception as exc:  # noqa: BLE001 - an embedder that cannot load leaves the word matches
+            logger.warning("memory_search: the store's embedding index failed, word matches only: %r", exc)
+            note = SEMANTIC_UNAVAILABLE.format(error=type(exc).__name__)
     if not hits:
-        return f"No memory matches {query!r}."
+        return f"No memory matches {query!r}." + note
     rows = []
     for i in hits:
         line = lines[i]
@@ -166,11 +176,16 @@ def search_memory(storage: CompactionStorage, user_id: str, query: str, max_resu
     return (
         f"{len(rows)} memory results for {query!r} (use memory_get(path, start_line, end_line) for context):\n"
         + "\n".join(rows)
+        + note
     )
 
 
 #: Where memory search keeps the memory's lines for a store's semantic search, per user: one item per line.
 SEMANTIC_NAMESPACE = ("compaction", "memory_search")
+#: The last line of a memory_search answer whose semantic part failed (the store's embedder could not run).
+SEMANTIC_UNAVAILABLE = (
+    "\n(semantic search is unavailable: the store's embedding index failed with {error}; these are word matches only)"
+)
 #: Reciprocal rank fusion's constant: how much a first place outweighs a tenth.
 RRF_K = 60
 
