@@ -235,9 +235,13 @@ def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict | None]:
         job = Job(gate.key, {"id": lease["id"], "tokens_before": plan.tokens_after_layers}, runner)
         # at most what its lease has left, and never longer than a summary call may take
         timeout = min(lease["until"] - time.time(), timeout or FOREIGN_WAIT_SECONDS)
-        if (yield WaitJob(job, max(0.0, timeout))):
+        if (yield WaitJob(job, max(0.0, timeout))) and job.outcome().get("status") != "failed":
             return job.outcome()
-        gate.out.blocked = "the summary another worker prepares was not ready in time"
+        failed = job.outcome().get("error") if job.done() else None
+        why = f"the worker preparing it failed: {failed}" if failed else "not ready before the wait ran out"
+        gate.events.append(_discarded(why, job.meta, plan.tokens_after_layers))
+        _release(gate, lease["id"])
+        gate.out.blocked = "the summary another worker prepares " + ("failed" if failed else "was not ready in time")
         return None
     if job is None:
         return None
@@ -245,8 +249,16 @@ def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict | None]:
         return _harvest(gate, job, None)
     gate.jobs.drop(job)
     gate.events.append(_discarded("not ready before the wait ran out", job.meta, plan.tokens_after_layers))
+    _release(gate, job.meta["id"])
     gate.out.blocked = "the prepared summary was not ready before the wait ran out"
     return None
+
+
+def _release(gate: GateCall, prepared_id: str) -> None:
+    """Release the conversation's lease held for this job (failed, discarded or abandoned): nobody waits for it."""
+    lease = gate.record["lease"]
+    if lease is not None and lease["id"] == prepared_id and lease["state"] == "preparing":
+        gate.out.compaction["lease"] = None
 
 
 #: How long a gate waits at most for a summary another worker prepares, when summary calls have no timeout.
@@ -341,14 +353,12 @@ def _harvest(gate: GateCall, job: Job, prepared: dict | None) -> dict | None:
         "tokens_after": outcome.get("tokens_after"),
         "usage": usage,
     }
-    if "error" in outcome:
-        gate.events.append(background_event("compaction_discarded", why=outcome["error"], **tokens))
-        return prepared
-    problem = prepared_problem(outcome, gate.messages)
+    problem = outcome.get("error") or prepared_problem(outcome, gate.messages)
     if problem is None and prepared is not None and prepared_problem(prepared, gate.messages) is None:
         problem = "a summary prepared elsewhere is ready already"
     if problem is not None:
         gate.events.append(background_event("compaction_discarded", why=problem, **tokens))
+        _release(gate, job.meta["id"])
         return prepared
     gate.out.compaction["prepared"] = {k: v for k, v in outcome.items() if k not in ("breakers", "notes")}
     gate.events.append(background_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))

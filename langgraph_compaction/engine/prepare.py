@@ -86,14 +86,25 @@ def prepare_steps(
         steps.append(guarded("flush", flush_steps(setup, messages, record, run, commit=False, memory=memory)))
     summary, *flush = yield Parallel(tuple(steps))
     made = job_record(setup, meta, [*side, *flush], summary, run.usage)
-    if run.storage is not None and getattr(run.storage, "shared", True) and made.get("status") == "ready":
+    if run.storage is not None and getattr(run.storage, "shared", True):
         try:
-            yield StorageCall("write_prepared", (run.thread_id, published_key(key), made))
+            yield StorageCall("write_prepared", (run.thread_id, published_key(key), published(setup, meta, made)))
         except Exception as exc:  # noqa: BLE001 - this worker's own gate still finds the record in its job
             emit_event(
                 {"stage": "background", "error": f"the prepared summary was not published: {describe_error(exc)}"}
             )
     return made
+
+
+def published(setup: Setup, meta: dict, made: dict) -> dict:
+    """Return what a finished job publishes for the thread's other workers: its record, or that it failed and why.
+
+    A failure is published too, so a worker waiting at the trigger for this
+    summary stops waiting at once. Either expires once no worker can still be
+    waiting for it (``expires_at``; the storage deletes it then).
+    """
+    record = made if made.get("status") == "ready" else {"id": meta["id"], "status": "failed", "error": made["error"]}
+    return {**record, "expires_at": time.time() + 2 * lease_seconds(setup)}
 
 
 def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage: dict) -> dict:
