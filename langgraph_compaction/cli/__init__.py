@@ -21,7 +21,7 @@ from typing import Any
 
 # the commands import what they need when they run: --help stays fast
 from .demo_defaults import DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
-from .errors import DEMO_EXTRA, USAGE_ERROR, CommandError, UsageError, console
+from .errors import DEMO_EXTRA, USAGE_ERROR, CommandError, UsageError, console, printable
 
 __all__ = ["CommandError", "UsageError", "main", "parser"]
 
@@ -155,8 +155,10 @@ def run_demo_command(args: argparse.Namespace) -> int:
         report = _session(options, out)
     except KeyboardInterrupt:
         print(
-            "interrupted; the thread's checkpoints keep everything up to the last completed step; "
-            f"continue it with: {_resume_command(args, thread)}",
+            printable(
+                "interrupted; the thread's checkpoints keep everything up to the last completed step; "
+                f"continue it with: {_resume_command(args, thread)}"
+            ),
             file=sys.stderr,
         )
         return 130
@@ -267,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser().parse_known_args(argv)
     if unknown:
         # argparse would report it with the top-level usage, which does not list the command's options
-        (getattr(args, "usage", None) or parser()).error(f"unrecognized arguments: {' '.join(unknown)}")
+        (getattr(args, "usage", None) or parser()).error(printable(f"unrecognized arguments: {' '.join(unknown)}"))
     from .inspect import run_inspect_command
 
     commands = {"demo": run_demo_command, "inspect": run_inspect_command}
@@ -277,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except CommandError as exc:
-        print(f"langgraph-compaction {args.command}: error: {exc}", file=sys.stderr)
+        print(printable(f"langgraph-compaction {args.command}: error: {exc}"), file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

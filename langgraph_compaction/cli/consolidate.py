@@ -14,6 +14,7 @@ from typing import Any
 
 from ..memory.consolidation import DEFAULT_MAX_TOKENS, DEFAULT_MIN_GAP, DEFAULT_RETENTION_DAYS, consolidate_memory
 from ..storage import DEFAULT_USER
+from .errors import printable
 
 #: What a storage folder holds once compaction or the demo has used it (the default user's memory sits at its top).
 _STORAGE_MARKERS = ("MEMORY.md", "memory", "sessions", "users", "checkpoints.sqlite")
@@ -88,15 +89,14 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
         import psycopg
         from langgraph.store.postgres import PostgresStore
 
-        from .errors import hidden_password
+        from .errors import driver_reason, shown_dsn
 
         try:
             postgres = stack.enter_context(PostgresStore.from_conn_string(spec))
             postgres.setup()
         except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(
-                f"{hidden_password(spec)}: cannot open the PostgreSQL store ({reason}); "
+                f"{shown_dsn(spec)}: cannot open the PostgreSQL store ({driver_reason(exc, spec)}); "
                 "check the DSN and that the server is running"
             ) from exc
         return postgres
@@ -160,12 +160,13 @@ def consolidate_main(argv: Sequence[str] | None = None) -> int:
                 force=args.force,
             )
         except (ValueError, TypeError, OSError) as exc:
-            print(f"langgraph-compaction consolidate: error: {exc}", file=sys.stderr)
+            print(printable(f"langgraph-compaction consolidate: error: {exc}"), file=sys.stderr)
             return 2
     if args.json:
-        print(json.dumps(result.as_event(), ensure_ascii=False, indent=1))
+        print(printable(json.dumps(result.as_event(), ensure_ascii=False, indent=1)))
     else:
         extra = f"; backup: {result.backup_path}" if result.backup_path else ""
         extra += f"; archived {len(result.archived_files)} daily files" if result.archived_files else ""
-        print(f"{result.status}: {result.reason} ({result.entries_before} -> {result.entries_after} entries{extra})")
+        counts = f"{result.entries_before} -> {result.entries_after} entries{extra}"
+        print(printable(f"{result.status}: {result.reason} ({counts})"))
     return 1 if result.status in ("refused", "failed") else 0

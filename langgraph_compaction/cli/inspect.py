@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_STORAGE
-from .errors import UsageError, console, hidden_password
+from .errors import UsageError, console, driver_reason, shown_dsn
 
 
 @dataclass
@@ -114,13 +114,12 @@ def _postgres(dsn: str, flag: str) -> Iterator[Checkpoints]:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
-    shown = hidden_password(dsn)
+    shown = shown_dsn(dsn)
     try:
         conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10)
     except psycopg.Error as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(
-            f"{flag} {shown}: cannot connect ({reason}); check the DSN and that the server is running"
+            f"{flag} {shown}: cannot connect ({driver_reason(exc, dsn)}); check the DSN and that the server is running"
         ) from exc
 
     def rows(sql: str, params: tuple) -> list[tuple]:
@@ -132,7 +131,7 @@ def _postgres(dsn: str, flag: str) -> Iterator[Checkpoints]:
             rows("SELECT thread_id FROM checkpoints LIMIT 1", ())
         except psycopg.Error as exc:
             raise UsageError(
-                f"{flag} {shown}: no LangGraph checkpoints there ({str(exc).strip().splitlines()[0]}); pass the "
+                f"{flag} {shown}: no LangGraph checkpoints there ({driver_reason(exc, dsn)}); pass the "
                 "database the graph's PostgresSaver writes (with the search_path its tables are in)"
             ) from exc
         yield Checkpoints(PostgresSaver(conn), shown, rows, flag, "%s")

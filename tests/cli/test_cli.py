@@ -664,10 +664,3 @@ def test_inspect_on_a_checkpointer_it_cannot_read_says_so_in_one_line(offline, c
     (offline / "notes.txt").write_text("hello")
     assert main(["inspect", "--thread", "t", "--checkpointer", spec]) == 2
     assert message in _one_error_line(capsys.readouterr().err, "inspect")
-
-
-def test_a_dsn_is_printed_without_its_password():
-    from langgraph_compaction.cli.errors import hidden_password
-
-    assert hidden_password("postgresql://app:s3cret@db:5432/prod") == "postgresql://app:***@db:5432/prod"
-    assert hidden_password("postgresql://postgres@127.0.0.1:5432/test") == "postgresql://postgres@127.0.0.1:5432/test"
