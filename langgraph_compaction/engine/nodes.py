@@ -25,7 +25,6 @@ from langchain_core.runnables import RunnableConfig
 from ..core.config import Budget, CompactionConfig
 from ..core.plan import CompactionPlan
 from ..core.repair import answer_unanswered
-from ..storage import StoreStorage
 from .driver import Performer, adrive, drive, guarded
 from .effects import Steps
 from .flush import FLUSH, flush_steps
@@ -35,7 +34,7 @@ from .offload import OFFLOAD, offload_steps
 from .overflow import recovery_steps
 from .passes import message_writes, pass_steps, stage_name, update_delta
 from .run import CONTEXT_THRESHOLDS, Run, context_value, current_runtime, run_thread_id, run_user_id, state_value
-from .setup import Setup
+from .setup import Setup, storage_for
 from .state import read_compaction
 from .summarize import SUMMARIZE, summarize_steps
 
@@ -76,7 +75,7 @@ class CompactionEngine:
         model: The summarizer (a chat model).
         config: The settings (``CompactionConfig()`` when None).
         storage: A directory, a LangGraph ``BaseStore``, a storage object, or None to use the store the graph runs
-            with (``runtime.store``) when there is one.
+            with (``runtime.store``), else one in-memory store of the process (``setup.storage_for``).
         flush_model: The model that extracts memories (default: ``model``).
         agent_model: The model ``before`` calls, tools bound; counted in every request.
         system_prompt: What ``before`` puts in front of the messages; counted in every request.
@@ -143,12 +142,14 @@ class CompactionEngine:
         self.setup.fixed_tokens = value
 
     # -- where a step runs
-    def where(self, config: RunnableConfig, state: Any) -> Run:
-        """Return where a step over ``state`` runs: its thread (see ``run_thread_id``), user, storage and budget."""
+    def where(self, config: RunnableConfig, state: Any, store: Any = None) -> Run:
+        """Return where a step over ``state`` runs: its thread (see ``run_thread_id``), user, storage and budget.
+
+        ``store`` is the graph's store for a step run outside the graph (``compact_thread``); inside a run the
+        runtime's is used.
+        """
         runtime = current_runtime()
-        storage = self.setup.storage
-        if storage is None and getattr(runtime, "store", None) is not None:
-            storage = StoreStorage(runtime.store)
+        storage = storage_for(self.setup.storage, store if store is not None else getattr(runtime, "store", None))
         user = run_user_id(runtime, config)
         thread, threadless = run_thread_id(config, state, user)
         return Run(
@@ -272,8 +273,6 @@ class CompactionEngine:
         """Return where the gate leads: the side branches when compaction is pending, else the model node."""
         if not read_compaction(state_value(state, "compaction"))["pending"]:
             return self.setup.before
-        if self.setup.storage is None and getattr(current_runtime(), "store", None) is None:
-            return [SUMMARIZE]  # nowhere to write a transcript or a ledger: skip a step of no-ops
         targets = []
         if self.setup.config.flush_before_compact:
             targets.append(FLUSH)

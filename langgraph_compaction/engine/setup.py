@@ -4,10 +4,15 @@
 holds no state of a thread (that is the ``compaction`` record) and nothing a
 stage changes, apart from ``fixed_tokens``, which the middleware learns from
 the agent's first request.
+
+A setup given no storage writes where the run can keep it (``storage_for``):
+the store the graph runs with, else one in-memory store of the process
+(``process_storage``), said once in a warning that names ``storage=``.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,8 +23,42 @@ from ..core.calibration import fixed_tokens
 from ..core.config import Budget, CompactionConfig, model_context_window
 from ..core.tokens import TokenCounter
 from ..core.view import context_status, model_view
-from ..storage import CompactionStorage, open_storage
+from ..storage import CompactionStorage, StoreStorage, open_storage
+from .events import emit_event
 from .state import CompactionRecord, read_compaction
+
+DEFAULT_STORAGE_WARNING = (
+    "no storage= and no store: the transcript of evicted messages and the memory are kept in this process's "
+    "memory only (an InMemoryStore), lost when it exits; pass storage= (a directory or a LangGraph BaseStore) "
+    "or compile the graph with a store to keep them"
+)
+_process_storage: list[StoreStorage] = []  # one, made on first use
+_process_lock = threading.Lock()
+
+
+def process_storage() -> StoreStorage:
+    """Return the storage of a run given none and run without a store: one ``InMemoryStore`` for the process.
+
+    It keeps every evicted message and memory for as long as the process
+    runs, so ``recall`` and the search tools still answer; the first use
+    logs ``DEFAULT_STORAGE_WARNING`` and streams it as an event.
+    """
+    with _process_lock:
+        first = not _process_storage
+        if first:
+            from langgraph.store.memory import InMemoryStore
+
+            _process_storage.append(StoreStorage(InMemoryStore()))
+    if first:
+        emit_event({"stage": "storage", "warning": DEFAULT_STORAGE_WARNING})
+    return _process_storage[0]
+
+
+def storage_for(storage: CompactionStorage | None, store: Any) -> CompactionStorage:
+    """Return where a run writes: ``storage`` when given, else the LangGraph ``store``, else ``process_storage``."""
+    if storage is not None:
+        return storage
+    return StoreStorage(store) if store is not None else process_storage()
 
 
 def is_agent_model(model: Any, agent_model: Any) -> bool:
@@ -42,7 +81,7 @@ class Setup:
     """One compaction setup: ``before`` is the node it runs in front of, ``model`` summarizes.
 
     ``flush_model`` (default: ``model``) extracts memories; ``storage`` is the
-    opened storage (None: the graph's store at run time); ``agent_model``
+    opened storage (None: ``storage_for`` at run time); ``agent_model``
     (tools bound) and ``head`` (the system prompt) are what ``before`` sends
     besides the messages, counted in ``fixed_tokens``.
     """

@@ -12,7 +12,7 @@ too long is compacted and retried once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
@@ -37,7 +37,7 @@ from ..engine.nodes import CompactionEngine
 from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
 from .models import chat_model
-from .tools import make_compaction_tools
+from .tools import chosen_tools, make_compaction_tools
 
 
 class CompactionAgentState(AgentState):
@@ -85,7 +85,8 @@ class CompactionMiddleware(AgentMiddleware):
             the agent is compiled with.
         flush_model: Extracts memories (a model or a name); None: ``model``.
         add_tools: Give the agent the memory tools and ``compact``
-            (``make_compaction_tools``).
+            (``make_compaction_tools``): True for all seven, False for none,
+            or the names of some (``("recall", "compact")``).
         overflow_recovery: Compact and retry once when the model refuses a
             request as too long.
         name: The middleware's name; None: the class name.
@@ -111,7 +112,7 @@ class CompactionMiddleware(AgentMiddleware):
         config: CompactionConfig | None = None,
         storage: Any = None,
         flush_model: Any = None,
-        add_tools: bool = True,
+        add_tools: bool | Sequence[str] = True,
         overflow_recovery: bool = True,
         name: str | None = None,
         trigger: Trigger | None = None,
@@ -132,9 +133,8 @@ class CompactionMiddleware(AgentMiddleware):
             before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model
         )
         window = self.nodes.budget.context_window  # the pins' budget derives from it
-        self.tools = (
-            make_compaction_tools(self.nodes.storage, config=self.nodes.config, window=window) if add_tools else []
-        )
+        names = None if add_tools is True else chosen_tools(add_tools or (), "add_tools")
+        self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config, window=window, names=names)
         self.overflow_recovery = overflow_recovery
         self._name = name or type(self).__name__
         self._levels: dict[tuple, tuple[CompactionEngine, list]] = {}
@@ -143,6 +143,11 @@ class CompactionMiddleware(AgentMiddleware):
     @property
     def name(self) -> str:
         return self._name
+
+    def engines(self) -> list[CompactionEngine]:
+        """Return the engine of each agent this middleware has run in: ``nodes`` first, then deepagents' subagents."""
+        with self._levels_lock:
+            return [self.nodes, *(engine for engine, _ in self._levels.values() if engine is not self.nodes)]
 
     def _level(self, config: RunnableConfig) -> tuple[CompactionEngine, list]:
         """Return the steps and the counted-request cache of the agent this call belongs to.

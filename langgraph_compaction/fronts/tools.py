@@ -1,7 +1,8 @@
 """The agent's tools over what compaction keeps: memory search and reads, transcript search and recall, compact.
 
 ``make_compaction_tools(storage)`` returns seven LangChain tools, sync and
-async, for ``ToolNode`` / ``create_agent``:
+async, for ``ToolNode`` / ``create_agent`` (``names=`` picks some of them,
+`TOOL_NAMES` in this order):
 
 - ``memory_search(query, max_results=10)``: BM25-ranked lines of MEMORY.md
   and the daily ledgers, each with ``path#line``, date and text;
@@ -20,8 +21,9 @@ async, for ``ToolNode`` / ``create_agent``:
 The thread, the user and the store come from the tool runtime (thread id
 from the run's ``configurable``, or the run's own transcript when it has
 none; user from ``runtime.context.user_id`` else ``configurable["user_id"]``);
-``storage=None`` uses the graph's store. Pass the same storage as to
-``add_compaction``. What the four reading tools answer is in ``fronts.search``.
+``storage=None`` uses the graph's store, else the process's in-memory
+storage (``engine.setup.storage_for``), as the compaction does. Pass the
+same storage as to ``add_compaction``. What the four reading tools answer is in ``fronts.search``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from ..core.pins import pin_budget
 from ..core.plan import find_cutoff
 from ..core.tokens import TokenCounter
 from ..engine.run import run_thread_id, run_user_id
-from ..storage import CompactionStorage, StoreStorage, open_storage
+from ..engine.setup import storage_for
+from ..storage import CompactionStorage, open_storage
 from .pinning import pin_answer, unpin_answer
 from .search import (
     MAX_LINES,
@@ -67,10 +70,11 @@ __all__ = [
     "MAX_LINES",
     "MAX_RESULTS",
     "NOT_WIRED",
-    "NO_STORAGE",
     "PAGE_CHARS",
     "SEMANTIC_NAMESPACE",
     "SNIPPET_CHARS",
+    "TOOL_NAMES",
+    "chosen_tools",
     "compact_answer",
     "compaction_wired",
     "make_compaction_tools",
@@ -91,10 +95,30 @@ NOT_WIRED = (
     "built without add_compaction, CompactionMiddleware or make_pre_model_hook), so nothing would be compacted. "
     "Carry on without it."
 )
-NO_STORAGE = (
-    "Error: no compaction storage is configured for this agent (pass storage= to make_compaction_tools "
-    "or run the graph with a store)."
-)
+#: The agent's tools, in the order ``make_compaction_tools`` returns them.
+TOOL_NAMES = ("memory_search", "memory_get", "session_search", "recall", "compact", "pin", "unpin")
+
+
+def chosen_tools(names: Any, field: str = "names") -> tuple[str, ...]:
+    """Return the tool names a builder picked (None: all of `TOOL_NAMES`), in `TOOL_NAMES`' order.
+
+    Args:
+        names: the names picked, or None.
+        field: the argument they were given as, named in the error.
+
+    Raises:
+        ValueError: a name that is not one of `TOOL_NAMES`, or a single string instead of a list of names.
+    """
+    if names is None:
+        return TOOL_NAMES
+    if isinstance(names, str) or not isinstance(names, (list, tuple, set, frozenset)):
+        raise ValueError(
+            f"{field}={names!r} is not a list of tool names: pass e.g. {field}=('recall', 'compact'), from {TOOL_NAMES}"
+        )
+    unknown = [n for n in names if n not in TOOL_NAMES]
+    if unknown:
+        raise ValueError(f"{field}: {unknown} are not compaction tools; pick from {TOOL_NAMES}")
+    return tuple(n for n in TOOL_NAMES if n in names)
 
 
 def compact_answer(messages: Sequence[BaseMessage], focus: str | None, config: CompactionConfig | None) -> str | None:
@@ -126,7 +150,7 @@ def compact_answer(messages: Sequence[BaseMessage], focus: str | None, config: C
 
 @dataclass
 class _Where:
-    storage: CompactionStorage | None
+    storage: CompactionStorage
     thread_id: str
     user_id: str
     messages: list[BaseMessage]
@@ -145,7 +169,7 @@ def compaction_wired(state: Any) -> bool:
 def _where(runtime: Any, storage: CompactionStorage | None) -> _Where:
     config: RunnableConfig = getattr(runtime, "config", None) or RunnableConfig()
     store = getattr(runtime, "store", None)
-    chosen = storage if storage is not None else (StoreStorage(store) if store is not None else None)
+    chosen = storage_for(storage, store)
     state = getattr(runtime, "state", None)
     messages = (state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)) or []
     user = run_user_id(runtime, config)
@@ -158,8 +182,6 @@ def _tool(name: str, storage: CompactionStorage | None, answer: Callable[..., st
     @functools.wraps(signature_of)
     def run(*args: Any, runtime: ToolRuntime[Any, Any], **kwargs: Any) -> str:
         where = _where(runtime, storage)
-        if where.storage is None:
-            return NO_STORAGE
         try:
             return answer(where, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a broken file or store is the agent's information, not a crash
@@ -174,17 +196,26 @@ def _tool(name: str, storage: CompactionStorage | None, answer: Callable[..., st
 
 
 def make_compaction_tools(
-    storage: Any = None, *, config: CompactionConfig | None = None, window: int | None = None
+    storage: Any = None,
+    *,
+    config: CompactionConfig | None = None,
+    window: int | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[BaseTool]:
     """Return the agent's tools, in this order: memory_search, memory_get, session_search, recall, compact, pin, unpin.
 
     Args:
         storage: What ``add_compaction`` was given (a directory, a LangGraph ``BaseStore`` or a storage object);
-            None uses the graph's store at run time.
+            None uses the graph's store at run time, else the process's in-memory storage.
         config: The agent's ``CompactionConfig``: ``compact`` says how much will be summarized, and ``pin``
             keeps to ``fidelity.max_pins`` and to the pins' token budget (``core.pins``).
         window: The model's context window the pins' budget derives from; None: ``config.context_window``.
+        names: The tools to return, from `TOOL_NAMES` (e.g. ``("recall", "compact")``); None: all seven.
+
+    Raises:
+        ValueError: ``names`` holds a name that is not one of `TOOL_NAMES`.
     """
+    picked = chosen_tools(names)
     opened = open_storage(storage)
     fidelity = config.fidelity if config else FidelityConfig()
     max_pins = fidelity.max_pins
@@ -285,7 +316,7 @@ def make_compaction_tools(
     async def aunpin(text: str, *, runtime: ToolRuntime[Any, Any]) -> Command:
         return unpin(text, runtime=runtime)
 
-    return [
+    tools = [
         _tool("memory_search", opened, lambda w, *a, **k: search_memory(w.storage, w.user_id, *a, **k), memory_search),
         _tool("memory_get", opened, lambda w, *a, **k: read_memory(w.storage, w.user_id, *a, **k), memory_get),
         _tool(
@@ -301,3 +332,4 @@ def make_compaction_tools(
         StructuredTool.from_function(func=pin, coroutine=apin, name="pin"),
         StructuredTool.from_function(func=unpin, coroutine=aunpin, name="unpin"),
     ]
+    return [t for t in tools if t.name in picked]

@@ -20,7 +20,7 @@ from langgraph_compaction import (
     is_summary,
     read_compaction,
 )
-from langgraph_compaction.fronts.tools import NO_STORAGE, make_compaction_tools, rank
+from langgraph_compaction.fronts.tools import make_compaction_tools, rank
 from langgraph_compaction.storage import StoreStorage
 from langgraph_compaction.storage.transcript import load_transcript
 from langgraph_compaction.testing import ScriptedModel
@@ -271,11 +271,6 @@ async def test_tools_run_async_with_the_graph_store_and_the_user_namespace():
         == "MEMORY.md lines 3-3 of 5:\n3: - The user's name is Ada\n(lines 4-5 not shown; ask for them with start_line=4)"
     )
     assert (await _acall(graph, "session_search", {"query": "x"}, config)).startswith("Nothing of this conversation")
-
-
-def test_tools_say_when_no_storage_is_configured():
-    graph = _tools_graph(make_compaction_tools())
-    assert _call(graph, "memory_search", {"query": "x"}) == NO_STORAGE
 
 
 def test_retrieval_tools_are_never_pruned_by_default():
