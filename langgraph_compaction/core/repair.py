@@ -1,4 +1,4 @@
-"""Tool calls nothing answers: each gets a result saying it was not run, right after its message.
+"""Tool calls nothing answers: each gets a result saying none was recorded, right after its message.
 
 A run that ends between the agent's tool calls and their results (a crash, a
 killed worker, a client that gives up and sends the request again) or an
@@ -14,50 +14,68 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
-from .conversation import COMPACTION_MARKER, tool_calls_of
+from .conversation import COMPACTION_MARKER
 
-#: What the model reads in place of a result that never came.
+#: What the model reads in place of a result that never came. The run may have died after the tool ran and before
+#: its result was kept (a payment made, an email sent), so the model is told to check before doing it again.
 NOT_RUN = (
-    "Not run: this tool call got no result (the run ended before it ran, or it was not approved). "
-    "Call it again if it is still needed."
+    "No result was recorded for this tool call: it was not approved, or the run ended before its result was kept. "
+    "It may have run anyway. Before calling it again, check whether its effect already happened "
+    "(a file written, a message sent, a payment made); repeat it only if it did not."
 )
 
 
-def not_run_result(call: Mapping[str, Any]) -> ToolMessage:
-    """Return the result that answers a call that was never run (its id derived from the call's, so it is stable)."""
+def not_run_result(call: Mapping[str, Any], message_id: str | None = None) -> ToolMessage:
+    """Return the result that answers a call that was never run.
+
+    Its id is derived from the call's, so it is stable; ``message_id`` (the
+    call's message) is added to it when a reused call id already named one.
+    """
     return ToolMessage(
         NOT_RUN,
         tool_call_id=call["id"],
         name=call.get("name") or "",
         status="error",
-        id=f"not-run-{call['id']}",
+        id=f"not-run-{call['id']}" + (f"-{message_id}" if message_id else ""),
         additional_kwargs={COMPACTION_MARKER: {"kind": "not_run"}},
     )
 
 
-def _open_calls(messages: Sequence[BaseMessage]) -> bool:
-    """Return True when some tool call has no result after it; holds only the calls still open as it reads."""
-    open_ids: set[str] = set()
-    for m in messages:
+def unanswered_calls(messages: Sequence[BaseMessage]) -> dict[int, list[ToolCall]]:
+    """Return the tool calls no later result answers, by the index of their message, in the order of its calls.
+
+    A result answers the latest call of its id still open before it: a
+    result an earlier call of a reused id got answers that call only.
+    """
+    open_calls: dict[str, list[tuple[int, int, ToolCall]]] = {}
+    for i, m in enumerate(messages):
         if isinstance(m, ToolMessage):
-            open_ids.discard(m.tool_call_id)
+            if calls := open_calls.get(m.tool_call_id):
+                calls.pop()
         elif isinstance(m, AIMessage) and m.tool_calls:
-            open_ids.update(str(c["id"]) for c in tool_calls_of(m) if c.get("id"))
-    return bool(open_ids)
+            for k, call in enumerate(m.tool_calls):
+                if call.get("id"):
+                    open_calls.setdefault(str(call["id"]), []).append((i, k, call))
+    missing: dict[int, list[ToolCall]] = {}
+    for i, _, call in sorted(c for calls in open_calls.values() for c in calls):
+        missing.setdefault(i, []).append(call)
+    return missing
 
 
 def answer_unanswered(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], list[ToolMessage]]:
     """Return the messages with every unanswered tool call answered, and the results added (empty: none was).
 
-    A call counts as answered when a tool result anywhere after its message
-    carries its id. Each added result goes right after the block of results
-    that follows the call's message, in the order of the calls.
+    A call counts as answered when a tool result after its message carries
+    its id (see ``unanswered_calls``). Each added result goes right after the
+    block of results that follows the call's message, in the order of the
+    calls, under an id no other message has.
     """
-    if not _open_calls(messages):  # the usual case, found without building anything
+    missing = unanswered_calls(messages)
+    if not missing:  # the usual case: one pass, nothing built
         return messages if isinstance(messages, list) else list(messages), []
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    ids = {m.id for m in messages}
     out: list[BaseMessage] = []
     added: list[ToolMessage] = []
     i, n = 0, len(messages)
@@ -65,17 +83,17 @@ def answer_unanswered(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
         message = messages[i]
         out.append(message)
         i += 1
-        if not isinstance(message, AIMessage):
-            continue
-        missing = [c for c in tool_calls_of(message) if c.get("id") and c["id"] not in answered]
-        if not missing:
+        calls = missing.get(i - 1)
+        if not calls:
             continue
         while i < n and isinstance(messages[i], ToolMessage):  # the results of its siblings that ran
             out.append(messages[i])
             i += 1
-        for call in missing:
+        for call in calls:
             result = not_run_result(call)
-            answered.add(result.tool_call_id)
+            if result.id in ids:  # a reused call id
+                result = not_run_result(call, message.id)
+            ids.add(result.id)
             out.append(result)
             added.append(result)
-    return (out, added) if added else (list(messages), [])
+    return out, added
