@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from .core.conversation import is_user_turn
+from .core.conversation import compaction_kind, is_user_turn
 from .core.validation import broken_tool_ids
 from .memory.ledger import normalize_bullet, parse_bullets
 from .storage import message_records, record_id
@@ -48,8 +48,10 @@ def history_problems(view: Sequence[BaseMessage], history: Sequence[BaseMessage]
 
     A violation already in the history (an orphan result a caller added, a
     call a log never answered) is the input's, not compaction's; any other is
-    reported, as are a missing or reordered leading system message and a
-    missing or altered latest human request.
+    reported, as are a missing or reordered leading system message, a
+    missing or altered latest human request, a view that does not end with
+    the request a history ends with, and an id two messages carry (a request
+    ``add_messages`` merged into an older one of that id).
     """
     problems = [
         f"tool id {tid!r} is {kind} in the view only"
@@ -61,11 +63,22 @@ def history_problems(view: Sequence[BaseMessage], history: Sequence[BaseMessage]
     latest = next((m for m in reversed(history) if is_user_turn(m)), None)
     if latest is not None and not any(m.id == latest.id and m.content == latest.content for m in view):
         problems.append(f"the latest human message {latest.id!r} is missing or changed")
+    if latest is not None and history[-1] is latest:
+        last = next((m for m in reversed(view) if compaction_kind(m) is None), None)
+        if last is not None and last.id != latest.id:
+            problems.append(f"the view ends with {last.type} message {last.id!r}, not the latest human message")
+    problems += _shared_ids(history, "history") + _shared_ids(view, "view")
     first = next((m for m in view if not isinstance(m, SystemMessage)), None)
     first_before = next((m for m in history if not isinstance(m, SystemMessage)), None)
     if first is not None and first.type != "human" and (first_before is None or first_before.type == "human"):
         problems.append(f"the first turn of the view is {first.type}, not a user turn")
     return problems
+
+
+def _shared_ids(messages: Sequence[BaseMessage], where: str) -> list[str]:
+    """Return the ids that more than one of ``messages`` carries (``add_messages`` keeps one message per id)."""
+    counts = Counter(m.id for m in messages if m.id is not None)
+    return [f"id {i!r} is carried by {n} messages of the {where}" for i, n in counts.items() if n > 1]
 
 
 def lost_messages(

@@ -72,17 +72,23 @@ def apply_update(state: Any, update: dict) -> Any:
 
 
 def stable_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """Return the messages, each one without an id given one derived from its place and its content.
+    """Return the messages, each one without an id given one derived from the message before it and its content.
 
-    An app that keeps its history without ids (OpenAI-style dicts) and passes
-    it again at each call gets the same ids each time, so what was offloaded
-    and summarized is recognized: ``msg-<index>-<hash of the message>``.
+    ``msg-<hash>`` hashes the id of the message before it (given or derived)
+    with the message's content, so an app that keeps its history without ids
+    (OpenAI-style dicts) and passes it again at each call gets the same ids
+    each time, and what was offloaded and summarized is recognized. An id is
+    never given twice in a thread: a new message goes after the newest one,
+    whose id no earlier message followed, so a request repeated word for word
+    after a summary shortened the history is not merged into an older one.
     """
     out = []
-    for i, message in enumerate(messages):
+    before = None
+    for message in messages:
         if message.id is None:
-            digest = revision(encode(message_records([message])[0]))  # the transcript's own content hash
-            message = message.model_copy(update={"id": f"msg-{i}-{digest}"})
+            record = encode(message_records([message])[0])  # hashed as the transcript hashes it
+            message = message.model_copy(update={"id": f"msg-{revision([before, record])}"})
+        before = message.id
         out.append(message)
     return out
 

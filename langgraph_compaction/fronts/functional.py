@@ -86,7 +86,8 @@ def compact_messages(
     """Return the messages after one compaction pass, the ``compaction`` state to pass back, and the events.
 
     Messages without an id (OpenAI-style dicts too) get one derived from
-    their place and content, the same at every call. Compaction failures are
+    their content and the id of the message before them, the same at every
+    call and never one an earlier message of the thread had. Compaction failures are
     recorded in the events and never lose a message.
 
     Args:
