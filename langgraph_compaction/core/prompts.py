@@ -15,6 +15,11 @@ replacement may hold other braces (a JSON example) as they are, and in one
 pass over the template alone: what fills them (the conversation, MEMORY.md)
 and what is added to them (the instructions, the focus) is never read as a
 template, whatever braces it holds.
+
+A model answers them loosely. ``is_no_reply``, ``is_error_text``,
+``refusal``, ``without_lead_in`` and ``echoed_lines`` say what in an answer
+is no answer: ``NO_REPLY`` however it is wrapped, an error, a refusal, the
+words around an answer, the prompt's own lines written back.
 """
 
 import re
@@ -197,3 +202,77 @@ def memory_prompt_missing(prompt: str) -> list[str]:
         if NO_REPLY not in prompt
         else []
     )
+
+
+def is_no_reply(text: str) -> bool:
+    """Return True for ``NO_REPLY`` however a model wraps it: any case, bold, backticks, quotes, a full stop.
+
+    >>> [is_no_reply(t) for t in ("NO_REPLY", "**no_reply**", "`NO_REPLY`.", "No reply", "No replies yet")]
+    [True, True, True, True, False]
+    """
+    return re.sub(r"[\W_]+", "", text).casefold() == NO_REPLY.replace("_", "").casefold()
+
+
+_ERROR_TEXT = re.compile(
+    r"^\s*(error\b|\(?summarization failed|exception\b|traceback \(most recent call last\)|internal server error)",
+    re.IGNORECASE,
+)
+
+
+def is_error_text(text: str) -> bool:
+    """Return True for an error passed off as an answer ("Error: rate limited", a traceback)."""
+    return bool(_ERROR_TEXT.match(text))
+
+
+#: How a model opens an answer that declines the task.
+_REFUSAL = re.compile(
+    r"^\W*(?:i'?m sorry|i am sorry|sorry\b|i apologi[sz]e|i (?:cannot|can ?not|can't|won't|am unable|'m unable)"
+    r"|unfortunately,? i|as an ai\b)",
+    re.IGNORECASE,
+)
+
+
+def refusal(text: str) -> str | None:
+    """Return the opening of a text that declines the task ("I'm sorry, I can't ..."), else None."""
+    stripped = text.strip()
+    return stripped.splitlines()[0][:80] if _REFUSAL.match(stripped) else None
+
+
+#: The words a model puts around its answer ("Sure! Here is the summary:", "I hope this helps!"), saying nothing.
+_LEAD_IN = re.compile(
+    r"^\W*(?:(?:sure|okay|ok|certainly|of course|absolutely|great|done)\b"
+    r"|(?:here(?:'s| is| are| you go)|below is|i hope this helps|let me know|feel free)[^.!:\n]*)[\s!.:,]*",
+    re.IGNORECASE,
+)
+
+
+def without_lead_in(text: str) -> str:
+    """Return a text without the words a model puts before or around an answer ('' when that is all it says).
+
+    >>> without_lead_in("Sure! Here are the memories: - Tabs")
+    '- Tabs'
+    """
+    while (lead := _LEAD_IN.match(text)) and lead.end():
+        text = text[lead.end() :]
+    return text
+
+
+def _line_key(line: str) -> str:
+    """Return a line folded for comparison: no markdown marks, no punctuation at its ends, one space, any case."""
+    line = re.sub(r"^[\s>#*_`-]*(?:\d+[.)]\s*)?|[\s*_`]*$", "", line)
+    return re.sub(r"\s+", " ", line).strip(" .:;,!?\"'").casefold()
+
+
+def text_lines(text: str) -> list[str]:
+    """Return the lines of a text worth comparing: folded (``_line_key``), at least three words."""
+    return [key for line in text.splitlines() if len((key := _line_key(line)).split()) >= 3]
+
+
+def echoed_lines(text: str, source: str) -> list[str]:
+    """Return the lines of ``text`` (folded, three words or more) that are lines of ``source``: what it wrote back.
+
+    >>> echoed_lines("- Capture important technical decisions and their rationale\\n- Tabs", MEMORY_PROMPT)
+    ['capture important technical decisions and their rationale']
+    """
+    known = set(text_lines(source))
+    return [line for line in text_lines(text) if line in known]

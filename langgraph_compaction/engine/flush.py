@@ -15,18 +15,19 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from ..core.conversation import is_user_turn, text_of
 from ..memory.ledger import (
     MEMORY_FILE,
     content_key,
     flush_input,
     flush_instruction,
     flush_marker,
-    flush_problem,
     flush_prompt,
     flushed_keys,
     ledger_entry,
     ledger_relpath,
     local_now,
+    memory_answer,
 )
 from .breaker import breaker_after, is_open
 from .effects import CallModel, Steps, StorageCall
@@ -122,10 +123,14 @@ def flush_steps(
         entry = None
         if asked:
             asking = True
-            answer = yield from _ask(setup, messages, asked, record, memory_md, ledger, day)
-            if problem := flush_problem(answer):  # not marked flushed: the next compaction asks again
-                raise ValueError(problem)
-            asking = False
+            read = memory_answer(
+                (yield from _ask(setup, messages, asked, record, memory_md, ledger, day)),
+                requests=[text_of(m) for m in messages if is_user_turn(m)],
+                prompt=setup.config.memory.prompt,
+            )
+            if read.problem:  # not marked flushed: the next compaction asks again
+                raise ValueError(read.problem)
+            answer, asking = read.text, False
             if key == "flush_breaker":  # a success closes the memory model's own breaker; a shared one is the
                 tripped = {key: breaker_after(breaker, None, 0, 0)}  # summarizer's answers to close
             marker = flush_marker(asked, run.thread_id)

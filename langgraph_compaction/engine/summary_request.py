@@ -77,7 +77,8 @@ def _from_prefix(
         if is_context_overflow(exc):  # the rendered transcript shortens long results and can be split
             return (yield from summary_text(setup, evicted, focus, instructions=instructions))
         return None, f"the summarizer failed: {describe_error(exc)}"
-    problem = summary_problem(answer)
+    replaced = render_messages(evicted, setup.config.summary.result_chars)
+    problem = summary_problem(answer, replaced=replaced, prompt=setup.config.summary.prompt)
     return (None, problem) if problem else (answer, None)
 
 
@@ -107,7 +108,8 @@ def summary_text(
     fits = setup.counter.total(evicted) * 1.2 + 500 < budget
     for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):
         inputs = ([build_summary_message(text)] if text else []) + list(chunk)
-        request = summary_prompt(render_messages(inputs, shown), focus, **_prompt(setup, instructions))
+        replaced = render_messages(inputs, shown)
+        request = summary_prompt(replaced, focus, **_prompt(setup, instructions))
         try:
             answer = yield CallModel(setup.model, request)
         except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
@@ -116,7 +118,7 @@ def summary_text(
             if is_context_overflow(exc) and smaller >= 250:
                 return (yield from summary_text(setup, evicted, focus, smaller, instructions=instructions))
             return None, f"the summarizer failed: {describe_error(exc)}"
-        problem = summary_problem(answer)
+        problem = summary_problem(answer, replaced=replaced, prompt=setup.config.summary.prompt)
         if problem:
             return None, problem
         text = answer

@@ -27,7 +27,16 @@ from langchain_core.messages import BaseMessage
 
 from ..core.conversation import is_injected, is_summary
 from ..core.ledger_format import bullet_item, entry_text, normalize_bullet, parse_bullets
-from ..core.prompts import NO_REPLY, memory_request
+from ..core.prompts import (
+    MEMORY_PROMPT,
+    NO_REPLY,
+    is_error_text,
+    is_no_reply,
+    memory_request,
+    refusal,
+    text_lines,
+    without_lead_in,
+)
 from ..core.summary import render_messages
 from ..core.tokens import estimate_text_tokens
 
@@ -191,16 +200,75 @@ def search_terms(text: str) -> list[str]:
     return terms
 
 
-def flush_problem(answer: object) -> str | None:
-    """Return why a memory-extraction answer is unusable (neither ``NO_REPLY`` nor bullets), or None."""
+@dataclass(frozen=True)
+class MemoryAnswer:
+    """What a memory model's answer says: its facts (none: ``NO_REPLY``), or why it cannot be used."""
+
+    facts: tuple[str, ...] = ()
+    problem: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Return the answer as the ledger takes it: one ``- `` bullet per fact, or ``NO_REPLY``."""
+        return "\n".join(f"- {fact}" for fact in self.facts) if self.facts else NO_REPLY
+
+
+#: A line that says there is nothing to remember: ``NO_REPLY`` however wrapped, or in words.
+_NOTHING = re.compile(r"^\W*(?:no[ _-]?reply\b|nothing (?:new |else )?(?:worth|to) (?:remember|record|note))", re.I)
+
+
+def _fact(line: str) -> str | None:
+    """Return the fact a line of an answer states (a bullet's text, a plain line), None for the words around it."""
+    line = line.strip()
+    if not line or line.startswith(("#", "```", "<")) or not re.search(r"\w", line) or line.endswith(":"):
+        return None  # a heading, a fence, a rule, a lead-in ("Here are the memories:")
+    item = bullet_item(line) or line
+    return None if _NOTHING.match(item) or not without_lead_in(item).strip() or refusal(item) else item
+
+
+def memory_answer(answer: object, *, requests: Sequence[str] = (), prompt: str | None = None) -> MemoryAnswer:
+    """Return the facts a memory model's answer states, read as a model writes them, or why it is unusable.
+
+    A fact is a line that reads as one: a bullet (``-``, ``*``, ``1.``) or a
+    plain line; headings, lead-ins ("Here are the memories:") and ``NO_REPLY``
+    lines are not. An answer with no fact is ``NO_REPLY`` when it says so
+    (any case or wrapping: ``**no_reply**``, ```NO_REPLY`.``), and unusable
+    otherwise. A line that writes back one of the user's ``requests`` or a
+    line of ``prompt`` (the memory prompt's template, the built-in one by
+    default) is no memory: it is left out, and an answer of nothing else is
+    unusable.
+
+    >>> memory_answer("Here are the memories:\\n1. The user prefers tabs.\\n**Deploys run on Fridays**").facts
+    ('The user prefers tabs.', '**Deploys run on Fridays**')
+    >>> memory_answer("`NO_REPLY`.").text
+    'NO_REPLY'
+    """
     if not isinstance(answer, str):
-        return f"the memory model returned {type(answer).__name__}, not text"
+        return MemoryAnswer(problem=f"the memory model returned {type(answer).__name__}, not text")
     text = answer.strip()
     if not text:
-        return "the memory model returned empty text"
-    if text != NO_REPLY and not parse_bullets(text):
-        return f"the memory model's answer is neither NO_REPLY nor bullets: {text[:80]!r}"
-    return None
+        return MemoryAnswer(problem="the memory model returned empty text")
+    if is_error_text(text):
+        return MemoryAnswer(problem=f"the memory model returned an error text: {text[:80]!r}")
+    echoes = {line: "the user's request" for request in requests for line in text_lines(request)}
+    echoes.update(dict.fromkeys(text_lines(MEMORY_PROMPT if prompt is None else prompt), "the prompt"))
+    facts: list[str] = []
+    echoed: list[str] = []
+    for line in text.splitlines():
+        if (fact := _fact(line)) is None:
+            continue
+        keys = text_lines(fact)
+        (echoed if keys and keys[0] in echoes else facts).append(fact)
+    if facts:
+        return MemoryAnswer(tuple(facts))
+    if echoed:
+        source = echoes[text_lines(echoed[0])[0]]
+        return MemoryAnswer(problem=f"the memory model's answer writes back {source}: {echoed[0][:80]!r}")
+    if any(_NOTHING.match(line) for line in text.splitlines()):
+        return MemoryAnswer()
+    if declined := refusal(text):
+        return MemoryAnswer(problem=f"the memory model declined: {declined!r}")
+    return MemoryAnswer(problem=f"the memory model's answer states no fact and is not NO_REPLY: {text[:80]!r}")
 
 
 def ledger_entry(
@@ -217,7 +285,7 @@ def ledger_entry(
     normalized text) are not written again. ``marker`` (``flush_marker``)
     follows the header.
     """
-    if not isinstance(answer, str) or answer.strip() == NO_REPLY:
+    if not isinstance(answer, str) or is_no_reply(answer):
         return None
     seen = {normalize_bullet(b) for b in parse_bullets(existing)}
     fresh: list[str] = []

@@ -66,7 +66,7 @@ MODEL_FAULTS = {
     SLOW: None,
     "empty": "",
     "error-text": "Error: rate limit exceeded, please retry later",
-    "wrong-structure": "Sure! We fixed the module and the tests pass now.",
+    "refusal": "I'm sorry, but I can't help with that request.",
     "no-reply": "NO_REPLY",
 }
 
