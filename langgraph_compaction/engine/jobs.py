@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,8 +25,24 @@ from contextlib import contextmanager
 
 #: How many jobs one engine keeps (the oldest are forgotten: their threads finish, nobody applies them).
 MAX_JOBS = 256
-#: This process, as a lease names the worker preparing a conversation's summary: its host and its process id.
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _this_process() -> str:
+    """Return how a lease names this process: its host, its process id and a random token of its own."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+#: This process, as a lease names the worker preparing a conversation's summary. The token tells it from a process
+#: that had the same host name and process id before it: a container restarted in place, its worker PID 1 again.
+WORKER = _this_process()
+
+
+def _after_fork() -> None:
+    global WORKER
+    WORKER = _this_process()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 #: How often a worker looks for a summary another worker is preparing, while it waits for it.
 POLL_SECONDS = 0.05
 
@@ -167,12 +184,15 @@ class Published(Runner):
 def owner_gone(owner: str) -> bool:
     """Return True when a lease's worker is known to be gone: a process of this host that no longer runs.
 
-    Another host's worker is never known gone: its lease lapses when it expires.
+    A lease naming this process's host and id with another token was written
+    by the process this one replaced (a restart in place). Another host's
+    worker is never known gone: its lease lapses when it expires.
     """
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
+    host, pid, token = (owner.split(":") + ["", ""])[:3]
     if host != socket.gethostname() or not pid.isdigit():
         return False
+    if int(pid) == os.getpid():
+        return token != WORKER.split(":")[2]
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -197,10 +217,23 @@ def use_runner(runner: Runner) -> Iterator[Runner]:
         _CHOSEN_RUNNER.reset(token)
 
 
+#: Every registry of the process, so the jobs of all of them can be waited for (``fronts.controls``).
+_REGISTRIES: weakref.WeakSet[BackgroundJobs] = weakref.WeakSet()
+_REGISTRIES_LOCK = threading.Lock()
+
+
+def every_registry() -> list[BackgroundJobs]:
+    """Return every ``BackgroundJobs`` of this process still in use."""
+    with _REGISTRIES_LOCK:
+        return list(_REGISTRIES)
+
+
 class BackgroundJobs:
     """The jobs one engine has in progress or finished but not yet harvested, by conversation key."""
 
     def __init__(self) -> None:
+        with _REGISTRIES_LOCK:
+            _REGISTRIES.add(self)
         self._jobs: OrderedDict[tuple, Job] = OrderedDict()
         self._lock = threading.Lock()
         #: How many turns a job took to be ready, lately (a moving average; one until a job has been seen).
@@ -229,6 +262,16 @@ class BackgroundJobs:
             self._jobs[job.key] = job
             while len(self._jobs) > MAX_JOBS:
                 self._jobs.popitem(last=False)
+
+    def running(self, thread_id: str | None = None) -> list[Job]:
+        """Return the jobs this process runs that have not finished, of one thread (its transcript key) or all.
+
+        A wait for a summary another worker prepares (``Published``) is not one of them.
+        """
+        with self._lock:
+            jobs = list(self._jobs.values())
+        mine = [j for j in jobs if not isinstance(j.runner, Published)]
+        return [j for j in mine if (thread_id is None or j.key[0] == thread_id) and not j.done()]
 
     def drop(self, job: Job) -> None:
         """Forget a job (harvested, discarded or failed to start)."""

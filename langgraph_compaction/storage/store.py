@@ -5,6 +5,7 @@ Namespaces (labels from ``names.safe_label``; store labels may not contain ``.``
     ("compaction", "transcripts", <thread>)         one item per message version, key "<id>@<revision>"
     ("compaction", "memory", <user>)                one item per memory file, key its relative path
     ("compaction", "memory", <user>, "entries")     one item per ledger bullet, key a hash of file and bullet
+    ("compaction", "prepared", <thread>)            a summary prepared in the background, until it expires
 
 Every write is keyed by what it holds, so two workers writing the same
 version or the same fact at once write one item, by construction.
@@ -13,6 +14,7 @@ version or the same fact at once write one item, by construction.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -237,7 +239,7 @@ class StoreStorage:
 
     # -- summaries prepared in the background, for the thread's other workers
     def _pns(self, thread_id: str) -> tuple[str, ...]:
-        return (_NS_ROOT, "prepared", safe_label(thread_id))
+        return (*_PREPARED, safe_label(thread_id))
 
     def read_prepared(self, thread_id: str, key: str) -> dict | None:
         item = self.store.get(self._pns(thread_id), safe_label(key))
@@ -247,14 +249,33 @@ class StoreStorage:
         item = await self.store.aget(self._pns(thread_id), safe_label(key))
         return dict(item.value) if item is not None else None
 
+    def _ttl(self, record: dict) -> dict[str, float]:
+        """Return the ``ttl`` to put a record with (minutes, up to its ``expires_at``) when the store keeps one."""
+        if not getattr(self.store, "supports_ttl", False) or "expires_at" not in record:
+            return {}
+        return {"ttl": max(1.0, math.ceil((record["expires_at"] - time.time()) / 60))}
+
     def write_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
         if record is None:
             self.store.delete(self._pns(thread_id), safe_label(key))
-        else:
-            self.store.put(self._pns(thread_id), safe_label(key), record, index=False)
+            return
+        self.store.put(self._pns(thread_id), safe_label(key), record, index=False, **self._ttl(record))
+        for item in self.store.search(_PREPARED, filter=_expired(), limit=_SWEEP):
+            self.store.delete(item.namespace, item.key)
 
     async def awrite_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
         if record is None:
             await self.store.adelete(self._pns(thread_id), safe_label(key))
-        else:
-            await self.store.aput(self._pns(thread_id), safe_label(key), record, index=False)
+            return
+        await self.store.aput(self._pns(thread_id), safe_label(key), record, index=False, **self._ttl(record))
+        for item in await self.store.asearch(_PREPARED, filter=_expired(), limit=_SWEEP):
+            await self.store.adelete(item.namespace, item.key)
+
+
+#: Where every thread's prepared summaries are: a publish deletes up to ``_SWEEP`` expired ones of any thread
+#: (threads that never reached their trigger, nobody to apply them), whether or not the store sweeps by ``ttl``.
+_PREPARED, _SWEEP = (_NS_ROOT, "prepared"), 50
+
+
+def _expired() -> dict:
+    return {"expires_at": {"$lt": time.time()}}

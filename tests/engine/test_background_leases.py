@@ -10,15 +10,20 @@ the worker it replaced.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sqlite3
 import time
+import uuid
+from concurrent.futures import Future
 
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.store.memory import InMemoryStore
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
-from langgraph_compaction import CompactionConfig
-from langgraph_compaction.engine.jobs import InstantRunner, use_runner
+from langgraph_compaction import CompactionConfig, FileStorage, StoreStorage
+from langgraph_compaction.engine.jobs import BackgroundJobs, InstantRunner, owner_gone, use_runner
 from langgraph_compaction.testing import ScriptedModel
 
 #: A summary call may take this long; a worker that waited it out at the trigger would show it.
@@ -75,3 +80,76 @@ def test_a_job_failing_fast_on_one_worker_does_not_stall_the_next_at_the_trigger
     assert slowest < TIMEOUT / 3, f"a request took {slowest:.1f} s: the second worker waited for a failed job"
     assert any(e["event"] == "compaction_discarded" and "503" in e["why"] for e in later)
     assert not any("not ready in time" in str(e.get("why", "")) for e in later)
+
+
+class _Killed(InstantRunner):
+    """Starts each job and never finishes it: the process preparing it was killed."""
+
+    def start_sync(self, job, work, awork) -> None:
+        job.future = Future()
+
+    start_async = start_sync
+
+
+def test_a_worker_restarted_in_place_does_not_trust_the_lease_of_the_process_it_replaced(tmp_path, events):
+    """Same host name, same process id (a container's PID 1 after a restart), another process: its lease is dead."""
+    config = {"configurable": {"thread_id": "restarted"}}
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
+    with use_runner(_Killed()):
+        first = _worker(tmp_path, saver)
+        n = _until_started(first, config, events)
+    lease = first.get_state(config).values["compaction"]["lease"]
+    # the lease as the process before the restart wrote it: this host, this process id, that process's own token
+    dead = f"{socket.gethostname()}:{os.getpid()}:0123456789ab:engine00"
+    first.update_state(config, {"compaction": {"lease": {**lease, "owner": dead}}}, as_node="agent")
+    with use_runner(InstantRunner()):
+        second, seen, slowest = _worker(tmp_path, saver), len(events()), 0.0
+        while not any(e["event"] == "compaction_applied" for e in events()[seen:]):
+            began = time.monotonic()
+            second.invoke({"messages": [request(n)]}, config)
+            slowest, n = max(slowest, time.monotonic() - began), n + 1
+            assert n < 60, "the restarted worker never compacted"
+    later = events()[seen:]
+    assert slowest < TIMEOUT / 3, f"a request took {slowest:.1f} s: the restarted worker trusted a dead lease"
+    assert not any("not ready in time" in str(e.get("why", "")) for e in later)
+    assert any(e["event"] == "compaction_applied" and e.get("mode") == "background" for e in later)
+
+
+def test_the_lease_of_a_live_process_is_trusted_and_one_of_this_process_is_its_own():
+    assert owner_gone(f"{socket.gethostname()}:{os.getpid()}:0123456789ab:engine00")
+    assert not owner_gone(BackgroundJobs().owner)  # this very process
+    assert not owner_gone(f"{socket.gethostname()}:{os.getppid()}:0123456789ab:engine00")  # a running one
+    assert not owner_gone("another-host:1:0123456789ab:engine00")  # its lease lapses when it expires
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def store(request):
+    if request.param == "memory":
+        yield InMemoryStore()
+        return
+    from langgraph.store.postgres import PostgresStore
+
+    dsn = request.getfixturevalue("postgres_dsn")
+    with PostgresStore.from_conn_string(dsn) as pg:
+        pg.setup()
+        yield pg
+
+
+def test_published_summaries_expire_and_a_later_publish_deletes_the_expired(store):
+    """A thread that never reaches its trigger leaves a published record nobody applies: it does not stay for ever."""
+    storage, tag = StoreStorage(store), uuid.uuid4().hex[:8]
+    storage.write_prepared(f"idle-{tag}", "conversation", {"id": "old", "expires_at": time.time() - 1})
+    storage.write_prepared(f"busy-{tag}", "conversation", {"id": "new", "expires_at": time.time() + 300})
+    assert storage.read_prepared(f"idle-{tag}", "conversation") is None
+    assert storage.read_prepared(f"busy-{tag}", "conversation")["id"] == "new"
+
+
+def test_what_a_job_publishes_carries_its_expiry(tmp_path, events):
+    config = {"configurable": {"thread_id": "expiry"}}
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
+    with use_runner(InstantRunner()):
+        _until_started(_worker(tmp_path, saver), config, events)
+    (published,) = (tmp_path / "prepared" / "expiry").glob("*.json")
+    record = FileStorage(tmp_path).read_prepared("expiry", published.stem)
+    assert record is not None and record["status"] == "ready"
+    assert time.time() < record["expires_at"] <= time.time() + 2 * (TIMEOUT + 30)
