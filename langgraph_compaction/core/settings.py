@@ -10,7 +10,7 @@ off (``summary.timeout``, ``summary.result_chars``, ``fidelity.trail_tokens``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -173,6 +173,14 @@ class SummaryConfig(Settings):
         description=(
             "Called (sync or async) with a CompactionInfo after each summary: the messages it returns go right "
             "after the summary (counted in the budget; the next compaction replaces them)."
+        ),
+    )
+    native: bool | Literal["auto"] = Field(
+        False,
+        description=(
+            "The provider writes the summary: with a ChatAnthropic summarizer the evicted prefix goes to Anthropic's "
+            "on-demand compaction and its block is kept verbatim in the summary message (docs/native.md). 'auto': "
+            "native where the summarizer supports it, the package's summary otherwise; True also says why not."
         ),
     )
 

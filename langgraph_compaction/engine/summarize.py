@@ -29,6 +29,7 @@ from ..core.working_set import working_set_note
 from .breaker import breaker_after, is_open
 from .effects import CallHook, Steps, StorageCall
 from .events import describe_error, emit_event
+from .native import native_answer, observed
 from .offload import transcript_records
 from .run import Run
 from .setup import Setup
@@ -156,13 +157,20 @@ def _make(
     if setup.model is None or is_open(breaker):
         # no summarizer, or it failed too often lately: the deterministic summary is the summary
         return Made("extractive", body=extractive_summary(draft.evicted))
-    prefix = cached_prefix(setup, draft.messages, pending) if setup.summary_shares_cache else None
-    text, problem = yield from summary_text(setup, draft.evicted, pending["focus"], prefix=prefix, instructions=[extra])
+    native = yield from native_answer(setup, draft.evicted, pending["focus"], [extra], run, events)
+    if native is not None:  # the provider wrote it (summary.native)
+        text, problem = native.text, native.problem
+    else:
+        prefix = cached_prefix(setup, draft.messages, pending) if setup.summary_shares_cache else None
+        read = observed(draft.evicted, events)  # what a provider compacted itself is not summarized again
+        text, problem = yield from summary_text(setup, read, pending["focus"], prefix=prefix, instructions=[extra])
     made = Made("summarize", problem=problem)
     if text is not None and not problem:
         made.composed, made.problem, made.kind = _checked(
             draft, text, pending["target_tokens"] or run.budget.target_tokens
         )
+        if native is not None and made.kind == "summarize":
+            made.composed = native.kept_in(made.composed)
     cfg = setup.config
     made.breaker = breaker_after(breaker, made.problem, cfg.guards.breaker_failures, cfg.guards.breaker_cooldown)
     if made.breaker["open_until"]:

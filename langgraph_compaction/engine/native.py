@@ -1,0 +1,167 @@
+"""Provider-native compaction: the provider writes the summary, the package keeps its cutoff, offload and trail.
+
+With ``summary={"native": True}`` (or ``"auto"``) and a ``ChatAnthropic``
+summarizer, the evicted prefix (the package still picks the cutoff and the
+verbatim tail) is sent for Anthropic's on-demand compaction: the same request
+with a top-level ``compaction={"type": "summarize", "instructions": ...}`` and
+the beta ``compact-2026-09-04``. The signed block it returns is kept verbatim
+in the summary message; its readable text is the summary's SUMMARY section.
+``"auto"`` uses the package's own summary where the summarizer cannot do
+this; ``True`` says why in an event and does the same.
+
+Observe mode: when the agent's own model compacted on the provider's side
+(Anthropic ``compact_20260112``, OpenAI Responses ``context_management``), its
+answer holds a compaction block; at the next compaction what the provider
+dropped before that block is handed to the summarizer as the provider's
+summary, not summarized again (the transcript holds it whole).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.constants import TAG_NOSTREAM
+
+from ..core.native import (
+    ON_DEMAND_BETA,
+    billed,
+    compaction_block,
+    media_blocks,
+    native_body,
+    on_demand_refusal,
+    provider_request,
+    readable_text,
+    with_native,
+    without_unanswered_calls,
+)
+from ..core.summary import build_summary_message
+from .effects import CallHook, Steps
+from .events import describe_error, emit_event
+from .run import Run
+from .setup import Setup
+
+ANTHROPIC = "anthropic"
+#: What the summarizer reads in place of the messages a provider compacted into an opaque item.
+OPAQUE_NOTE = (
+    "The provider compacted {count} earlier messages into an opaque item; they are in the transcript, and the "
+    "sections below list their requests and files."
+)
+
+
+@dataclass(frozen=True)
+class NativeAnswer:
+    """The provider's compaction of an evicted prefix: the summary body and block, or why there is none."""
+
+    text: str | None
+    problem: str | None
+    block: dict | None = None
+    model: str | None = None
+
+    def kept_in(self, composed: Any) -> Any:
+        """Return ``composed`` (a summary and the messages with it) with the provider's block kept in the summary."""
+        if self.block is None:
+            return composed
+        summary = with_native(composed.summary, ANTHROPIC, self.model, self.block)
+        result = [summary if m is composed.summary else m for m in composed.result]
+        return dataclasses.replace(composed, summary=summary, result=result)
+
+
+def anthropic_model(model: Any) -> Any | None:
+    """Return the ``ChatAnthropic`` ``model`` is or binds (tools, config), else None."""
+    while model is not None:
+        if getattr(model, "_llm_type", None) == "anthropic-chat":
+            return model
+        model = getattr(model, "bound", None)
+    return None
+
+
+def compact(model: Any, messages: list[BaseMessage], instructions: str | None) -> AIMessage:
+    """Send ``messages`` for Anthropic's on-demand compaction through ``model``; return its answer (one block)."""
+    compaction = {"type": "summarize", **({"instructions": instructions} if instructions else {})}
+    betas = list(dict.fromkeys([*(model.betas or []), ON_DEMAND_BETA]))
+    runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_native")
+    # the request may not carry context_management (the API refuses both); None drops the model's own
+    return runnable.invoke(messages, compaction=compaction, betas=betas, context_management=None, stream=False)
+
+
+def _refusal(setup: Setup) -> tuple[Any, str | None]:
+    chat = anthropic_model(setup.model)
+    if chat is None:
+        name = type(setup.model).__name__
+        return None, (
+            f"summary.native: the summarizer ({name}) has no on-demand compaction; give a ChatAnthropic "
+            "summarizer, or summary={'native': 'auto'} to use the package's own summary with this one"
+        )
+    return chat, on_demand_refusal(getattr(chat, "model", None))
+
+
+def _add_billed(run: Run, usage: dict) -> dict:
+    """Add what the provider bills for a compaction (its ``usage.iterations``) to the run's usage; return it."""
+    bill = billed(usage)._asdict()
+    read = bill["input_tokens"] + bill["cache_read_tokens"] + bill["cache_write_tokens"]
+    for key, value in (("input_tokens", read), ("output_tokens", bill["output_tokens"])):
+        run.usage[key] = run.usage.get(key, 0) + value
+    run.usage["total_tokens"] = run.usage.get("total_tokens", 0) + read + bill["output_tokens"]
+    run.usage["calls"] = run.usage.get("calls", 0) + 1
+    return bill
+
+
+def native_answer(
+    setup: Setup,
+    evicted: Sequence[BaseMessage],
+    focus: str | None,
+    instructions: Sequence[str | None],
+    run: Run,
+    events: list[dict],
+) -> Steps[NativeAnswer | None]:
+    """Yield the on-demand compaction of ``evicted``; return its answer, or None when the package's summary is used."""
+    mode = setup.config.summary.native
+    if not mode or setup.model is None:
+        return None
+    chat, refusal = _refusal(setup)
+    if refusal:
+        if mode is True:  # asked for: say why not, once per compaction, and summarize as usual
+            events.append(emit_event({"stage": "summarize", "native": "refused", "error": refusal}))
+        return None
+    model = getattr(chat, "model", None)
+    request = without_unanswered_calls(provider_request([*setup.head, *evicted], ANTHROPIC, model))
+    wording = [setup.config.summary.instructions, *instructions, f"Focus on: {focus}" if focus else None]
+    try:
+        reply = yield CallHook(compact, (chat, request, "\n\n".join(filter(None, wording)) or None))
+    except Exception as exc:  # noqa: BLE001 - a failed compaction is never committed
+        return NativeAnswer(None, f"the provider's compaction failed: {describe_error(exc)}")
+    bill = _add_billed(run, (reply.response_metadata or {}).get("usage") or {})
+    block = compaction_block(reply)
+    text = readable_text(block) if block else None
+    event: dict[str, Any] = {"stage": "summarize", "native": ANTHROPIC, "model": model, "billed": bill}
+    if media := media_blocks(evicted):  # offload ran first: the transcript holds them
+        event["media_in_transcript"] = media
+    events.append(emit_event(event))
+    if text is None:
+        return NativeAnswer(None, "the provider's compaction returned no readable summary")
+    return NativeAnswer(native_body(text), None, block, model)
+
+
+def observed(evicted: Sequence[BaseMessage], events: list[dict]) -> list[BaseMessage]:
+    """Return what the summarizer reads of ``evicted``: what a provider compacted, as its own summary.
+
+    The newest compaction block an agent's answer holds stands for every
+    message before it (the provider no longer reads them); the answer itself
+    is kept without the block.
+    """
+    at = next((i for i in range(len(evicted) - 1, -1, -1) if compaction_block(evicted[i])), None)
+    if at is None:
+        return list(evicted)
+    answer = evicted[at]
+    block = compaction_block(answer)
+    assert block is not None and isinstance(answer.content, list)
+    text = readable_text(block) or OPAQUE_NOTE.format(count=at)
+    rest = [b for b in answer.content if b is not block]
+    provider = "anthropic" if "signature" in block or "content" in block else "openai"
+    events.append(emit_event({"stage": "summarize", "observed": provider, "provider_dropped": at}))
+    kept = [answer.model_copy(update={"content": rest})] if rest or getattr(answer, "tool_calls", None) else []
+    return [build_summary_message(native_body(text)), *kept, *evicted[at + 1 :]]

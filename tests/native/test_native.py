@@ -1,0 +1,155 @@
+"""Provider-native compaction through the real ``ChatAnthropic`` client, against a local stand-in of its API.
+
+The stand-in (``langgraph_compaction.testing.providers``) answers with the
+shapes of the anthropic SDK's types: an on-demand compaction request (beta
+``compact-2026-09-04``) gets one signed ``compaction`` block whose cost is in
+``usage.iterations``. The agent is a scripted tool-calling model; the
+summarizer is ``ChatAnthropic`` over HTTP.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from langchain.agents import create_agent
+from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode
+from support.fronts import TOOLS, ToolCallingModel, request
+
+from langgraph_compaction import (
+    CompactionConfig,
+    CompactionMiddleware,
+    CompactionState,
+    is_summary,
+    make_compaction_tools,
+    read_compaction,
+)
+from langgraph_compaction.core.native import native_of, provider_request
+from langgraph_compaction.core.sections import section
+from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing.providers import AnthropicStandIn
+
+WINDOW = 30_000
+MODEL = "claude-opus-4-7"
+THREAD = {"configurable": {"thread_id": "native"}}
+
+
+def _summary(messages: list[dict]) -> str:
+    calls = [
+        b["input"]
+        for m in messages
+        for b in m.get("content") or []
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+    return f"Provider summary: checked {len(calls)} modules; first {calls[0] if calls else None}."
+
+
+def _agent(stand_in, path, native=True, model=MODEL, **settings):
+    summarizer = ChatAnthropic(model=model, base_url=stand_in.base_url, api_key="test", max_retries=0)
+    config = CompactionConfig(context_window=WINDOW, summary={"native": native}, **settings)
+    middleware = CompactionMiddleware(model=summarizer, flush_model=ScriptedModel(), config=config, storage=path)
+    saver = SqliteSaver(sqlite3.connect(path / "checkpoints.sqlite", check_same_thread=False))
+    return create_agent(ToolCallingModel(), TOOLS, middleware=[middleware], checkpointer=saver)
+
+
+def _session(agent, requests: int = 8) -> dict:
+    for n in range(requests):
+        agent.invoke({"messages": [request(n)]}, THREAD)
+    return agent.get_state(THREAD).values
+
+
+def _session_search(path, query: str, messages) -> str:
+    builder = StateGraph(CompactionState)
+    builder.add_node("tools", ToolNode(make_compaction_tools(path)))
+    builder.add_edge(START, "tools")
+    builder.add_edge("tools", END)
+    call = AIMessage("", tool_calls=[{"name": "session_search", "args": {"query": query}, "id": "call-search"}])
+    state = builder.compile().invoke({"messages": [*messages, call]}, THREAD)
+    answer = state["messages"][-1]
+    assert isinstance(answer, ToolMessage)
+    return answer.content
+
+
+def test_a_native_summary_commits_the_providers_text_and_keeps_evicted_results_searchable(tmp_path):
+    with AnthropicStandIn(summarizer=_summary) as stand_in:
+        state = _session(_agent(stand_in, tmp_path))
+
+    compactions = [b for b, h in zip(stand_in.requests, stand_in.headers, strict=True) if "compaction" in b]
+    assert compactions, "no on-demand compaction was requested"
+    assert all("compact-2026-09-04" in h["anthropic-beta"] for h in stand_in.headers)
+    assert stand_in.errors == []
+    summary = next(m for m in state["messages"] if is_summary(m))
+    native = native_of(summary)
+    assert native is not None and native["provider"] == "anthropic" and native["model"] == MODEL
+    block = native["block"]
+    assert block["type"] == "compaction" and block["signature"].startswith("sig_")
+    assert block["content"].startswith("Provider summary: checked")
+    # the provider's text is the SUMMARY section; the deterministic sections are the package's
+    assert section(summary.content, "SUMMARY").startswith(block["content"])
+    assert "Task 0: please check module0" in section(summary.content, "SESSION INTENT")
+    # an evicted tool result is still found in the transcript
+    in_state = {m.id for m in state["messages"]}
+    assert "task0-tests-0" not in {getattr(m, "tool_call_id", None) for m in state["messages"]}
+    found = _session_search(tmp_path, "pytest task0-0", state["messages"])
+    assert "evicted" in found and "task0" in found
+    assert "request-0" not in in_state
+
+
+def test_the_providers_block_survives_a_sqlite_checkpoint_round_trip(tmp_path):
+    with AnthropicStandIn(summarizer=_summary) as stand_in:
+        before = _session(_agent(stand_in, tmp_path))
+        after = _agent(stand_in, tmp_path).get_state(THREAD).values  # a new saver on the same file
+    kept = [native_of(m) for m in after["messages"] if is_summary(m)]
+    assert kept and kept == [native_of(m) for m in before["messages"] if is_summary(m)]
+    assert kept[0]["block"]["signature"].startswith("sig_")
+
+
+def test_the_compaction_is_billed_from_usage_iterations(tmp_path):
+    with AnthropicStandIn(summarizer=_summary) as stand_in:
+        state = _session(_agent(stand_in, tmp_path, background={"enabled": False}))
+    answer = next(a for a in stand_in.answers if a["stop_reason"] == "compaction")
+    assert answer["usage"]["input_tokens"] == answer["usage"]["output_tokens"] == 0  # the cost is in iterations
+    (iteration,) = answer["usage"]["iterations"]
+    events = read_compaction(state["compaction"])["events"]
+    billed = next(e for e in events if e.get("native") == "anthropic")["billed"]
+    assert (billed["input_tokens"], billed["output_tokens"], billed["cache_read_tokens"]) == (
+        iteration["input_tokens"],
+        iteration["output_tokens"],
+        iteration["cache_read_input_tokens"],
+    )
+    applied = next(e for e in events if e.get("event") == "compaction_applied")
+    assert applied["usage"]["output_tokens"] >= iteration["output_tokens"] > 0
+
+
+def test_a_next_call_of_the_same_model_reads_the_block_and_another_model_reads_the_text(tmp_path):
+    with AnthropicStandIn(summarizer=_summary) as stand_in:
+        state = _session(_agent(stand_in, tmp_path))
+        summary = next(m for m in state["messages"] if is_summary(m))
+        same = provider_request(state["messages"], "anthropic", MODEL)
+        other = provider_request(state["messages"], "anthropic", "claude-haiku-4-7")
+        chat = ChatAnthropic(model=MODEL, base_url=stand_in.base_url, api_key="test", max_retries=0)
+        chat.invoke([*same, HumanMessage("go on")])
+        sent = stand_in.requests[-1]["messages"]
+    assert sent[0]["role"] == "assistant" and sent[0]["content"][0]["type"] == "compaction"
+    assert sent[0]["content"][0]["signature"] == native_of(summary)["block"]["signature"]
+    assert other[0] is summary  # a model switch falls back to the readable text
+
+
+@pytest.mark.parametrize("native", [True, "auto"])
+def test_an_unsupported_model_gets_the_packages_summary(tmp_path, native):
+    with AnthropicStandIn(summarizer=_summary) as stand_in:
+        state = _session(
+            _agent(stand_in, tmp_path, native=native, model="claude-sonnet-4-5", background={"enabled": False})
+        )
+    assert all("compaction" not in b for b in stand_in.requests)
+    summary = next(m for m in state["messages"] if is_summary(m))
+    assert native_of(summary) is None
+    refused = [e for e in read_compaction(state["compaction"])["events"] if e.get("native") == "refused"]
+    if native is True:
+        assert refused and "does not support Anthropic's on-demand compaction" in refused[0]["error"]
+    else:
+        assert refused == []
