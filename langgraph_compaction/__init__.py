@@ -44,6 +44,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "core.hooks": ("CompactionInfo",),
     "core.fidelity": ("pin_constraint", "unpin_constraint"),
     "core.conversation": ("is_summary",),
+    # a thread from the application: the user's /compact, how full it is, its background jobs
+    "fronts.controls": (
+        "acompact_thread",
+        "await_compaction",
+        "compact_thread",
+        "context_usage",
+        "wait_for_compaction",
+    ),
     # the errors
     "engine.errors": ("ContextTooLongError",),
     "engine.overflow": ("ainvoke_with_recovery", "invoke_with_recovery"),
@@ -80,6 +88,7 @@ _ELSEWHERE: dict[str, tuple[str, ...]] = {
     "core.redact": ("redact_secrets",),
     "core.caching": ("with_cache_breakpoints",),
     "storage": ("open_storage", "safe_label"),
+    "fronts.controls": ("ContextUsage", "ThreadCompaction", "compaction_engines"),
 }
 _MODULE_OF = {name: module for table in (_EXPORTS, _ELSEWHERE) for module, names in table.items() for name in names}
 

@@ -407,6 +407,8 @@ def add_compaction(
         spec, runnable=_model_front(spec.runnable, nodes, passed, before, overflow_recovery)
     )
     gate, summarize = _compaction_nodes(nodes, passed)
+    # where compact_thread and the other thread controls (fronts.controls) find the engine of a compiled graph
+    gate.nodes = nodes  # type: ignore[attr-defined]
 
     _route_to_gate(builder, before)
     builder.add_node(GATE, gate, input_schema=input_schema)
