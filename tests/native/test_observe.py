@@ -1,0 +1,99 @@
+"""Observe mode: the agent's own model compacts on the provider's side; the package offloads what it dropped.
+
+The agent is ``ChatAnthropic`` with Anthropic's threshold compaction
+(``compact_20260112``) turned on by the application, against the local
+stand-in of the Messages API: once a request reaches the trigger, the answer
+starts with a ``compaction`` block and the provider no longer reads what came
+before it. At the package's next compaction those messages are in the
+transcript, and the summarizer reads the provider's summary in their place.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain.agents import create_agent
+from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langgraph_compaction import CompactionConfig, CompactionMiddleware, load_transcript, read_compaction
+from langgraph_compaction.core.native import compaction_block, threshold_refusal
+from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing.providers import AnthropicStandIn
+
+PART_CHARS = 60_000  # 15,000 tokens to the stand-in
+THREAD = {"configurable": {"thread_id": "observe"}}
+THRESHOLD = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}]}
+
+
+@tool
+def read_log(part: int) -> str:
+    """Read one part of the server log."""
+    return f"log part {part}: " + f"request {part} served in 12 ms\n" * (PART_CHARS // 30)
+
+
+def _replies(turns: int) -> list:
+    replies: list = []
+    for n in range(turns):
+        replies += [[{"type": "tool_use", "id": f"toolu_{n:02d}", "name": "read_log", "input": {"part": n}}]]
+        replies += [f"Part {n} read: no errors."]
+    return replies
+
+
+def _run(stand_in, path, turns: int, summarizer: ScriptedModel):
+    agent_model = ChatAnthropic(
+        model="claude-opus-4-7",
+        base_url=stand_in.base_url,
+        api_key="test",
+        max_retries=0,
+        betas=["compact-2026-01-12"],
+        context_management=THRESHOLD,
+    )
+    layers = {"prune": {"enabled": False}, "micro": {"enabled": False}}
+    config = CompactionConfig(context_window=200_000, trigger_tokens=60_000, background={"enabled": False}, **layers)
+    middleware = CompactionMiddleware(model=summarizer, config=config, storage=path)
+    agent = create_agent(agent_model, [read_log], middleware=[middleware], checkpointer=InMemorySaver())
+    for n in range(turns):
+        agent.invoke({"messages": [HumanMessage(f"Read part {n} of the log", id=f"request-{n}")]}, THREAD)
+    return agent.get_state(THREAD).values
+
+
+def test_what_the_provider_dropped_is_offloaded_and_not_summarized_again(tmp_path):
+    summarizer = ScriptedModel()
+    with AnthropicStandIn(replies=_replies(8)) as stand_in:
+        state = _run(stand_in, tmp_path, 8, summarizer)
+
+    assert stand_in.errors == []
+    compacted = [i for i, a in enumerate(stand_in.answers) if a["content"][0]["type"] == "compaction"]
+    assert compacted, "the provider never compacted"
+    events = read_compaction(state["compaction"])["events"]
+    observed = next(e for e in events if e.get("observed"))
+    assert observed["observed"] == "anthropic" and observed["provider_dropped"] > 0
+    # the transcript holds what the provider dropped, whole
+    transcript = {m.id: m for m in load_transcript(tmp_path, "observe")}
+    assert "request-0" in transcript and "request-0" not in {m.id for m in state["messages"]}
+    first_result = next(m for m in transcript.values() if getattr(m, "tool_call_id", None) == "toolu_00")
+    assert first_result.content == read_log.invoke({"part": 0})
+    # the summarizer read the provider's summary instead of the dropped parts
+    prompts = [str(c) for c in summarizer.calls if "log part 0" in str(c) or "[summary of earlier" in str(c)]
+    summary_prompts = [p for p in prompts if "[summary of earlier conversation]" in p]
+    assert summary_prompts and all("log part 0: request 0" not in p for p in summary_prompts)
+
+
+def test_the_block_stays_in_the_answer_the_agent_model_returned(tmp_path):
+    with AnthropicStandIn(replies=_replies(5)) as stand_in:
+        state = _run(stand_in, tmp_path, 5, ScriptedModel())
+    blocks = [compaction_block(m) for m in state["messages"] if compaction_block(m)]
+    assert blocks and blocks[0]["content"].startswith("The user asked: Read part 0 of the log")
+    # the next request sent it back verbatim, and the provider read from it on
+    resent = stand_in.requests[-1]["messages"]
+    assert any(b.get("type") == "compaction" for m in resent for b in m["content"] if isinstance(b, dict))
+
+
+@pytest.mark.parametrize("value", [1_000, 49_999])
+def test_a_trigger_below_the_providers_minimum_is_refused_clearly(value):
+    edits = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": value}}]}
+    refusal = threshold_refusal(edits)
+    assert refusal is not None and "at least 50,000" in refusal and "trigger.value" in refusal
+    assert threshold_refusal(THRESHOLD) is None
