@@ -10,19 +10,22 @@ transcript, and the summarizer reads the provider's summary in their place.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_compaction import CompactionConfig, CompactionMiddleware, load_transcript, read_compaction
 from langgraph_compaction.core.native import compaction_block, threshold_refusal
 from langgraph_compaction.testing import ScriptedModel
-from langgraph_compaction.testing.providers import AnthropicStandIn
+from langgraph_compaction.testing.providers import AnthropicStandIn, ResponsesStandIn
 
-PART_CHARS = 60_000  # 15,000 tokens to the stand-in
+PART_CHARS = 52_000  # 13,000 tokens to the stand-in
 THREAD = {"configurable": {"thread_id": "observe"}}
 THRESHOLD = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}]}
 
@@ -41,8 +44,8 @@ def _replies(turns: int) -> list:
     return replies
 
 
-def _run(stand_in, path, turns: int, summarizer: ScriptedModel):
-    agent_model = ChatAnthropic(
+def _anthropic(stand_in) -> ChatAnthropic:
+    return ChatAnthropic(
         model="claude-opus-4-7",
         base_url=stand_in.base_url,
         api_key="test",
@@ -50,6 +53,30 @@ def _run(stand_in, path, turns: int, summarizer: ScriptedModel):
         betas=["compact-2026-01-12"],
         context_management=THRESHOLD,
     )
+
+
+def _responses(stand_in) -> ChatOpenAI:
+    return ChatOpenAI(
+        model="gpt-5.2",
+        base_url=stand_in.base_url + "/v1",
+        api_key="test",
+        max_retries=0,
+        use_responses_api=True,
+        context_management=[{"type": "compaction", "compact_threshold": 50_000}],
+    )
+
+
+def _calls(turns: int) -> list:
+    replies: list = []
+    for n in range(turns):
+        call = {"type": "function_call", "id": f"fc_{n:02d}", "call_id": f"call_{n:02d}", "name": "read_log"}
+        replies += [[{**call, "arguments": json.dumps({"part": n}), "status": "completed"}]]
+        replies += [f"Part {n} read: no errors."]
+    return replies
+
+
+def _run(stand_in, path, turns: int, summarizer: ScriptedModel, model=_anthropic):
+    agent_model = model(stand_in)
     layers = {"prune": {"enabled": False}, "micro": {"enabled": False}}
     config = CompactionConfig(context_window=200_000, trigger_tokens=60_000, background={"enabled": False}, **layers)
     middleware = CompactionMiddleware(model=summarizer, config=config, storage=path)
@@ -97,3 +124,19 @@ def test_a_trigger_below_the_providers_minimum_is_refused_clearly(value):
     refusal = threshold_refusal(edits)
     assert refusal is not None and "at least 50,000" in refusal and "trigger.value" in refusal
     assert threshold_refusal(THRESHOLD) is None
+
+
+def test_an_opaque_responses_compaction_is_offloaded_and_read_as_a_note(tmp_path):
+    summarizer = ScriptedModel()
+    with ResponsesStandIn(replies=_calls(8)) as stand_in:
+        state = _run(stand_in, tmp_path, 8, summarizer, model=_responses)
+
+    assert stand_in.errors == []
+    assert any(a["output"][0]["type"] == "compaction" for a in stand_in.answers)
+    observed = next(e for e in read_compaction(state["compaction"])["events"] if e.get("observed"))
+    assert observed["observed"] == "openai" and observed["provider_dropped"] > 0
+    transcript = load_transcript(tmp_path, "observe")
+    first_result = next(m for m in transcript if getattr(m, "tool_call_id", None) == "call_00")
+    assert first_result.content == read_log.invoke({"part": 0})
+    prompts = [str(c) for c in summarizer.calls if "[summary of earlier conversation]" in str(c)]
+    assert prompts and all("opaque item" in p and "log part 0: request 0" not in p for p in prompts)
