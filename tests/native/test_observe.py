@@ -25,7 +25,7 @@ from langgraph_compaction.core.native import compaction_block, threshold_refusal
 from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.testing.providers import AnthropicStandIn, ResponsesStandIn
 
-PART_CHARS = 52_000  # 13,000 tokens to the stand-in
+PART_LINES = 2_000  # 52,000 characters: 13,000 tokens to the stand-in
 THREAD = {"configurable": {"thread_id": "observe"}}
 THRESHOLD = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}]}
 
@@ -33,7 +33,7 @@ THRESHOLD = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_t
 @tool
 def read_log(part: int) -> str:
     """Read one part of the server log."""
-    return f"log part {part}: " + f"request {part} served in 12 ms\n" * (PART_CHARS // 30)
+    return f"log part {part}: " + f"request {part} served in 12 ms\n" * PART_LINES
 
 
 def _replies(turns: int) -> list:
