@@ -4,7 +4,8 @@
 prints its totals, file paths and plot (``--resume`` continues an interrupted
 one); ``inspect`` reads a thread back from its checkpointer (``--checkpointer``,
 a PostgreSQL DSN or a SQLite file, default ``<storage>/checkpoints.sqlite``)
-and its transcript and memory from the storage directory.
+and its transcript and memory from the storage directory or the graph's store
+(``--store``), or all of it from a LangGraph server (``--url``).
 Errors a user can cause print one line naming the flag and exit with status
 2; an OpenAI API that fails the session prints one line and exits with 1.
 """
@@ -94,6 +95,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="DSN_OR_PATH",
         help="the graph's checkpoints: a postgresql:// DSN (PostgresSaver) or a SQLite file (SqliteSaver); "
         "default <storage>/checkpoints.sqlite",
+    )
+    inspect.add_argument(
+        "--store",
+        metavar="DSN_OR_PATH",
+        help="the graph's LangGraph store holding the transcript and memory: a postgresql:// DSN (PostgresStore), "
+        "sqlite:///FILE or a SQLite file (SqliteStore); instead of --storage",
+    )
+    inspect.add_argument(
+        "--url",
+        help="a LangGraph server (langgraph dev, a deployment) serving the thread, e.g. http://127.0.0.1:2024: "
+        "its state and its store's transcript and memory",
     )
     inspect.add_argument("--user", default="default", help="whose memory files to list (default: the default user)")
     inspect.add_argument("--summary", help="open a summary by its id: print the messages it replaced, in order")

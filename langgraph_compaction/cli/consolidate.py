@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -14,7 +13,8 @@ from typing import Any
 
 from ..memory.consolidation import DEFAULT_MAX_TOKENS, DEFAULT_MIN_GAP, DEFAULT_RETENTION_DAYS, consolidate_memory
 from ..storage import DEFAULT_USER
-from .errors import printable
+from .errors import CommandError, driver_reason, printable, shown_dsn
+from .locations import POSTGRES_EXTRA, SQLITE_EXTRA, location_kind, require, sqlite_path
 
 #: What a storage folder holds once compaction or the demo has used it (the default user's memory sits at its top).
 _STORAGE_MARKERS = ("MEMORY.md", "memory", "sessions", "users", "checkpoints.sqlite")
@@ -64,14 +64,18 @@ def _cli_model(name: str, base_url: str | None) -> tuple[Any, str | None]:
 def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
     """Return the storage a command-line argument names: a directory, ``sqlite:///file.db`` or a PostgreSQL DSN.
 
-    Raises ValueError naming ``spec`` in one line when the database cannot be opened.
+    Raises ValueError or UsageError naming ``spec`` in one line when it cannot be opened.
     """
-    if spec.startswith("sqlite:"):
+    kind = location_kind(
+        spec, "storage", "consolidate reads the store itself: pass its postgresql:// DSN or sqlite:///FILE"
+    )
+    if kind == "sqlite":
+        require(f"storage {spec}", SQLITE_EXTRA, "langgraph.store.sqlite")
         import sqlite3
 
         from langgraph.store.sqlite import SqliteStore
 
-        path = re.sub(r"^sqlite:(//)?", "", spec) or ":memory:"
+        path = sqlite_path(spec)
         folder = Path(path).parent
         if path != ":memory:" and not folder.is_dir():
             raise ValueError(
@@ -85,11 +89,10 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
                 f"{spec}: cannot open the SQLite store ({exc}); pass a file you may read and write"
             ) from exc
         return store
-    if spec.startswith(("postgres://", "postgresql://")):
+    if kind == "postgres":
+        require(f"storage {shown_dsn(spec)}", POSTGRES_EXTRA, "psycopg", "langgraph.store.postgres")
         import psycopg
         from langgraph.store.postgres import PostgresStore
-
-        from .errors import driver_reason, shown_dsn
 
         try:
             postgres = stack.enter_context(PostgresStore.from_conn_string(spec))
@@ -159,7 +162,7 @@ def consolidate_main(argv: Sequence[str] | None = None) -> int:
                 timezone=args.timezone,
                 force=args.force,
             )
-        except (ValueError, TypeError, OSError) as exc:
+        except (ValueError, TypeError, OSError, CommandError) as exc:
             print(printable(f"langgraph-compaction consolidate: error: {exc}"), file=sys.stderr)
             return 2
     if args.json:

@@ -17,10 +17,14 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .demo_defaults import CHECKPOINTS_FILE, DEFAULT_STORAGE
 from .errors import UsageError, console, driver_reason, shown_dsn
+from .locations import POSTGRES_EXTRA, SQLITE_EXTRA, location_kind, require, sqlite_path
+
+if TYPE_CHECKING:
+    from ..storage import CompactionStorage, StoreStorage
 
 
 @dataclass
@@ -56,31 +60,39 @@ def _sqlite_rows(conn: sqlite3.Connection) -> Any:
 
 @contextmanager
 def _sqlite(path: Path, flag: str) -> Iterator[Checkpoints]:
-    """Yield the SqliteSaver file at ``path`` opened read-only.
+    """Yield the SqliteSaver file at ``path`` opened read-only (`read_only_sqlite`)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with ExitStack() as stack:
+        conn = read_only_sqlite(path, flag, "SqliteSaver", "SELECT thread_id FROM checkpoints LIMIT 1", stack)
+        yield Checkpoints(SqliteSaver(conn), str(path), _sqlite_rows(conn), flag)
+
+
+def read_only_sqlite(path: Path, flag: str, writer: str, probe: str, stack: ExitStack) -> sqlite3.Connection:
+    """Return a read-only connection to the SQLite file a LangGraph ``writer`` wrote, closed with ``stack``.
 
     A database in WAL mode cannot be opened read-only in a folder the user may
     not write (SQLite would make its shared-memory file there): it is then read
-    from a private copy, its write-ahead log included.
+    from a private copy, its write-ahead log included. UsageError naming
+    ``flag`` when the file is missing or ``probe`` (a query of the writer's
+    tables) fails.
     """
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     if not path.is_file():
         what = "no such file" if not path.exists() else "not a file"
-        raise UsageError(f"{flag} {path}: {what}; pass the SQLite file the graph's SqliteSaver writes")
-    with ExitStack() as stack:
+        raise UsageError(f"{flag} {path}: {what}; pass the SQLite file the graph's {writer} writes")
+    try:
         try:
-            try:
-                conn = _connect_ro(path)
-            except sqlite3.OperationalError:
-                copy = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="langgraph-compaction-")))
-                conn = _connect_ro(_copy_database(path, copy / path.name, flag))
-            stack.callback(conn.close)
-            conn.execute("SELECT thread_id FROM checkpoints LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise UsageError(
-                f"{flag} {path}: not a LangGraph checkpoint database ({exc}); pass the file a SqliteSaver writes"
-            ) from exc
-        yield Checkpoints(SqliteSaver(conn), str(path), _sqlite_rows(conn), flag)
+            conn = _connect_ro(path)
+        except sqlite3.OperationalError:
+            copy = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="langgraph-compaction-")))
+            conn = _connect_ro(_copy_database(path, copy / path.name, flag))
+        stack.callback(conn.close)
+        conn.execute(probe).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise UsageError(
+            f"{flag} {path}: not a database a LangGraph {writer} wrote ({exc}); pass the file a {writer} writes"
+        ) from exc
+    return conn
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
@@ -110,11 +122,12 @@ def _copy_database(path: Path, copy: Path, flag: str) -> Path:
 @contextmanager
 def _postgres(dsn: str, flag: str) -> Iterator[Checkpoints]:
     """Yield the PostgresSaver database ``dsn`` names; raise UsageError in one line when it cannot be read."""
+    shown = shown_dsn(dsn)
+    require(f"{flag} {shown}", POSTGRES_EXTRA, "psycopg", "langgraph.checkpoint.postgres")
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
-    shown = shown_dsn(dsn)
     try:
         conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10)
     except psycopg.Error as exc:
@@ -142,12 +155,16 @@ def open_checkpoints(spec: str, flag: str = "--checkpointer") -> Any:
 
     Args:
         spec: ``postgresql://...`` (or ``postgres://``) for a PostgresSaver
-            database, anything else the path of a SqliteSaver file.
+            database, ``sqlite:///FILE`` or a path for a SqliteSaver file.
         flag: the flag to name in error messages.
+
+    Raises:
+        UsageError: ``spec`` is a libpq ``key=value`` string or a server's URL (`location_kind`).
     """
-    if spec.startswith(("postgres://", "postgresql://")):
+    kind = location_kind(spec, flag, f"inspect a thread it serves with --url {shown_dsn(spec)}")
+    if kind == "postgres":
         return _postgres(spec, flag)
-    return _sqlite(Path(spec), flag)
+    return _sqlite(Path(sqlite_path(spec) if kind == "sqlite" else spec), flag)
 
 
 def thread_values(checkpoints: Checkpoints, thread: str) -> tuple[dict, int]:
@@ -206,30 +223,31 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     """Run ``inspect``: the thread's compaction records, current summary, transcript and memory files.
 
     Args:
-        args: the parsed command line (``thread``, ``storage``, ``checkpointer``, ``user``, ``summary``).
+        args: the parsed command line (``thread``, ``storage``, ``store``, ``checkpointer``, ``url``, ``user``,
+            ``summary``).
     """
+    from ..storage import FileStorage, StoreStorage
+
     out = console()  # first: it names the extra to install when rich is missing
-    storage = _storage(args)
-    spec = args.checkpointer
-    if spec is None and storage is not None and (storage / CHECKPOINTS_FILE).is_file():
-        spec = str(storage / CHECKPOINTS_FILE)
+    for flag in ("checkpointer", "store"):
+        if args.url and getattr(args, flag):
+            raise UsageError(f"--url and --{flag} both name where the thread's {_WHAT[flag]} is; pass one")
+    if args.store and args.storage:
+        raise UsageError("--store and --storage both name where the transcript and memory are; pass one")
     try:
-        if spec is not None:
-            flag = "--checkpointer" if args.checkpointer else "--storage"
-            with open_checkpoints(spec, flag) as checkpoints:
-                values, count = thread_values(checkpoints, args.thread)
-                _print_state(out, args.thread, values, count, checkpoints.where)
-        else:  # add_compaction's folder: the checkpoints are in the graph's own checkpointer
-            out.print(
-                f"thread {args.thread} · no {CHECKPOINTS_FILE} in {args.storage or DEFAULT_STORAGE} (pass "
-                "--checkpointer with the "
-                "database the graph's checkpointer writes to see its state); its transcript and memory:",
-                markup=False,
-            )
-        if storage is None:
-            out.print("transcript and memory: pass --storage with the folder given to add_compaction to list them")
-        else:
-            _print_files(out, storage, args)
+        with ExitStack() as stack:
+            folder = _storage(args)
+            files = _open_store(args.store, stack) if args.store else (FileStorage(folder) if folder else None)
+            if args.url:
+                from .server import ServerStore, server_client, server_state
+
+                client = server_client(args.url)
+                values = server_state(client, args.url, args.thread)
+                files = StoreStorage(ServerStore(client))
+                _print_state(out, args.thread, values, f"served by {shown_dsn(args.url)}")
+            else:
+                _print_checkpoints(out, args, folder, files is not None)
+            _print_files(out, files, args)
     except PermissionError as exc:
         raise UsageError(
             f"cannot read {exc.filename} ({exc.strerror}); run as a user who may read it, or inspect a copy"
@@ -237,11 +255,34 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What each flag that --url excludes names.
+_WHAT = {"checkpointer": "state", "store": "transcript and memory"}
+
+
+def _print_checkpoints(out: Any, args: argparse.Namespace, folder: Path | None, has_files: bool) -> None:
+    """Print the thread's state from ``--checkpointer`` or the folder's checkpoints file, or say where to find it."""
+    spec = args.checkpointer
+    if spec is None and folder is not None and (folder / CHECKPOINTS_FILE).is_file():
+        spec = str(folder / CHECKPOINTS_FILE)
+    if spec is not None:
+        with open_checkpoints(spec, "--checkpointer" if args.checkpointer else "--storage") as checkpoints:
+            values, count = thread_values(checkpoints, args.thread)
+            _print_state(out, args.thread, values, f"{count} checkpoints in {checkpoints.where}")
+        return
+    where = f"no {CHECKPOINTS_FILE} in {args.storage or DEFAULT_STORAGE}" if folder is not None else "no checkpointer"
+    tail = "; its transcript and memory:" if has_files else ""
+    out.print(
+        f"thread {args.thread} · {where} (pass --checkpointer with the database the graph's checkpointer writes "
+        f"to see its state){tail}",
+        markup=False,
+    )
+
+
 def _storage(args: argparse.Namespace) -> Path | None:
-    """Return the storage folder to list, None when only ``--checkpointer`` was given; UsageError when it is none."""
+    """Return the storage folder to list: ``--storage``, else the default one unless another source was named."""
     from .consolidate import existing_storage
 
-    if args.storage is None and args.checkpointer is not None:
+    if args.storage is None and (args.checkpointer or args.store or args.url):
         return None
     try:
         return existing_storage(args.storage or DEFAULT_STORAGE)
@@ -249,18 +290,55 @@ def _storage(args: argparse.Namespace) -> Path | None:
         raise UsageError(f"--storage {exc}") from exc
 
 
-def _print_files(out: Any, root: Path, args: argparse.Namespace) -> None:
-    """Print the thread's transcript and summaries and the user's memory files in the storage folder ``root``."""
+def _open_store(spec: str, stack: ExitStack) -> StoreStorage:
+    """Return the transcript and memory of the LangGraph store ``--store`` names, opened for reading."""
+    from ..storage import StoreStorage
+
+    kind = location_kind(spec, "--store", f"inspect a thread it serves with --url {shown_dsn(spec)}")
+    if kind == "postgres":
+        shown = shown_dsn(spec)
+        require(f"--store {shown}", POSTGRES_EXTRA, "psycopg", "langgraph.store.postgres")
+        import psycopg
+        from langgraph.store.postgres import PostgresStore
+
+        try:
+            store = stack.enter_context(PostgresStore.from_conn_string(spec))
+            store.search(("compaction",), limit=1)
+        except psycopg.Error as exc:
+            raise UsageError(
+                f"--store {shown}: cannot read a LangGraph store there ({driver_reason(exc, spec)}); pass the "
+                "database the graph's PostgresStore writes (with the search_path its tables are in)"
+            ) from exc
+        return StoreStorage(store)
+    require("--store", SQLITE_EXTRA, "langgraph.store.sqlite")
+    from langgraph.store.sqlite import SqliteStore
+
+    path = Path(sqlite_path(spec) if kind == "sqlite" else spec)
+    sqlite_store = SqliteStore(read_only_sqlite(path, "--store", "SqliteStore", "SELECT key FROM store LIMIT 1", stack))
+    sqlite_store.is_setup = True  # its tables are there (probed): nothing is created in a file only read
+    return StoreStorage(sqlite_store)
+
+
+def _print_files(out: Any, files: CompactionStorage | None, args: argparse.Namespace) -> None:
+    """Print the thread's transcript and summaries and the user's memory files, or where to find them."""
     from ..storage import FileStorage
     from ..storage.transcript import load_transcript
 
-    files = FileStorage(root)
-    transcript = Path(files.transcript_location(args.thread))
-    if transcript.is_file():
-        count = len(files.read_transcript(args.thread))
-        out.print(f"transcript: {transcript} · {count:,} messages · {transcript.stat().st_size:,} bytes", markup=False)
+    if files is None:
+        if args.summary is not None:
+            raise UsageError("--summary needs the thread's transcript: pass --storage, --store or --url")
+        out.print(
+            "transcript and memory: pass --storage with the folder given to add_compaction, or --store with "
+            "the graph's store, to list them"
+        )
+        return
+    location = files.transcript_location(args.thread)
+    count = len(files.read_transcript(args.thread))
+    if count:
+        size = f" · {Path(location).stat().st_size:,} bytes" if isinstance(files, FileStorage) else ""
+        out.print(f"transcript: {location} · {count:,} messages{size}", markup=False)
     else:
-        out.print(f"transcript: none yet ({transcript} is written at the first compaction)", markup=False)
+        out.print(f"transcript: none yet ({location} is written at the first compaction)", markup=False)
     _print_summaries(out, load_transcript(files, args.thread), args.summary)
     memory = files.list_memory_files(args.user)
     out.print(f"memory files of user {args.user!r}: {len(memory) or 'none'}", markup=False)
@@ -309,8 +387,8 @@ def events_table(events: list[dict]) -> Any:
     return table
 
 
-def _print_state(out: Any, thread: str, values: dict, checkpoints: int, where: str) -> None:
-    """Print a thread's checkpointed state: its size, compactions by layer, last events and current summary."""
+def _print_state(out: Any, thread: str, values: dict, origin: str) -> None:
+    """Print a thread's state (read from ``origin``): size, compactions by layer, last events, current summary."""
     from ..core.conversation import is_summary
     from ..core.tokens import estimate_tokens
     from ..engine.state import read_compaction
@@ -318,7 +396,7 @@ def _print_state(out: Any, thread: str, values: dict, checkpoints: int, where: s
 
     messages = list(values.get("messages") or [])
     compaction = read_compaction(values.get("compaction"))
-    out.print(f"thread {thread} · {checkpoints} checkpoints in {where}", markup=False)
+    out.print(f"thread {thread} · {origin}", markup=False)
     out.print(f"state: {len(messages)} messages, about {estimate_tokens(messages):,} tokens")
     edited = compaction.get("edited_messages")
     counts = compaction_counts(compaction["counts"], edited if isinstance(edited, dict) else {}) or "none yet"

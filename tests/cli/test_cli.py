@@ -657,7 +657,7 @@ def test_inspect_events_table_keeps_every_figure_whole_at_80_columns(postgres_ds
     [
         (f"postgresql://postgres@127.0.0.1:{_closed_port()}/nope", "cannot connect (connection failed"),
         ("missing.sqlite", "--checkpointer missing.sqlite: no such file"),
-        ("notes.txt", "--checkpointer notes.txt: not a LangGraph checkpoint database"),
+        ("notes.txt", "--checkpointer notes.txt: not a database a LangGraph SqliteSaver wrote"),
     ],
 )
 def test_inspect_on_a_checkpointer_it_cannot_read_says_so_in_one_line(offline, capsys, spec, message):
