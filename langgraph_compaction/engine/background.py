@@ -132,7 +132,7 @@ def background_steps(
             if (yield from swap(gate, prepared)):
                 yield from _next_job(gate)
                 return gate.finish()
-            prepared = None
+            prepared = gate.out.compaction.get("prepared", prepared)  # None: discarded; else it waits
         if job is None and prepared is None and not _lease_held_elsewhere(record["lease"], jobs, run.storage):
             yield from _maybe_start(gate, plan, memo, new_tokens)
         return gate.finish()
@@ -286,6 +286,7 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
         "cutoff_id": messages[cut.cutoff].id if cut.cutoff < len(messages) else None,
         "tokens_before": plan.tokens_after_layers,
         "started_at": time.time(),
+        "user_id": run.user_id,  # whose memory the job read: its answer goes to that user's ledger
     }
     pending = {
         "reason": "background",

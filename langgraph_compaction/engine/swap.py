@@ -8,6 +8,7 @@ transcript before the summary does (the order of first appearance).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,8 +81,15 @@ class GateCall:
 
 
 def swap(gate: GateCall, prepared: dict) -> Steps[bool]:
-    """Yield the swap of a ready summary; return True when it was applied (False: it was discarded)."""
+    """Yield the swap of a ready summary; return True when it was applied.
+
+    False: it was discarded (``compaction["prepared"]`` is None in the
+    update), or it waits for a later call (the transcript could not take
+    what is kept after it first).
+    """
     applied = yield from _apply(gate, prepared)
+    if applied is _LATER:
+        return False
     if applied is None:
         gate.out.compaction["prepared"] = None
         return False
@@ -123,12 +131,19 @@ def _hook_messages(gate: GateCall, prepared: dict, summary: BaseMessage, evict_i
     return injected
 
 
+#: What ``_apply`` returns for a summary that waits for a later call (the transcript failed).
+_LATER = ({}, None, [])
+
+
 def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, list[BaseMessage]] | None]:
     """Yield the application of a ready summary (its hook, the transcript, the ledger); return its update, or None.
 
     The summary may replace what it covers when that is unchanged and what it
     produces keeps every tool call paired and is smaller than what it
     replaces; how far under the trigger it ends is the gate's business after.
+    The messages kept after it are written to the transcript first: when that
+    fails, it waits for a later call (``_LATER``), rather than be written
+    before them.
     """
     setup, messages, counts, run = gate.setup, gate.messages, gate.counts, gate.run
     usage = prepared.get("usage") or {}
@@ -143,17 +158,24 @@ def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, lis
     if summary is None or problem is not None:
         gate.events.append(background_event("compaction_discarded", why=problem, **tokens))
         return None
-    # over the trigger even so, the gate summarizes again at once (chained): what a hook would add goes with it
-    injected = (
-        [] if after >= gate.budget.trigger_tokens else (yield from _hook_messages(gate, prepared, summary, evict_ids))
-    )
     offload_on = run.storage is not None and setup.config.offload_before_compact
     if offload_on:  # what is kept after the summary goes to the transcript before it: the order of first appearance
         try:
             yield from offload_messages(messages, run, setup.config)
-        except Exception as exc:  # noqa: BLE001 - what the summary covers is there already (the job wrote it)
-            gate.events.append(emit_event({"stage": "offload", "error": describe_error(exc)}))
-    flushed = yield from commit_flush(setup, messages, gate.record, prepared.get("flush"), run)
+        except Exception as exc:  # noqa: BLE001 - written after them later, the summary would come first
+            error = describe_error(exc)
+            gate.events.append(emit_event({"stage": "offload", "error": error}))
+            why = f"the transcript failed: {error}"
+            gate.events.append(background_event("compaction_postponed", why=why, **tokens))
+            return _LATER
+    # over the trigger even so, the gate summarizes again at once (chained): what a hook would add goes with it
+    injected = (
+        [] if after >= gate.budget.trigger_tokens else (yield from _hook_messages(gate, prepared, summary, evict_ids))
+    )
+    # the memory model was shown the memory of the user whose run started the job: its answer is that user's
+    reader = prepared.get("user_id") or run.user_id
+    flush_run = run if reader == run.user_id else dataclasses.replace(run, user_id=reader)
+    flushed = yield from commit_flush(setup, messages, gate.record, prepared.get("flush"), flush_run)
     event = {
         "event": "compaction_applied",
         "mode": "background",

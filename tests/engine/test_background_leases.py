@@ -153,3 +153,50 @@ def test_what_a_job_publishes_carries_its_expiry(tmp_path, events):
     record = FileStorage(tmp_path).read_prepared("expiry", published.stem)
     assert record is not None and record["status"] == "ready"
     assert time.time() < record["expires_at"] <= time.time() + 2 * (TIMEOUT + 30)
+
+
+class _Held(InstantRunner):
+    """Runs each job at once but reports it in progress until the gate waits for it or ``release()``."""
+
+    held = True
+
+    def is_done(self, job) -> bool:
+        return not self.held and super().is_done(job)
+
+    def wait_sync(self, job, timeout) -> bool:
+        self.held = False
+        return super().wait_sync(job, timeout)
+
+
+def _remembers_alice(prompt: str) -> str:
+    """The memory model: what it answers depends on the memory it was shown (Alice's holds a code word)."""
+    seen = "heron" if "code word heron" in prompt else "none"
+    return f"<memory>\n## Requests and preferences\n- The code word shown to the memory model: {seen}\n</memory>"
+
+
+def test_a_job_started_in_one_users_run_writes_its_memory_to_that_users_ledger_only(tmp_path, events):
+    """On a thread two users share, the memory a job read for Alice never reaches Bob's ledger."""
+    storage = FileStorage(tmp_path)
+    storage.replace_memory_file("alice", "MEMORY.md", "# Alice\n- Alice's code word heron\n")
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
+    summarizer = ScriptedModel(memory=_remembers_alice)
+    alice = {"configurable": {"thread_id": "shared", "user_id": "alice"}}
+    bob = {"configurable": {"thread_id": "shared", "user_id": "bob"}}
+    runner = _Held()
+    with use_runner(runner):
+        graph = _worker(tmp_path, saver, summarizer)
+        n = _until_started(graph, alice, events)  # the job read Alice's memory, in her run
+        seen = len(events())
+        runner.held = False
+        while not any(e["event"] == "compaction_applied" for e in events()[seen:]):
+            graph.invoke({"messages": [request(n)]}, bob)  # and Bob's run applies it
+            n += 1
+            assert n < 60, "the prepared summary was never applied"
+    applied = next(e for e in events()[seen:] if e["event"] == "compaction_applied")
+    assert applied["mode"] == "background"
+    ledgers = {
+        user: "".join(storage.read_memory_file(user, f) or "" for f in storage.list_memory_files(user))
+        for user in ("alice", "bob")
+    }
+    assert "heron" not in ledgers["bob"]
+    assert "code word shown to the memory model: heron" in ledgers["alice"]

@@ -24,10 +24,12 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.prebuilt import ToolNode, tools_condition
 from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, request
 
-from langgraph_compaction import CompactionMiddleware, FileStorage, is_summary, openai_violations
+from langgraph_compaction import CompactionMiddleware, CompactionState, FileStorage, is_summary, openai_violations
 from langgraph_compaction.invariants import ledgers_of
 from langgraph_compaction.memory.ledger import parse_bullets
 from langgraph_compaction.testing import ScriptedModel, scripted_memories, scripted_summary
@@ -333,3 +335,51 @@ def test_a_tool_artifact_with_int_and_str_keys_leaves_background_compaction_work
     errors = [e["error"] for e in events if e.get("error")]
     assert errors == [], f"{len(errors)} compaction errors, e.g. {errors[0]}"
     assert [e for e in events if e.get("event") == "compaction_applied" and e.get("mode") == "background"]
+
+
+# --- the transcript's order through a storage outage at the swap ----------------------------------------------
+
+
+class OutageAtTheSwap(FileStorage):
+    """Files that cannot be read for a moment: the second transcript read (the swap's offload) fails, then all works.
+
+    The first read is the offload before the job starts; the second, the
+    offload at the swap of what is kept after the summary.
+    """
+
+    def __init__(self, root) -> None:
+        super().__init__(root)
+        self.reads = 0
+
+    def read_transcript(self, thread_id: str) -> list[dict]:
+        self.reads += 1
+        if self.reads == 2:
+            raise ConnectionError("the database is restarting")
+        return super().read_transcript(thread_id)
+
+
+def test_an_outage_at_the_swap_leaves_the_transcript_in_the_order_messages_appeared(tmp_path):
+    """The summary is never written before messages kept after it that the transcript did not take yet."""
+    from langgraph_compaction import add_compaction
+    from langgraph_compaction.engine.jobs import InstantRunner, use_runner
+
+    storage = OutageAtTheSwap(tmp_path)
+    model = ToolCallingModel()
+    graph = StateGraph(CompactionState)
+    bound = model.bind_tools(TOOLS)
+    graph.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode(TOOLS))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    add_compaction(graph, before="agent", model=ScriptedModel(), config=CONFIG, storage=storage, agent_model=bound)
+    agent = graph.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "outage"}}
+    with use_runner(InstantRunner()):
+        for n in range(REQUESTS):
+            agent.invoke({"messages": [request(n)]}, thread)
+    assert storage.reads > 2
+    compaction = agent.get_state(thread).values["compaction"]
+    assert compaction["counts"].get("summarize", 0) >= 2
+    problems = transcript_order_problems(agent, thread, tmp_path)
+    assert problems == [], f"{len(problems)} records out of order, e.g. {problems[:2]}"
