@@ -23,7 +23,7 @@ from langgraph_compaction.engine import setup
 from langgraph_compaction.fronts.tools import TOOL_NAMES
 from langgraph_compaction.testing import ScriptedModel
 
-REQUESTS = 9  # ~2,100 tokens each: over SMALL_WINDOW's 15,000-token trigger by the 8th
+REQUESTS = 9  # ~2,900 tokens each: over SMALL_WINDOW's 15,000-token trigger by the 8th
 
 
 def _request(n: int) -> HumanMessage:
