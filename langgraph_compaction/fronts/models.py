@@ -50,14 +50,56 @@ def chat_model(value: Any, argument: str = "model") -> Any:
         return init_chat_model(value)
     except ImportError as exc:  # the provider's integration package, e.g. langchain-anthropic
         raise ImportError(f"{argument}={value!r} needs its provider's package: {exc}") from exc
-    except ValueError as exc:  # init_chat_model cannot tell the provider
-        raise ValueError(
+    except Exception as exc:  # noqa: BLE001 - the provider's own check, e.g. a missing API key
+        raise ValueError(_unbuilt(value, argument, exc)) from exc
+
+
+#: The environment variables each provider of ``init_chat_model`` reads its API key from, the first preferred.
+API_KEY_VARIABLES = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "google_genai": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "azure_openai": ("AZURE_OPENAI_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "mistralai": ("MISTRAL_API_KEY",),
+    "cohere": ("COHERE_API_KEY",),
+    "fireworks": ("FIREWORKS_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "perplexity": ("PPLX_API_KEY",),
+    "nvidia": ("NVIDIA_API_KEY",),
+}
+
+
+def _unbuilt(value: str, argument: str, exc: Exception) -> str:
+    """Return why ``init_chat_model(value)`` failed: the provider's key not set, a name it cannot place, or its reason.
+
+    The key comes first: a provider's class refuses a missing key with a
+    ``ValueError`` too (pydantic's), which is no unknown name.
+    """
+    import os
+
+    from pydantic import ValidationError
+
+    if ":" in value:
+        provider = value.split(":", 1)[0].strip().lower()
+    else:  # the names init_chat_model places without a prefix that need a key
+        provider = "openai" if value.startswith(("gpt-", "o1", "o3", "o4")) else ""
+    variables = API_KEY_VARIABLES.get(provider, ())
+    if variables and not any(os.environ.get(name) for name in variables):
+        alternatives = f" (or {', '.join(variables[1:])})" if variables[1:] else ""
+        return (
+            f"{argument}={value!r} could not be built: its API key is missing; set {variables[0]}{alternatives} "
+            f"in the environment, or pass a chat model"
+        )
+    if isinstance(exc, ValueError) and not isinstance(exc, ValidationError):  # init_chat_model cannot tell the provider
+        return (
             f"{argument}={value!r} names no model LangChain knows (it cannot tell the provider); write it as "
             f"'provider:model', such as {_EXAMPLES}, or pass a chat model"
-        ) from exc
-    except Exception as exc:  # noqa: BLE001 - the provider's own check, e.g. a missing API key
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(
-            f"{argument}={value!r} could not be built: {reason}; set what the provider needs (its API key "
-            "variable), or pass a chat model"
-        ) from exc
+        )
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"{argument}={value!r} could not be built: {reason}; set what the provider needs (its API key variable), "
+        "or pass a chat model"
+    )
