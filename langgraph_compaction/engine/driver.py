@@ -12,12 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.callbacks.base import BaseCallbackManager
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables.config import ensure_config, var_child_runnable_config
+from langchain_core.tracers._streaming import _StreamingCallbackHandler, _V2StreamingCallbackHandler
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
 
@@ -46,6 +50,42 @@ def add_usage(total: dict, reply: Any) -> None:
     total["calls"] = total.get("calls", 0) + 1
 
 
+def _streams(handler: Any) -> bool:
+    """Return True for a handler that streams a model's tokens to the caller (``astream_events``, ``stream_mode``)."""
+    return isinstance(handler, (_StreamingCallbackHandler, _V2StreamingCallbackHandler))
+
+
+def _unstreamed(callbacks: Any) -> Any:
+    """Return ``callbacks`` (a manager, a list or None) without the handlers that stream tokens."""
+    if isinstance(callbacks, BaseCallbackManager):
+        manager = callbacks.copy()
+        for handler in [*manager.handlers, *manager.inheritable_handlers]:
+            if _streams(handler):
+                manager.remove_handler(handler)
+        return manager
+    return [h for h in callbacks if not _streams(h)] if callbacks else callbacks
+
+
+@contextmanager
+def unstreamed() -> Iterator[None]:
+    """Run what it wraps with the run's callbacks, less those that stream tokens to the caller.
+
+    The summarizer and the memory model write text no one should read as the
+    agent's: with the run's streaming handlers it would reach
+    ``astream_events`` as ``on_chat_model_stream`` chunks of the agent's run.
+    Tracing and every other handler still see the call (tagged ``nostream``,
+    named ``compaction_model``), under the node that made it. The run's
+    config is replaced, not passed: a bound model merges the run's config
+    into its own, callbacks included.
+    """
+    config = ensure_config()
+    token = var_child_runnable_config.set({**config, "callbacks": _unstreamed(config.get("callbacks"))})
+    try:
+        yield
+    finally:
+        var_child_runnable_config.reset(token)
+
+
 def _model_request(effect: CallModel) -> tuple[Any, list]:
     runnable = effect.model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
     request = [HumanMessage(effect.request)] if isinstance(effect.request, str) else effect.request
@@ -54,22 +94,24 @@ def _model_request(effect: CallModel) -> tuple[Any, list]:
 
 def _call_model(effect: CallModel, performer: Performer) -> str:
     runnable, request = _model_request(effect)
-    if performer.timeout is None:
-        reply = runnable.invoke(request)
-    else:
-        pool = ThreadPoolExecutor(max_workers=1)
-        try:
-            future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
-            reply = future.result(timeout=performer.timeout)
-        finally:
-            pool.shutdown(wait=False)
+    with unstreamed():
+        if performer.timeout is None:
+            reply = runnable.invoke(request)
+        else:
+            pool = ThreadPoolExecutor(max_workers=1)
+            try:
+                future = pool.submit(contextvars.copy_context().run, runnable.invoke, request)
+                reply = future.result(timeout=performer.timeout)
+            finally:
+                pool.shutdown(wait=False)
     add_usage(performer.run.usage, reply)
     return content_text(reply.content)
 
 
 async def _acall_model(effect: CallModel, performer: Performer) -> str:
     runnable, request = _model_request(effect)
-    reply = await asyncio.wait_for(runnable.ainvoke(request), performer.timeout)
+    with unstreamed():
+        reply = await asyncio.wait_for(runnable.ainvoke(request), performer.timeout)
     add_usage(performer.run.usage, reply)
     return content_text(reply.content)
 
