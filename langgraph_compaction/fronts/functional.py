@@ -97,7 +97,8 @@ def compact_messages(
             or None for extractive summaries.
         config: The settings; None for the defaults.
         storage: A directory, a ``BaseStore``, or None for the store of the
-            surrounding LangGraph run; it receives the transcript and the memory ledger.
+            surrounding LangGraph run, else an in-memory store of the process
+            (``engine.setup.storage_for``); it receives the transcript and the memory ledger.
         thread_id: Names the transcript and keys the summaries.
         state: The previous result's ``.state`` (None the first time), so summaries chain.
         agent_model: The model the messages are sent to, tools bound: counted too.

@@ -359,7 +359,8 @@ def add_compaction(
             extractive summaries.
         config: The settings; None for the defaults.
         storage: A directory path, a LangGraph ``BaseStore``, or None for the
-            store the graph is compiled or served with.
+            store the graph is compiled or served with, else an in-memory store
+            of the process (``engine.setup.storage_for``).
         flush_model: Extracts memories (a model or a name); None: ``model``.
         agent_model: The model ``before`` calls, tools bound: counted in every
             request, and its window used when ``config.context_window`` is not set.

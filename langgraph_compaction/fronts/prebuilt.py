@@ -76,7 +76,8 @@ def make_pre_model_hook(
             ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
             extractive summaries.
         config: The settings; None for the defaults.
-        storage: A directory, a ``BaseStore``, or None for the agent's store.
+        storage: A directory, a ``BaseStore``, or None for the agent's store, else an in-memory store of the
+            process (``engine.setup.storage_for``).
         flush_model: Extracts memories (a model or a name); None: ``model``.
         agent_model: The agent's model, tools bound: counted in every request.
         system_prompt: The agent's ``prompt``: counted in every request.
