@@ -243,7 +243,7 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 
                 client = server_client(args.url)
                 values = server_state(client, args.url, args.thread)
-                files = StoreStorage(ServerStore(client))
+                files = files or StoreStorage(ServerStore(client))  # a folder given with --storage comes first
                 _print_state(out, args.thread, values, f"served by {shown_dsn(args.url)}")
             else:
                 _print_checkpoints(out, args, folder, files is not None)
