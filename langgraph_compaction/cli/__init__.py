@@ -22,7 +22,7 @@ from typing import Any
 
 # the commands import what they need when they run: --help stays fast
 from .demo_defaults import DEFAULT_OPENAI_MODEL, DEFAULT_STORAGE, DEFAULT_TURNS, DEFAULT_WINDOW
-from .errors import DEMO_EXTRA, USAGE_ERROR, CommandError, UsageError, console, printable
+from .errors import DEMO_EXTRA, USAGE_ERROR, ArgumentParser, CommandError, UsageError, console, printable
 
 __all__ = ["CommandError", "UsageError", "main", "parser"]
 
@@ -48,7 +48,7 @@ def _positive(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """Return the command's argument parser."""
-    top = argparse.ArgumentParser(
+    top = ArgumentParser(
         prog="langgraph-compaction", description="Keep a LangGraph agent's conversation inside its context window."
     )
     top.add_argument("--version", action=_Version, help="print the package's version and exit")
@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser().parse_known_args(argv)
     if unknown:
         # argparse would report it with the top-level usage, which does not list the command's options
-        (getattr(args, "usage", None) or parser()).error(printable(f"unrecognized arguments: {' '.join(unknown)}"))
+        (getattr(args, "usage", None) or parser()).error(f"unrecognized arguments: {' '.join(unknown)}")
     from .inspect import run_inspect_command
 
     commands = {"demo": run_demo_command, "inspect": run_inspect_command}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -13,7 +12,7 @@ from typing import Any
 
 from ..memory.consolidation import DEFAULT_MAX_TOKENS, DEFAULT_MIN_GAP, DEFAULT_RETENTION_DAYS, consolidate_memory
 from ..storage import DEFAULT_USER
-from .errors import CommandError, driver_reason, printable, shown_dsn
+from .errors import ArgumentParser, CommandError, driver_reason, printable, shown_dsn
 from .locations import POSTGRES_EXTRA, SQLITE_EXTRA, location_kind, require, sqlite_path
 
 #: What a storage folder holds once compaction or the demo has used it (the default user's memory sits at its top).
@@ -112,7 +111,7 @@ def consolidate_main(argv: Sequence[str] | None = None) -> int:
     0: consolidated, unchanged, rate limited or busy; 1: refused or failed;
     2: bad arguments.
     """
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="langgraph-compaction consolidate",
         description="Merge new daily memory ledger entries into MEMORY.md (with a backup and a loss guard).",
     )

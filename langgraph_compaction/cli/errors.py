@@ -3,8 +3,9 @@ to print: DSNs without their secrets, text without terminal control sequences.""
 
 from __future__ import annotations
 
+import argparse
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 USAGE_ERROR = 2
 DEMO_EXTRA = "pip install 'langgraph-compaction[demo]'"
@@ -61,6 +62,13 @@ def printable(text: str) -> str:
         text: what is about to be printed.
     """
     return _CONTROLS.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose error line passes `printable` (it quotes what the user typed)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(printable(message))
 
 
 #: Query parameters of a DSN whose values are secrets.

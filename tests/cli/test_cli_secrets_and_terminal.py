@@ -176,3 +176,20 @@ def test_printable_escapes_control_characters_and_keeps_text_lines_and_tabs():
     assert printable("\x1b[31mred\x1b[0m\x07\x08\r\x7f\x9b\u202e") == (
         "\\x1b[31mred\\x1b[0m\\x07\\x08\\r\\x7f\\x9b\\u202e"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "--turns", "\x1b]52;c;eA==\x07"],
+        ["inspect", "--thread", "t", "--bogus", "\x1b[2J"],
+        ["consolidate", "x", "--max-tokens", "\x1b[2J"],
+    ],
+)
+def test_argument_errors_quoting_what_was_typed_are_escaped(capsys, argv):
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    _assert_inert(err)
+    assert "\\x1b" in err
