@@ -79,13 +79,24 @@ def anthropic_model(model: Any) -> Any | None:
     return None
 
 
-def compact(model: Any, messages: list[BaseMessage], instructions: str | None) -> AIMessage:
-    """Send ``messages`` for Anthropic's on-demand compaction through ``model``; return its answer (one block)."""
+def compact(model: Any, betas: Sequence[str], messages: list[BaseMessage], instructions: str | None) -> AIMessage:
+    """Send ``messages`` for Anthropic's on-demand compaction through ``model``; return its answer (one block).
+
+    ``model`` is the ``ChatAnthropic`` summarizer, or the agent's model with its
+    tools bound when the summarizer is the agent's model: the request then
+    starts as the agent's did, and the provider's cache serves that prefix.
+    """
     compaction = {"type": "summarize", **({"instructions": instructions} if instructions else {})}
-    betas = list(dict.fromkeys([*(model.betas or []), ON_DEMAND_BETA]))
     runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_native")
-    # the request may not carry context_management (the API refuses both); None drops the model's own
-    return runnable.invoke(messages, compaction=compaction, betas=betas, context_management=None, stream=False)
+    # no context_management (the API refuses both) and no forced tool choice (a compaction samples no reply)
+    return runnable.invoke(
+        messages,
+        compaction=compaction,
+        betas=list(dict.fromkeys([*betas, ON_DEMAND_BETA])),
+        context_management=None,
+        tool_choice=None,
+        stream=False,
+    )
 
 
 def _refusal(setup: Setup) -> tuple[Any, str | None]:
@@ -131,7 +142,8 @@ def native_answer(
     request = without_unanswered_calls(provider_request([*setup.head, *evicted], ANTHROPIC, model))
     wording = [setup.config.summary.instructions, *instructions, f"Focus on: {focus}" if focus else None]
     try:
-        reply = yield CallHook(compact, (chat, request, "\n\n".join(filter(None, wording)) or None))
+        sender = setup.agent_model if setup.summary_shares_cache else chat
+        reply = yield CallHook(compact, (sender, chat.betas or [], request, "\n\n".join(filter(None, wording)) or None))
     except Exception as exc:  # noqa: BLE001 - a failed compaction is never committed
         return NativeAnswer(None, f"the provider's compaction failed: {describe_error(exc)}")
     bill = _add_billed(run, (reply.response_metadata or {}).get("usage") or {})

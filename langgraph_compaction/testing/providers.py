@@ -12,7 +12,8 @@ use_responses_api=True)``. The shapes are the SDKs' (anthropic 2.15, openai 3.57
   zero and the cost is the one ``usage.iterations`` entry of type ``compaction``
   (``BetaCompactionIterationUsage``). It is refused (HTTP 400) without the beta,
   together with ``context_management``, on the 4.5 models, and when the last
-  assistant turn has an unanswered ``tool_use``.
+  assistant turn has an unanswered ``tool_use``. Its iteration reads from the
+  cache the longest prefix (tools, system, messages) an earlier request shared.
 - Anthropic threshold compaction (``compact_20260112`` in
   ``context_management.edits``, beta ``compact-2026-01-12``): when the input
   reaches ``trigger`` (default 150,000, at least 50,000) the answer starts with a
@@ -26,7 +27,8 @@ use_responses_api=True)``. The shapes are the SDKs' (anthropic 2.15, openai 3.57
 
 Tokens are counted as characters / 4 of the text a request holds. Each stand-in
 answers ``replies`` in order (a string, or a list of content blocks / output
-items), then a short text; ``requests`` holds every request body received,
+items), then ``NO_REPLY`` to a prompt that allows it (the memory flush's) and a
+short text to any other; ``requests`` holds every request body received,
 ``answers`` every answer sent and ``errors`` every refusal's message.
 """
 
@@ -154,8 +156,11 @@ class _StandIn:
             self.errors.append(refused.message)
             return 400, self.error_body(refused.message)
 
-    def next_reply(self) -> Any:
-        return self.replies.pop(0) if self.replies else "Done."
+    def next_reply(self, last_text: str) -> Any:
+        """Return the next scripted reply; then NO_REPLY to a prompt that allows it (the memory flush's), else text."""
+        if self.replies:
+            return self.replies.pop(0)
+        return "NO_REPLY" if "NO_REPLY" in last_text else "Done."
 
     def new_id(self, prefix: str) -> str:
         self._count += 1
@@ -193,16 +198,16 @@ class AnthropicStandIn(_StandIn):
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
 
     def _cached(self, prompt: list) -> int:
-        """Return the tokens of the longest prefix this request shares with the previous one (the prompt cache)."""
-        if len(self.requests) < 2:
-            return 0
-        previous = self.requests[-2]
-        before = [previous.get("system"), *previous.get("messages", [])]
+        """Return the tokens of the longest prefix this request shares with an earlier one (the prompt cache)."""
         shared = 0
-        for a, b in zip(before, prompt, strict=False):
-            if a != b:
-                break
-            shared += count_tokens(a)
+        for earlier in self.requests[:-1]:
+            before = [earlier.get("tools"), earlier.get("system"), *earlier.get("messages", [])]
+            run = 0
+            for a, b in zip(before, prompt, strict=False):
+                if a != b:
+                    break
+                run += count_tokens(a)
+            shared = max(shared, run)
         return shared
 
     def answer(self, headers: dict[str, str], body: dict) -> dict:
@@ -216,7 +221,7 @@ class AnthropicStandIn(_StandIn):
         edit = _threshold_edit(body, betas)
         read = _since_compaction(messages)
         prompt_tokens = count_tokens(body.get("system")) + count_tokens(read)
-        reply = self.next_reply()
+        reply = self.next_reply(_user_text(messages[-1]))
         content = [{"type": "text", "text": reply}] if isinstance(reply, str) else list(reply)
         output = count_tokens(content) + 1
         stop = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
@@ -247,8 +252,8 @@ class AnthropicStandIn(_StandIn):
             raise _Refused("compaction: the last assistant turn has a tool_use without a tool_result")
         read = _since_compaction(messages)
         summary = self.summarizer(read)
-        prompt = count_tokens(body.get("system")) + count_tokens(read)
-        cached = min(prompt, self._cached([body.get("system"), *messages]))
+        prompt = count_tokens([body.get("tools"), body.get("system")]) + count_tokens(read)
+        cached = min(prompt, self._cached([body.get("tools"), body.get("system"), *messages]))
         iteration = {"type": "compaction", **_usage(prompt - cached, count_tokens(summary) + 1, cached)}
         return self._message(body, [self._block(summary)], "compaction", {**_usage(0, 0), "iterations": [iteration]})
 
@@ -310,7 +315,7 @@ class ResponsesStandIn(_StandIn):
             (c.get("compact_threshold") for c in body.get("context_management") or [] if c.get("type") == "compaction"),
             None,
         )
-        output = self._output(self.next_reply())
+        output = self._output(self.next_reply(_user_text(read[-1]) if read else ""))
         if threshold is not None and prompt >= threshold:
             summary = self.summarizer([i for i in read if i.get("role")])
             encrypted = "enc_" + hashlib.sha256(summary.encode()).hexdigest()

@@ -15,15 +15,18 @@ import pytest
 from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt import ToolNode, tools_condition
 from support.fronts import TOOLS, ToolCallingModel, request
 
 from langgraph_compaction import (
     CompactionConfig,
     CompactionMiddleware,
     CompactionState,
+    add_compaction,
     is_summary,
     make_compaction_tools,
     read_compaction,
@@ -153,3 +156,44 @@ def test_an_unsupported_model_gets_the_packages_summary(tmp_path, native):
         assert refused and "does not support Anthropic's on-demand compaction" in refused[0]["error"]
     else:
         assert refused == []
+
+
+@tool
+def read_log(part: int) -> str:
+    """Read one part of the server log."""
+    return f"log part {part}: " + f"request {part} served in 12 ms\n" * 400
+
+
+def _agent_graph(stand_in, path):
+    """A StateGraph whose agent is ChatAnthropic with tools, the same model summarizing (``agent_model``)."""
+    chat = ChatAnthropic(model=MODEL, base_url=stand_in.base_url, api_key="test", max_retries=0)
+    bound = chat.bind_tools([read_log])
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode([read_log]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    config = CompactionConfig(context_window=WINDOW, summary={"native": True}, background={"enabled": False})
+    add_compaction(builder, before="agent", model=chat, agent_model=bound, config=config, storage=path)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_with_the_agents_own_model_the_compaction_request_reads_the_agents_prefix_from_the_cache(tmp_path):
+    replies = []
+    for n in range(10):
+        replies += [[{"type": "tool_use", "id": f"toolu_{n:02d}", "name": "read_log", "input": {"part": n}}]]
+        replies += [f"Part {n} read."]
+    with AnthropicStandIn(replies=replies) as stand_in:
+        graph = _agent_graph(stand_in, tmp_path)
+        for n in range(10):
+            graph.invoke({"messages": [HumanMessage(f"Read part {n} of the log", id=f"request-{n}")]}, THREAD)
+    assert stand_in.errors == []
+    at = next(i for i, b in enumerate(stand_in.requests) if "compaction" in b)
+    request, answer = stand_in.requests[at], stand_in.answers[at]
+    agent_requests = [b for b in stand_in.requests[:at] if b.get("tools") and "compaction" not in b]
+    assert request["tools"] == agent_requests[-1]["tools"]  # the agent's tools: its cached prefix
+    assert request["messages"] == agent_requests[-1]["messages"][: len(request["messages"])]
+    (iteration,) = answer["usage"]["iterations"]
+    assert iteration["cache_read_input_tokens"] > 4 * iteration["input_tokens"]
+    assert native_of(next(m for m in graph.get_state(THREAD).values["messages"] if is_summary(m)))
