@@ -15,11 +15,28 @@ One worker preparing each summary keeps it at blocking's.
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
 import os
+import queue
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messages_from_dict
+from langgraph.store.base import BaseStore, Op, Result
+from pydantic import Field
+
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.testing.fleet import WINDOW, fresh_schema, run_workers
+from langgraph_compaction import CompactionConfig, CompactionMiddleware, StoreStorage
+from langgraph_compaction.core.tokens import TokenCounter
+from langgraph_compaction.invariants import duplicate_problems, ledgers_of
+from langgraph_compaction.testing import ScriptedModel, scripted_summary
+from langgraph_compaction.testing.fleet import SUMMARIZER_LATENCY, WINDOW, fleet_agent, fresh_schema, run_workers
+from langgraph_compaction.testing.scenarios import TOOLS, AppModel, request
 
 NAME = "workers"
 POSTGRES_URL = os.environ.get("COMPACTION_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -37,6 +54,9 @@ def run(ctx: Any) -> dict:
                 )
                 for n, bg in ((2, False), (2, True), (4, True))
             ]
+            faulty = run_faulty_workers(
+                dsn, workers=3, threads=threads, requests=requests, kills=3, seed=ctx.seed, prefix="faults"
+            )
     except Exception as exc:  # noqa: BLE001 - no PostgreSQL here: say so rather than fail the whole run
         return {
             "skipped": f"PostgreSQL at {POSTGRES_URL} was not usable: {type(exc).__name__}: {exc}"[:300],
@@ -51,7 +71,25 @@ def run(ctx: Any) -> dict:
         )
         for r in runs[1:]
     ]
-    return {"window": WINDOW, "runs": runs, "targets": targets}
+    targets += [
+        check("faults: requests lost, twice, or memory bullets twice", _problems(faulty), 0, unit=""),
+        check("faults: requests over the window", faulty["over_window"], 0, unit=""),
+        check(
+            "faults: longest stall, in summary calls",
+            faulty["longest_stall"] / faulty["summary_call"],
+            STALL_CALLS,
+            unit=" L",
+        ),
+    ]
+    return {"window": WINDOW, "runs": runs, "faulty": faulty, "targets": targets}
+
+
+#: The longest stall the faulty fleet may show, in summary calls: a blocking compaction after a failed job, no wait.
+STALL_CALLS = 1.0
+
+
+def _problems(faulty: dict) -> int:
+    return faulty["lost"] + faulty["duplicated"] + faulty["bullets_twice"] + len(faulty["unfinished"])
 
 
 def report(figures: dict) -> str:
@@ -78,4 +116,238 @@ compaction-model calls (summaries and memory extractions) per summary applied to
 {targets_table(figures["targets"])}
 
 {table(headers, rows)}
+
+{_faulty_report(figures["faulty"])}
 """
+
+
+def _faulty_report(faulty: dict) -> str:
+    headers = ["workers", "requests", "killed", "requests failed", "lost", "twice", "bullets twice", "over window"]
+    row = (
+        faulty["workers"],
+        faulty["requests"],
+        faulty["kills"],
+        faulty["failed_requests"],
+        faulty["lost"],
+        faulty["duplicated"],
+        faulty["bullets_twice"],
+        faulty["over_window"],
+    )
+    return f"""The same app under faults: workers killed (`kill -9`) mid-request and restarted in their place, their
+requests sent again; a summarizer failing a third of its calls with a 503; the store failing one operation in
+fifty. The longest stall (a request's time beyond the median request's) was {faulty["longest_stall"]:.2f} s in
+all, {faulty["longest_stall_after_fault"]:.2f} s in the three requests of a thread after a restart or a failed
+request; a summary call takes {faulty["summary_call"]} s, the summary timeout is {FAULT_TIMEOUT:.0f} s.
+
+{table(headers, [row])}
+"""
+
+
+# --- the same fleet under faults: workers killed (kill -9) and restarted, store outages, failing summarizers ------
+
+#: The summary timeout of the faulty fleet: a worker that waited for a summary nobody publishes would stall this long.
+FAULT_TIMEOUT = 10.0
+
+
+class _CheckedModel(AppModel):
+    """The app's agent, its tool calls given ids of their own (workers restart), each request's size recorded."""
+
+    sizes: list = Field(default_factory=list)
+
+    def _reply(self, messages: list[BaseMessage]) -> AIMessage:
+        self.sizes.append(self.request_tokens(messages, TokenCounter()))
+        self.inputs.clear()
+        reply = super()._reply(messages)
+        calls = [{**call, "id": f"{call['id']}-{uuid.uuid4().hex[:8]}"} for call in reply.tool_calls]
+        return reply.model_copy(update={"tool_calls": calls})
+
+
+class _FlakyStore(BaseStore):
+    """A ``PostgresStore`` whose every operation fails at ``rate`` (a database restarting under the fleet)."""
+
+    def __init__(self, store: BaseStore, rate: float, rng: random.Random) -> None:
+        self.store, self.rate, self.rng = store, rate, rng
+        self.supports_ttl = store.supports_ttl
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        if self.rng.random() < self.rate:
+            raise ConnectionError("the database is restarting")
+        return self.store.batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return self.batch(ops)
+
+
+def _summary_or_503(rate: float, rng: random.Random) -> Any:
+    def answer(prompt: str) -> str:
+        if rng.random() < rate:
+            raise RuntimeError("Error code: 503 - the summarizer is unavailable")
+        return scripted_summary(prompt)
+
+    return answer
+
+
+def serve_faulty(dsn: str, seed: int, fail_rate: float, outage_rate: float, inbox: Any, outbox: Any) -> None:
+    """One worker process of the faulty fleet: run each ``(thread, n)`` request, reporting its time and sizes."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    rng = random.Random(seed)
+    summarizer = ScriptedModel(latency=SUMMARIZER_LATENCY, summary=_summary_or_503(fail_rate, rng))
+    model = _CheckedModel()
+    config = CompactionConfig(context_window=WINDOW, summary={"timeout": FAULT_TIMEOUT})
+    with PostgresSaver.from_conn_string(dsn) as saver, PostgresStore.from_conn_string(dsn) as store:
+        flaky = _FlakyStore(store, outage_rate, rng)
+        middleware = CompactionMiddleware(model=summarizer, config=config, storage=StoreStorage(flaky))
+        agent = create_agent(model, TOOLS, middleware=[middleware], checkpointer=saver, store=store)
+        while (item := inbox.get()) is not None:
+            thread, n, ticket = item
+            began, error = time.perf_counter(), None
+            try:
+                agent.invoke(request(n), {"configurable": {"thread_id": thread, "user_id": thread}})
+            except Exception as exc:  # noqa: BLE001 - a failed request is retried by the dispatcher, as a client would
+                error = f"{type(exc).__name__}: {exc}"[:300]
+            outbox.put((thread, ticket, error, time.perf_counter() - began, max(model.sizes, default=0)))
+            model.sizes.clear()
+
+
+def run_faulty_workers(
+    dsn: str,
+    *,
+    workers: int = 3,
+    threads: int = 4,
+    requests: int = 20,
+    kills: int = 3,
+    fail_rate: float = 0.3,
+    outage_rate: float = 0.02,
+    seed: int = 0,
+    prefix: str = "faults",
+) -> dict:
+    """Serve the requests with ``workers`` processes, killing ``kills`` of them (``kill -9``) mid-request; return figures.
+
+    A killed worker is restarted in its place and its request is sent again
+    (a client's retry), as is a request that failed. The summarizer fails at
+    ``fail_rate`` (a 503) and the store at ``outage_rate``. Figures: requests
+    lost or twice in a thread, memory bullets twice, requests over the window,
+    and the longest stall (a request's time beyond the median request's) of
+    the three requests of a thread after a restart or a failed request.
+    """
+    context = multiprocessing.get_context("spawn")
+    rng = random.Random(seed)
+    outbox = context.Queue()
+    slots: list[tuple[Any, Any]] = []
+
+    def start(slot: int | None = None) -> None:
+        inbox = context.Queue()
+        args = (dsn, rng.randrange(1 << 30), fail_rate, outage_rate, inbox, outbox)
+        process = context.Process(target=serve_faulty, args=args)
+        process.start()
+        if slot is None:
+            slots.append((process, inbox))
+        else:
+            slots[slot] = (process, inbox)
+
+    for _ in range(workers):
+        start()
+    names = [f"{prefix}-{t}" for t in range(threads)]
+    flight: dict[str, tuple[int, int, int]] = {}  # thread -> (slot, request, ticket): one request per thread at a time
+    done = dict.fromkeys(names, 0)
+    faulted = dict.fromkeys(names, 0)  # requests left to watch for a stall after a fault
+    durations, after_fault, errors, over = [], [], [], 0
+    kill_at = sorted(rng.sample(range(threads * 2, threads * requests - threads), kills))
+
+    tickets = itertools.count()
+
+    def send(name: str, n: int) -> None:
+        slot, ticket = rng.randrange(len(slots)), next(tickets)
+        flight[name] = (slot, n, ticket)
+        slots[slot][1].put((name, n, ticket))
+
+    try:
+        for name in names:
+            send(name, 0)
+        served = 0
+        while flight:
+            if kill_at and served >= kill_at[0]:
+                kill_at.pop(0)
+                slot = flight[rng.choice(sorted(flight))][0]
+                slots[slot][0].kill()  # kill -9 in the middle of a request
+                slots[slot][0].join()
+                start(slot)  # restarted in its place
+                for other, (s, m, _) in list(flight.items()):  # its requests are sent again
+                    if s == slot:
+                        faulted[other] = 3
+                        send(other, m)
+            try:
+                name, ticket, error, seconds, largest = outbox.get(timeout=300)
+            except queue.Empty:
+                errors.append("no worker answered for 300 s")
+                break
+            if name not in flight or flight[name][2] != ticket:
+                continue  # the answer of a killed worker's request, already sent again
+            n = flight[name][1]
+            served += 1
+            over += largest > WINDOW
+            if error:
+                errors.append(error)
+                faulted[name] = 3
+                send(name, n)
+                continue
+            durations.append(seconds)
+            if faulted[name]:
+                faulted[name] -= 1
+                after_fault.append(seconds)
+            done[name] = n + 1
+            del flight[name]
+            if n + 1 < requests:
+                send(name, n + 1)
+    finally:
+        for _, inbox in slots:
+            inbox.put(None)
+        for process, _ in slots:
+            process.join(timeout=60)
+            if process.is_alive():
+                process.kill()
+    return {
+        "workers": workers,
+        "threads": threads,
+        "requests": threads * requests,
+        "kills": kills,
+        "failed_requests": len(errors),
+        "errors": errors[:3],
+        **_thread_problems(dsn, names, requests),
+        "over_window": over,
+        "longest_stall": _stall(durations, durations),
+        "longest_stall_after_fault": _stall(after_fault, durations),
+        "summary_call": SUMMARIZER_LATENCY,
+        "unfinished": [n for n in names if done[n] < requests],
+    }
+
+
+def _stall(watched: list[float], durations: list[float]) -> float:
+    """Return the longest time one of the watched requests took beyond the median request (0 without one)."""
+    if not watched or not durations:
+        return 0.0
+    return max(0.0, max(watched) - statistics.median(durations))
+
+
+def _thread_problems(dsn: str, names: list[str], requests: int) -> dict:
+    """Return the requests lost or held twice (state and transcript together) and the memory bullets twice."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    lost = twice = bullets = 0
+    with PostgresSaver.from_conn_string(dsn) as saver, PostgresStore.from_conn_string(dsn) as store:
+        storage, agent = StoreStorage(store), fleet_agent(saver, store, background=True)
+        for name in names:
+            held = agent.get_state({"configurable": {"thread_id": name}}).values.get("messages") or []
+            ids: dict[str, set[str]] = {}
+            for message in [*messages_from_dict(storage.read_transcript(name)), *held]:
+                text = str(message.content)
+                if isinstance(message, HumanMessage) and text.startswith("Request "):
+                    ids.setdefault(text, set()).add(str(message.id))
+            lost += sum(f"Request {n}: check module{n} and its documentation" not in ids for n in range(requests))
+            twice += sum(len(found) > 1 for found in ids.values())
+            bullets += len(duplicate_problems([], ledgers_of(storage, name)))
+    return {"lost": lost, "duplicated": twice, "bullets_twice": bullets}
