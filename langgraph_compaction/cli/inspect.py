@@ -244,10 +244,10 @@ def run_inspect_command(args: argparse.Namespace) -> int:
                 client = server_client(args.url)
                 values = server_state(client, args.url, args.thread)
                 files = files or StoreStorage(ServerStore(client))  # a folder given with --storage comes first
-                _print_state(out, args.thread, values, f"served by {shown_dsn(args.url)}")
+                written_to = _print_state(out, args.thread, values, f"served by {shown_dsn(args.url)}")
             else:
-                _print_checkpoints(out, args, folder, files is not None)
-            _print_files(out, files, args)
+                written_to = _print_checkpoints(out, args, folder, files is not None)
+            _print_files(out, files, args, written_to)
     except PermissionError as exc:
         raise UsageError(
             f"cannot read {exc.filename} ({exc.strerror}); run as a user who may read it, or inspect a copy"
@@ -259,16 +259,18 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 _WHAT = {"checkpointer": "state", "store": "transcript and memory"}
 
 
-def _print_checkpoints(out: Any, args: argparse.Namespace, folder: Path | None, has_files: bool) -> None:
-    """Print the thread's state from ``--checkpointer`` or the folder's checkpoints file, or say where to find it."""
+def _print_checkpoints(out: Any, args: argparse.Namespace, folder: Path | None, has_files: bool) -> str | None:
+    """Print the thread's state from ``--checkpointer`` or the folder's checkpoints file, or say where to find it.
+
+    Returns where the state says the transcript was written (`_print_state`), None without a state.
+    """
     spec = args.checkpointer
     if spec is None and folder is not None and (folder / CHECKPOINTS_FILE).is_file():
         spec = str(folder / CHECKPOINTS_FILE)
     if spec is not None:
         with open_checkpoints(spec, "--checkpointer" if args.checkpointer else "--storage") as checkpoints:
             values, count = thread_values(checkpoints, args.thread)
-            _print_state(out, args.thread, values, f"{count} checkpoints in {checkpoints.where}")
-        return
+            return _print_state(out, args.thread, values, f"{count} checkpoints in {checkpoints.where}")
     where = f"no {CHECKPOINTS_FILE} in {args.storage or DEFAULT_STORAGE}" if folder is not None else "no checkpointer"
     tail = "; its transcript and memory:" if has_files else ""
     out.print(
@@ -276,6 +278,7 @@ def _print_checkpoints(out: Any, args: argparse.Namespace, folder: Path | None, 
         f"to see its state){tail}",
         markup=False,
     )
+    return None
 
 
 def _storage(args: argparse.Namespace) -> Path | None:
@@ -319,8 +322,12 @@ def _open_store(spec: str, stack: ExitStack) -> StoreStorage:
     return StoreStorage(sqlite_store)
 
 
-def _print_files(out: Any, files: CompactionStorage | None, args: argparse.Namespace) -> None:
-    """Print the thread's transcript and summaries and the user's memory files, or where to find them."""
+def _print_files(out: Any, files: CompactionStorage | None, args: argparse.Namespace, written_to: str | None) -> None:
+    """Print the thread's transcript and summaries and the user's memory files, or where to find them.
+
+    ``written_to`` is where the thread's state says its transcript was written: named when it is not where
+    inspect looked.
+    """
     from ..storage import FileStorage
     from ..storage.transcript import load_transcript
 
@@ -337,6 +344,12 @@ def _print_files(out: Any, files: CompactionStorage | None, args: argparse.Names
     if count:
         size = f" · {Path(location).stat().st_size:,} bytes" if isinstance(files, FileStorage) else ""
         out.print(f"transcript: {location} · {count:,} messages{size}", markup=False)
+    elif written_to and written_to.startswith("store://") != location.startswith("store://"):
+        flag = "--store with the graph's store" if written_to.startswith("store://") else "--storage with its folder"
+        out.print(
+            f"transcript: none in {location}; the thread's state says it was written to {written_to}: pass {flag}",
+            markup=False,
+        )
     else:
         out.print(f"transcript: none yet ({location} is written at the first compaction)", markup=False)
     _print_summaries(out, load_transcript(files, args.thread), args.summary)
@@ -387,8 +400,11 @@ def events_table(events: list[dict]) -> Any:
     return table
 
 
-def _print_state(out: Any, thread: str, values: dict, origin: str) -> None:
-    """Print a thread's state (read from ``origin``): size, compactions by layer, last events, current summary."""
+def _print_state(out: Any, thread: str, values: dict, origin: str) -> str | None:
+    """Print a thread's state (read from ``origin``): size, compactions by layer, last events, current summary.
+
+    Returns where the state says the thread's transcript was written (``offload_path``), None before any offload.
+    """
     from ..core.conversation import is_summary
     from ..core.tokens import estimate_tokens
     from ..engine.state import read_compaction
@@ -408,3 +424,4 @@ def _print_state(out: Any, thread: str, values: dict, origin: str) -> None:
     out.print("[bold]current summary[/bold]" + ("" if summary else ": none (the thread has not been summarized)"))
     if summary is not None:
         out.print(summary.content, markup=False)
+    return compaction.get("offload_path")

@@ -36,7 +36,8 @@ def _thread(store, saver, thread: str) -> str:
     builder = StateGraph(CompactionState)
     builder.add_node("agent", lambda state: {})
     builder.add_edge(START, "agent")
-    builder.compile(checkpointer=saver).invoke({"messages": result.messages}, {"configurable": {"thread_id": thread}})
+    state = {"messages": result.messages, "compaction": result.state}  # as the graph that compacted it keeps them
+    builder.compile(checkpointer=saver).invoke(state, {"configurable": {"thread_id": thread}})
     (summary_id,) = summary_covers(load_transcript(StoreStorage(store), thread))
     return summary_id
 
@@ -68,6 +69,23 @@ def test_inspect_reads_transcript_and_memory_from_a_postgres_store(postgres_dsn,
     assert main([*argv, "--summary", summary_id]) == 0
     opened = capsys.readouterr().out
     assert f"summary {summary_id} replaced" in opened and "--- message u0 (human) ---\n[user]\nfix module0" in opened
+
+
+def test_a_transcript_kept_in_a_store_is_named_when_inspect_looks_in_a_folder(offline, capsys):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.store.sqlite import SqliteStore
+
+    with SqliteStore.from_conn_string("store.db") as store, SqliteSaver.from_conn_string("checkpoints.db") as saver:
+        store.setup()
+        _thread(store, saver, "lite")
+    (offline / "files" / "sessions").mkdir(parents=True)
+    assert main(["inspect", "--thread", "lite", "--checkpointer", "checkpoints.db", "--storage", "files"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"transcript: none in \S*files/sessions/lite\.jsonl; the thread's state says it was written to "
+        r"store://compaction/transcripts/lite: pass --store with the graph's store\n",
+        out,
+    )
 
 
 @pytest.mark.parametrize("spelling", ["sqlite://{folder}/store.db", "store.db"])
