@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from .billing import CACHED_PRICE
 from .config import Budget
+from .native import compaction_block, provider_reads_from
 from .tokens import MESSAGE_OVERHEAD, estimate_text_tokens
 
 #: The ratio never leaves these bounds: one odd report must not make compaction wild.
@@ -167,9 +168,12 @@ def observe_usage(calibration: dict, messages: Sequence[BaseMessage], counts: Se
     reported = _input_tokens(messages[i])
     if reported is None or (messages[i].id and messages[i].id == current["last_id"]):
         return None
+    if compaction_block(messages[i]):  # compacted by the provider in this call: it reports the context after
+        return None
     cache = cache_details(messages[i])
     usage = add_usage(current.get("usage", {}), reported, cache)
-    return observe(current, reported, sum(counts[:i]) + fixed, last_id=messages[i].id, usage=usage, **cache)
+    estimate = sum(counts[provider_reads_from(messages[:i]) : i]) + fixed  # it no longer reads what it compacted
+    return observe(current, reported, estimate, last_id=messages[i].id, usage=usage, **cache)
 
 
 def cache_details(message: BaseMessage) -> dict[str, int]:

@@ -80,6 +80,11 @@ def compaction_block(message: BaseMessage) -> dict | None:
     return next((b for b in message.content if isinstance(b, dict) and b.get("type") == "compaction"), None)
 
 
+def provider_reads_from(messages: Sequence[BaseMessage]) -> int:
+    """Return the index of the first message a provider reads: the newest holding its compaction block, else 0."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if compaction_block(messages[i])), 0)
+
+
 def readable_text(block: dict) -> str | None:
     """Return a compaction block's readable summary; None for an opaque item or a failed compaction."""
     content = block.get("content")

@@ -140,3 +140,13 @@ def test_an_opaque_responses_compaction_is_offloaded_and_read_as_a_note(tmp_path
     assert first_result.content == read_log.invoke({"part": 0})
     prompts = [str(c) for c in summarizer.calls if "[summary of earlier conversation]" in str(c)]
     assert prompts and all("opaque item" in p and "log part 0: request 0" not in p for p in prompts)
+
+
+def test_the_calibration_counts_what_the_provider_reads_after_its_compaction(tmp_path):
+    with AnthropicStandIn(replies=_replies(4)) as stand_in:
+        before = _run(stand_in, tmp_path / "a", 4, ScriptedModel())["compaction"]["calibration"]["ratio"]
+    with AnthropicStandIn(replies=_replies(7)) as stand_in:
+        after = _run(stand_in, tmp_path / "b", 7, ScriptedModel())["compaction"]["calibration"]["ratio"]
+    assert any(a["content"][0]["type"] == "compaction" for a in stand_in.answers)
+    # the provider reads from its block on: the ratio of its figure to the estimate does not collapse
+    assert after == pytest.approx(before, rel=0.1)
