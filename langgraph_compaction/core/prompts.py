@@ -9,8 +9,8 @@ becomes "above"); the text is otherwise the same.
 An application adds to a prompt (``CompactionConfig(summary={"instructions": ...},
 memory={"instructions": ...})``, a ``compact(focus)``, a ``before_summary`` hook)
 or replaces it whole (``summary.prompt`` / ``memory.prompt``); a
-replacement must hold what the engine reads back (``summary_prompt_missing``,
-``memory_prompt_missing``). Placeholders are filled by name only, so a
+replacement must hold where the conversation goes, and the memory prompt its
+``NO_REPLY`` answer (``summary_prompt_missing``, ``memory_prompt_missing``). Placeholders are filled by name only, so a
 replacement may hold other braces (a JSON example) as they are, and in one
 pass over the template alone: what fills them (the conversation, MEMORY.md)
 and what is added to them (the instructions, the focus) is never read as a
@@ -187,11 +187,8 @@ def memory_request(
 
 
 def summary_prompt_missing(prompt: str) -> list[str]:
-    """Return what a replacement summary prompt lacks: the ``{messages}`` placeholder and the four section names."""
-    from .sections import SECTIONS
-
-    missing = ["the {messages} placeholder (where the conversation goes)"] if "{messages}" not in prompt else []
-    return missing + [f"the section name {name!r}" for name in SECTIONS if not re.search(rf"\b{name}\b", prompt)]
+    """Return what a replacement summary prompt lacks: the ``{messages}`` placeholder (its sections are optional)."""
+    return ["the {messages} placeholder (where the conversation goes)"] if "{messages}" not in prompt else []
 
 
 def memory_prompt_missing(prompt: str) -> list[str]:

@@ -139,8 +139,18 @@ class SummaryConfig(Settings):
     prompt: str | None = Field(
         None,
         description=(
-            "Replaces the summarizer's prompt whole: it must hold {messages} and the four sections SESSION INTENT, "
-            "SUMMARY, ARTIFACTS, NEXT STEPS ({focus} optional: where the additions go, else at the end)."
+            "Replaces the summarizer's prompt whole: it must hold {messages} ({focus} optional: where the additions "
+            "go, else at the end). The sections SESSION INTENT, SUMMARY, ARTIFACTS, NEXT STEPS are read back when "
+            "the answer has them; an answer without them is the SUMMARY section, the others built around it."
+        ),
+    )
+    history_tokens: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "About this many tokens of the evicted messages, the newest, are sent to the summarizer, in one request "
+            "(LangChain's trim_tokens_to_summarize); the older ones reach the summary through the previous summary "
+            "and its deterministic sections. None: all of them, in parts that fit the summarizer's window."
         ),
     )
     timeout: float | None = Field(
@@ -189,9 +199,8 @@ class SummaryConfig(Settings):
     def _check_prompt(cls, value: str | None) -> str | None:
         if value is not None and (missing := summary_prompt_missing(value)):
             raise ValueError(
-                f"summary.prompt lacks {', '.join(missing)}: the engine puts the conversation at {{messages}} and "
-                "reads the four sections back; add them as headings (LangChain's DEFAULT_SUMMARY_PROMPT has all "
-                "four), or pass your wording as summary.instructions, which adds it to the built-in prompt"
+                f"summary.prompt lacks {', '.join(missing)}: the engine puts the conversation there; add it, or "
+                "pass your wording as summary.instructions, which adds it to the built-in prompt"
             )
         return value
 

@@ -16,11 +16,23 @@ from langgraph.config import get_stream_writer
 logger = logging.getLogger("langgraph_compaction")
 
 
+class _Fields(dict):
+    """An event's fields in a log record: a dict to read back, one readable line when printed."""
+
+    def __str__(self) -> str:
+        said = self.get("error") or self.get("warning")
+        if not said:
+            return ", ".join(f"{k}={v}" for k, v in self.items() if k != "time")
+        tags = ", ".join(f"{k}={self[k]}" for k in ("event", "layer", "breaker") if k in self)
+        return f"{said} [{tags}]" if tags else str(said)
+
+
 def emit_event(event: dict) -> dict:
-    """Send a compaction event to ``stream_mode="custom"`` and the log; return it for the state."""
+    """Send a compaction event to ``stream_mode="custom"`` and the log (one line); return it for the state."""
     event = {"type": "compaction", "time": time.time(), **event}
     log = logger.warning if event.get("error") or event.get("warning") else logger.info
-    log("compaction %s: %s", event.get("stage"), {k: v for k, v in event.items() if k not in ("type", "evicted_ids")})
+    fields = _Fields((k, v) for k, v in event.items() if k not in ("type", "evicted_ids"))
+    log("compaction %s: %s", event.get("stage"), fields)
     try:
         get_stream_writer()(event)
     except Exception:  # noqa: BLE001 - no stream outside a graph run

@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from ..core.summary import (
     build_summary_message,
     chunk_for_window,
+    newest_within,
     render_messages,
     summary_instruction,
     summary_problem,
@@ -82,6 +83,16 @@ def _from_prefix(
     return (None, problem) if problem else (answer, None)
 
 
+def _from_function(setup: Setup, evicted: Sequence[BaseMessage]) -> Steps[Answer]:
+    try:
+        answer = yield CallModel(setup.model, list(evicted))
+    except Exception as exc:  # noqa: BLE001 - a failed summary is never committed
+        return None, f"the summarizer failed: {describe_error(exc)}"
+    replaced = render_messages(evicted, setup.config.summary.result_chars)
+    problem = summary_problem(answer, replaced=replaced, prompt="")  # it was sent no prompt to write back
+    return (None, problem) if problem else (answer, None)
+
+
 def summary_text(
     setup: Setup,
     evicted: Sequence[BaseMessage],
@@ -98,14 +109,21 @@ def summary_text(
     configured), the prefix is split again into parts half as large.
     ``instructions`` (the application's, this summary's) are added to the
     prompt (``summary.prompt`` when configured, else the built-in one).
+    With ``summary.history_tokens`` only the newest evicted messages are sent,
+    in one request; a summarizer function (``takes_messages``) is given the
+    messages themselves and returns the text.
     """
-    if prefix is not None:
+    shown, history = setup.config.summary.result_chars, setup.config.summary.history_tokens
+    if history is not None:  # the newest messages only, in one request (LangChain's trim_tokens_to_summarize)
+        evicted = newest_within(evicted, history, setup.counter.counts(evicted))
+    elif prefix is not None:
         return (yield from _from_prefix(setup, evicted, focus, prefix, instructions))
+    if getattr(setup.model, "takes_messages", False):  # a summarizer function: given the messages, not a prompt
+        return (yield from _from_function(setup, evicted))
     budget = budget or summarizer_budget(setup)
     text: str | None = None
-    shown = setup.config.summary.result_chars
     # the counts are known: only a prefix that may not fit is rendered and measured piece by piece
-    fits = setup.counter.total(evicted) * 1.2 + 500 < budget
+    fits = history is not None or setup.counter.total(evicted) * 1.2 + 500 < budget
     for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):
         inputs = ([build_summary_message(text)] if text else []) + list(chunk)
         replaced = render_messages(inputs, shown)

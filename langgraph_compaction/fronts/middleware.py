@@ -12,7 +12,7 @@ too long is compacted and retried once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
@@ -30,13 +30,14 @@ from langgraph.config import get_config
 from langgraph.types import Command
 
 from ..core.calibration import fixed_tokens
-from ..core.config import CompactionConfig
+from ..core.config import CompactionConfig, model_context_window
 from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine
 from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
 from .models import chat_model
+from .summarizers import deprecated_arguments, learn_window, summarizer_model, with_window_of
 from .tools import chosen_tools, make_compaction_tools
 
 
@@ -66,11 +67,20 @@ def _tool_schema(tool: Any) -> Any:
 class CompactionMiddleware(AgentMiddleware):
     """Keep a ``create_agent`` / ``create_deep_agent`` conversation inside its model's window.
 
-    It takes what LangChain's ``SummarizationMiddleware`` takes (a model or
-    a model name, ``trigger``, ``keep``, ``token_counter``,
-    ``summary_prompt``) and adds the settings of ``CompactionConfig``::
+    It takes what LangChain's ``SummarizationMiddleware`` takes, with its
+    meaning (a model or a model name, ``trigger``, ``keep``,
+    ``token_counter``, ``summary_prompt``, ``trim_tokens_to_summarize``,
+    ``summarizer``, and the deprecated ``max_tokens_before_summary`` and
+    ``messages_to_keep``), so moving over is a change of class name, and adds
+    the settings of ``CompactionConfig``::
 
         CompactionMiddleware("openai:gpt-4o-mini", trigger=("tokens", 4000), keep=("messages", 20))
+
+    The window is the smaller of the summarizer's (or ``config.context_window``)
+    and that of the agent's own model, which the middleware reads from every
+    request (``request.model``) from the agent's first model call on: the
+    trigger never exceeds the smaller window of the two, for each agent and
+    each deepagents subagent with a model of its own.
 
     deepagents replaces its own summarization with a middleware named
     ``"SummarizationMiddleware"`` (see the README).
@@ -80,7 +90,7 @@ class CompactionMiddleware(AgentMiddleware):
             ``init_chat_model`` does (``"openai:gpt-4o-mini"``), or None for
             extractive summaries. Its ``profile["max_input_tokens"]`` is the
             window when ``config.context_window`` is not set.
-        config: The settings; None for the defaults.
+        config: The settings (a ``CompactionConfig`` or a dict of them); None for the defaults.
         storage: A directory, a LangGraph ``BaseStore``, or None for the store
             the agent is compiled with.
         flush_model: Extracts memories (a model or a name); None: ``model``.
@@ -95,12 +105,26 @@ class CompactionMiddleware(AgentMiddleware):
             of them (when any is met). Written onto ``config``.
         keep: The tail a compaction keeps: one such pair.
         token_counter: A callable(messages) -> int counting a list of messages.
-        summary_prompt: The summarizer's prompt: ``{messages}`` and the four
-            section names (LangChain's default prompt has them).
+        summary_prompt: The summarizer's prompt, holding ``{messages}``; its
+            answer's sections are read back when it has them, else its text is
+            the summary's SUMMARY section.
+        trim_tokens_to_summarize: About how many tokens of the newest evicted
+            messages the summarizer reads, in one request
+            (``summary.history_tokens``); None: all of them.
+        summarizer: Who writes the summary text, as in LangChain: a chat model
+            or a model name (prompted like ``model``), or a ``Runnable`` or a
+            function (sync or async) given the evicted messages and returning
+            the text. ``model`` then only gives the window, and extracts the
+            memories unless ``flush_model`` does. The deterministic sections
+            are built around the text either way.
+        **deprecated: LangChain's ``max_tokens_before_summary`` (a token
+            trigger) and ``messages_to_keep`` (a tail of messages), with a
+            ``DeprecationWarning`` as LangChain gives.
 
     Raises:
         ValueError: a model name that names no model, a bad ``trigger`` or
             ``keep``, or an argument that contradicts ``config``.
+        TypeError: an argument LangChain's middleware does not take either.
     """
 
     state_schema = CompactionAgentState
@@ -109,7 +133,7 @@ class CompactionMiddleware(AgentMiddleware):
         self,
         model: Any,
         *,
-        config: CompactionConfig | None = None,
+        config: CompactionConfig | Mapping[str, Any] | None = None,
         storage: Any = None,
         flush_model: Any = None,
         add_tools: bool | Sequence[str] = True,
@@ -119,12 +143,24 @@ class CompactionMiddleware(AgentMiddleware):
         keep: ContextSize | None = None,
         token_counter: Callable[..., int] | None = None,
         summary_prompt: str | None = None,
+        trim_tokens_to_summarize: int | None = None,
+        summarizer: Any = None,
+        **deprecated: Any,
     ) -> None:
         super().__init__()
+        trigger, keep = deprecated_arguments(deprecated, trigger, keep)
         config = settings_with(
-            config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
+            config,
+            trigger=trigger,
+            keep=keep,
+            token_counter=token_counter,
+            summary_prompt=summary_prompt,
+            trim_tokens_to_summarize=trim_tokens_to_summarize,
         )
         model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
+        if summarizer is not None:  # the summary's writer; ``model`` gives the window and extracts memories
+            config = with_window_of(model, config)
+            model, flush_model = summarizer_model(summarizer), flush_model or model
         self.nodes = CompactionEngine(
             before="model", model=model, config=config, storage=storage, flush_model=flush_model
         )
@@ -181,15 +217,17 @@ class CompactionMiddleware(AgentMiddleware):
 
     # -- around the model call
     def _count_request(self, request: ModelRequest, nodes: CompactionEngine, counted: list) -> None:
-        """Count the system prompt and tool schemas this request carries (used from the next pass on).
+        """Count the system prompt and tool schemas this request carries, learn its model's window (next pass on).
 
         The first request of an agent in a process is not counted yet; if it
         is refused as too long, the recovery below counts it.
         """
         system = request.system_message.content if request.system_message is not None else None
-        key = (tuple(id(t) for t in request.tools), str(system))
+        window = model_context_window(request.model)
+        key = (tuple(id(t) for t in request.tools), str(system), window)
         if key == counted[0]:
             return
+        learn_window(nodes, window)
         schemas = [_tool_schema(t) for t in request.tools]
         nodes.fixed_tokens = fixed_tokens(request.model.bind(tools=schemas) if schemas else None, system)
         counted[0] = key

@@ -192,9 +192,9 @@ def test_the_groups_are_set_as_dicts_or_instances():
 
 def test_a_bad_summary_prompt_names_the_setting_and_the_fix():
     with pytest.raises(ValidationError) as err:
-        CompactionConfig(summary={"prompt": "Summarize:\n{messages}"})
+        CompactionConfig(summary={"prompt": "Summarize the conversation."})
     message = str(err.value)
-    assert "summary.prompt lacks the section name 'SESSION INTENT'" in message
+    assert "summary.prompt lacks the {messages} placeholder" in message
     assert "summary.instructions" in message
 
 

@@ -198,11 +198,9 @@ async def test_instructions_and_hooks_shape_every_summary_on_every_front(tmp_pat
 
 
 def test_a_replacement_prompt_must_hold_what_the_engine_reads_back():
-    with pytest.raises(ValidationError) as bad:
-        CompactionConfig(summary={"prompt": "Summarize this: {messages}\n## SUMMARY\n## NEXT STEPS"})
-    message = str(bad.value)
-    assert "summary.prompt lacks" in message and "'SESSION INTENT'" in message and "'ARTIFACTS'" in message
-    assert "'NEXT STEPS'" not in message
+    # the sections are read back when the answer has them: a prompt may ask for some, or none
+    for prompt in ("Summarize this: {messages}\n## SUMMARY\n## NEXT STEPS", "Summarize this: {messages}"):
+        assert CompactionConfig(summary={"prompt": prompt}).summary.prompt == prompt
     with pytest.raises(ValidationError, match=r"the \{messages\} placeholder"):
         CompactionConfig(summary={"prompt": "## SESSION INTENT ## SUMMARY ## ARTIFACTS ## NEXT STEPS"})
     with pytest.raises(ValidationError, match="memory.prompt lacks .*NO_REPLY"):

@@ -165,6 +165,10 @@ SIDE_BY_SIDE = {
     "any of a list": dict(
         trigger=[("tokens", 9_000), ("messages", 14)], keep=("messages", 5), token_counter=count_tokens_approximately
     ),
+    "all of a dict": dict(
+        trigger={"messages": 12, "tokens": 5_000}, keep=("messages", 4), token_counter=count_tokens_approximately
+    ),
+    "a tail above the trigger": dict(trigger=("messages", 6), keep=("messages", 10)),
 }
 
 
@@ -288,7 +292,8 @@ def test_every_front_takes_trigger_and_keep(front, tmp_path):
         (dict(trigger=("fraction", 1.5)), "trigger"),
         (dict(trigger="tokens"), "trigger"),
         (dict(trigger=[]), "trigger"),
-        (dict(trigger={"tokens": 4000, "messages": 10}), "trigger"),
+        (dict(trigger={"turns": 10}), "trigger"),
+        (dict(trigger={"messages": 0}), "trigger"),
         (dict(trigger=[("tokens", 4000), ["messages", 10]]), "trigger"),
         (dict(keep=[("messages", 20)]), "keep"),
         (dict(keep=("fraction", 0)), "keep"),
@@ -299,11 +304,18 @@ def test_a_bad_pair_is_refused_naming_the_argument_and_the_accepted_forms(argume
         CompactionMiddleware(ScriptedModel(), **arguments)
 
 
-def test_a_tail_of_messages_not_below_the_message_trigger_is_refused():
-    with pytest.raises(ValueError, match=r"keep=\('messages', 20\) is not below trigger=\('messages', 12\)"):
-        compact_messages(
-            [HumanMessage("hi")], model=None, thread_id="t", trigger=("messages", 12), keep=("messages", 20)
-        )
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        {},
+        {"tokens": 4000, "fraction": 0.5},
+        [{"messages": 10, "tokens": 4000}, {"messages": 5, "tokens": 9000}],
+    ],
+    ids=["empty", "tokens-and-fraction", "two-message-clauses"],
+)
+def test_a_clause_this_package_cannot_say_is_refused_with_what_to_write(trigger):
+    with pytest.raises(ValueError, match=r"^trigger=.*(at least one of|one may count messages and tokens)"):
+        CompactionMiddleware(ScriptedModel(), trigger=trigger)
 
 
 def test_the_arguments_add_to_the_config_and_win_over_its_defaults(tmp_path):
@@ -391,9 +403,11 @@ def test_langchains_default_prompt_is_taken_as_the_summary_prompt(tmp_path):
     assert "Messages to summarize:" in prompt  # LangChain's wording, the conversation put at its {messages}
 
 
-def test_a_summary_prompt_without_the_four_sections_says_how_to_fix_it():
-    with pytest.raises(ValueError, match="summary.prompt lacks the section name 'SESSION INTENT'") as refused:
-        CompactionMiddleware(ScriptedModel(), summary_prompt="Summarize this conversation:\n{messages}")
+def test_a_summary_prompt_of_only_messages_is_taken_and_one_without_them_says_how_to_fix_it():
+    middleware = CompactionMiddleware(ScriptedModel(), summary_prompt="Summarize this conversation:\n{messages}")
+    assert middleware.nodes.config.summary.prompt == "Summarize this conversation:\n{messages}"
+    with pytest.raises(ValueError, match=r"summary.prompt lacks the \{messages\} placeholder") as refused:
+        CompactionMiddleware(ScriptedModel(), summary_prompt="Summarize this conversation.")
     assert "summary.instructions" in str(refused.value)
 
 
