@@ -95,6 +95,23 @@ def test_a_model_name_summarizes_and_flushes_through_the_provider(openai_env, tm
     assert openai_env.errors == []
 
 
+def test_a_summarizer_name_writes_the_summary_and_model_only_gives_the_window(openai_env, tmp_path):
+    model = ScriptedModel(profile={"max_input_tokens": 30_000})
+    middleware = CompactionMiddleware(model, summarizer="openai:gpt-4o-mini", storage=tmp_path)
+    assert openai_env.requests == [] and middleware.nodes.budget.context_window == 30_000
+    agent = create_agent(ToolCallingModel(), TOOLS, middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for n in range(8):
+        agent.invoke({"messages": [request(n)]}, config)
+
+    texts = [body["messages"][-1]["content"] for body in openai_env.requests]
+    assert any(SUMMARY_MARKER in t for t in texts)  # the named summarizer was asked
+    assert not any(SUMMARY_MARKER in c for c in model.calls)  # model was not
+    summary = next(m for m in agent.get_state(config).values["messages"] if is_summary(m))
+    assert "earlier message(s) were condensed" in summary.text
+    assert openai_env.errors == []
+
+
 async def test_a_model_name_reaches_the_provider_from_compact_messages(openai_env, tmp_path):
     history = [HumanMessage(f"Question {n} about billing", id=f"h{n}") for n in range(4)]
     history = [m for h in history for m in (h, AIMessage(ANSWER, id=f"a-{h.id}"))]
