@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.constants import TAG_NOSTREAM
 
@@ -73,7 +74,7 @@ class NativeAnswer:
 def anthropic_model(model: Any) -> Any | None:
     """Return the ``ChatAnthropic`` ``model`` is or binds (tools, config), else None."""
     while model is not None:
-        if getattr(model, "_llm_type", None) == "anthropic-chat":
+        if isinstance(model, BaseChatModel) and model._llm_type == "anthropic-chat":  # a binding passes it on too
             return model
         model = getattr(model, "bound", None)
     return None
