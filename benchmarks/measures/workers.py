@@ -11,6 +11,14 @@ that sees a thread near its trigger may prepare that thread's next summary:
 the figure is compaction-model calls (summaries and memory extractions, every
 worker's) per summary applied, beside the same fleet compacting blocking.
 One worker preparing each summary keeps it at blocking's.
+
+The same fleet under faults (``run_faulty_workers``): three workers, some
+killed (``kill -9``) in the middle of a request and restarted in their place,
+their requests sent again; a summarizer failing a third of its calls with a
+503; the store failing one operation in fifty. Nothing may be lost or twice,
+no request may go over the window, and no request may stall longer than a
+summary call (a worker waiting for a lease nobody will honour would stall the
+summary timeout).
 """
 
 from __future__ import annotations
