@@ -10,6 +10,7 @@ summarizer is ``ChatAnthropic`` over HTTP.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
 
 import pytest
 from langchain.agents import create_agent
@@ -17,6 +18,7 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -51,11 +53,11 @@ def _summary(messages: list[dict]) -> str:
     return f"Provider summary: checked {len(calls)} modules; first {calls[0] if calls else None}."
 
 
-def _agent(stand_in, path, native=True, model=MODEL, **settings):
+def _agent(stand_in, path, native=True, model=MODEL, saver=None, **settings):
     summarizer = ChatAnthropic(model=model, base_url=stand_in.base_url, api_key="test", max_retries=0)
     config = CompactionConfig(context_window=WINDOW, summary={"native": native}, **settings)
     middleware = CompactionMiddleware(model=summarizer, flush_model=ScriptedModel(), config=config, storage=path)
-    saver = SqliteSaver(sqlite3.connect(path / "checkpoints.sqlite", check_same_thread=False))
+    saver = saver or SqliteSaver(sqlite3.connect(path / "checkpoints.sqlite", check_same_thread=False))
     return create_agent(ToolCallingModel(), TOOLS, middleware=[middleware], checkpointer=saver)
 
 
@@ -102,10 +104,23 @@ def test_a_native_summary_commits_the_providers_text_and_keeps_evicted_results_s
     assert "request-0" not in in_state
 
 
-def test_the_providers_block_survives_a_sqlite_checkpoint_round_trip(tmp_path):
-    with AnthropicStandIn(summarizer=_summary) as stand_in:
-        before = _session(_agent(stand_in, tmp_path))
-        after = _agent(stand_in, tmp_path).get_state(THREAD).values  # a new saver on the same file
+@contextmanager
+def _savers(kind: str, path, dsn: str):
+    """Yield two checkpointers of one database: the run's, and a fresh one that reads it back."""
+    if kind == "sqlite":
+        yield [SqliteSaver(sqlite3.connect(path / "checkpoints.sqlite", check_same_thread=False)) for _ in range(2)]
+        return
+    with PostgresSaver.from_conn_string(dsn) as first, PostgresSaver.from_conn_string(dsn) as second:
+        first.setup()
+        yield [first, second]
+
+
+@pytest.mark.parametrize("checkpointer", ["sqlite", "postgres"])
+def test_the_providers_block_survives_a_checkpoint_round_trip(tmp_path, postgres_for, checkpointer):
+    with _savers(checkpointer, tmp_path, postgres_for(checkpointer)) as (first, second):
+        with AnthropicStandIn(summarizer=_summary) as stand_in:
+            before = _session(_agent(stand_in, tmp_path, saver=first))
+            after = _agent(stand_in, tmp_path, saver=second).get_state(THREAD).values
     kept = [native_of(m) for m in after["messages"] if is_summary(m)]
     assert kept and kept == [native_of(m) for m in before["messages"] if is_summary(m)]
     assert kept[0]["block"]["signature"].startswith("sig_")
