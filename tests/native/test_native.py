@@ -13,7 +13,6 @@ import sqlite3
 from contextlib import contextmanager
 
 import pytest
-from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -22,11 +21,10 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from support.fronts import TOOLS, ToolCallingModel, request
+from support.anthropic_server import MODEL, THREAD, WINDOW, native_agent, provider_summary, run_session
 
 from langgraph_compaction import (
     CompactionConfig,
-    CompactionMiddleware,
     CompactionState,
     add_compaction,
     is_summary,
@@ -35,36 +33,7 @@ from langgraph_compaction import (
 )
 from langgraph_compaction.core.native import native_of, provider_request
 from langgraph_compaction.core.sections import section
-from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.testing.providers import AnthropicStandIn
-
-WINDOW = 30_000
-MODEL = "claude-opus-4-7"
-THREAD = {"configurable": {"thread_id": "native"}}
-
-
-def _summary(messages: list[dict]) -> str:
-    calls = [
-        b["input"]
-        for m in messages
-        for b in m.get("content") or []
-        if isinstance(b, dict) and b.get("type") == "tool_use"
-    ]
-    return f"Provider summary: checked {len(calls)} modules; first {calls[0] if calls else None}."
-
-
-def _agent(stand_in, path, native=True, model=MODEL, saver=None, **settings):
-    summarizer = ChatAnthropic(model=model, base_url=stand_in.base_url, api_key="test", max_retries=0)
-    config = CompactionConfig(context_window=WINDOW, summary={"native": native}, **settings)
-    middleware = CompactionMiddleware(model=summarizer, flush_model=ScriptedModel(), config=config, storage=path)
-    saver = saver or SqliteSaver(sqlite3.connect(path / "checkpoints.sqlite", check_same_thread=False))
-    return create_agent(ToolCallingModel(), TOOLS, middleware=[middleware], checkpointer=saver)
-
-
-def _session(agent, requests: int = 8) -> dict:
-    for n in range(requests):
-        agent.invoke({"messages": [request(n)]}, THREAD)
-    return agent.get_state(THREAD).values
 
 
 def _session_search(path, query: str, messages) -> str:
@@ -80,8 +49,8 @@ def _session_search(path, query: str, messages) -> str:
 
 
 def test_a_native_summary_commits_the_providers_text_and_keeps_evicted_results_searchable(tmp_path):
-    with AnthropicStandIn(summarizer=_summary) as stand_in:
-        state = _session(_agent(stand_in, tmp_path))
+    with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+        state = run_session(native_agent(stand_in, tmp_path))
 
     compactions = [b for b, h in zip(stand_in.requests, stand_in.headers, strict=True) if "compaction" in b]
     assert compactions, "no on-demand compaction was requested"
@@ -118,17 +87,17 @@ def _savers(kind: str, path, dsn: str):
 @pytest.mark.parametrize("checkpointer", ["sqlite", "postgres"])
 def test_the_providers_block_survives_a_checkpoint_round_trip(tmp_path, postgres_for, checkpointer):
     with _savers(checkpointer, tmp_path, postgres_for(checkpointer)) as (first, second):
-        with AnthropicStandIn(summarizer=_summary) as stand_in:
-            before = _session(_agent(stand_in, tmp_path, saver=first))
-            after = _agent(stand_in, tmp_path, saver=second).get_state(THREAD).values
+        with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+            before = run_session(native_agent(stand_in, tmp_path, saver=first))
+            after = native_agent(stand_in, tmp_path, saver=second).get_state(THREAD).values
     kept = [native_of(m) for m in after["messages"] if is_summary(m)]
     assert kept and kept == [native_of(m) for m in before["messages"] if is_summary(m)]
     assert kept[0]["block"]["signature"].startswith("sig_")
 
 
 def test_the_compaction_is_billed_from_usage_iterations(tmp_path):
-    with AnthropicStandIn(summarizer=_summary) as stand_in:
-        state = _session(_agent(stand_in, tmp_path, background={"enabled": False}))
+    with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+        state = run_session(native_agent(stand_in, tmp_path, background={"enabled": False}))
     answer = next(a for a in stand_in.answers if a["stop_reason"] == "compaction")
     assert answer["usage"]["input_tokens"] == answer["usage"]["output_tokens"] == 0  # the cost is in iterations
     (iteration,) = answer["usage"]["iterations"]
@@ -144,8 +113,8 @@ def test_the_compaction_is_billed_from_usage_iterations(tmp_path):
 
 
 def test_a_next_call_of_the_same_model_reads_the_block_and_another_model_reads_the_text(tmp_path):
-    with AnthropicStandIn(summarizer=_summary) as stand_in:
-        state = _session(_agent(stand_in, tmp_path))
+    with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+        state = run_session(native_agent(stand_in, tmp_path))
         summary = next(m for m in state["messages"] if is_summary(m))
         same = provider_request(state["messages"], "anthropic", MODEL)
         other = provider_request(state["messages"], "anthropic", "claude-haiku-4-7")
@@ -159,9 +128,9 @@ def test_a_next_call_of_the_same_model_reads_the_block_and_another_model_reads_t
 
 @pytest.mark.parametrize("native", [True, "auto"])
 def test_an_unsupported_model_gets_the_packages_summary(tmp_path, native):
-    with AnthropicStandIn(summarizer=_summary) as stand_in:
-        state = _session(
-            _agent(stand_in, tmp_path, native=native, model="claude-sonnet-4-5", background={"enabled": False})
+    with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+        state = run_session(
+            native_agent(stand_in, tmp_path, native=native, model="claude-sonnet-4-5", background={"enabled": False})
         )
     assert all("compaction" not in b for b in stand_in.requests)
     summary = next(m for m in state["messages"] if is_summary(m))

@@ -6,8 +6,8 @@ import anthropic
 import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from support.anthropic_server import THREAD, native_agent
 from support.fronts import request
-from test_native import THREAD, _agent
 
 from langgraph_compaction import load_transcript, read_compaction
 from langgraph_compaction.core.native import (
@@ -89,7 +89,7 @@ def test_an_image_in_the_evicted_range_is_in_the_transcript_before_the_provider_
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
     screenshot = HumanMessage([{"type": "text", "text": "The failing page:"}, image], id="screenshot")
     with AnthropicStandIn() as stand_in:
-        agent = _agent(stand_in, tmp_path, background={"enabled": False})
+        agent = native_agent(stand_in, tmp_path, background={"enabled": False})
         agent.invoke({"messages": [screenshot, request(0)]}, THREAD)
         for n in range(1, 8):
             agent.invoke({"messages": [request(n)]}, THREAD)
