@@ -47,19 +47,28 @@ def unanswered_calls(messages: Sequence[BaseMessage]) -> dict[int, list[ToolCall
     """Return the tool calls no later result answers, by the index of their message, in the order of its calls.
 
     A result answers the latest call of its id still open before it: a
-    result an earlier call of a reused id got answers that call only.
+    result an earlier call of a reused id got answers that call only. One
+    pass, reading each message's fields once (the gate runs it on every call).
     """
-    open_calls: dict[str, list[tuple[int, int, ToolCall]]] = {}
-    for i, m in enumerate(messages):
-        if isinstance(m, ToolMessage):
-            if calls := open_calls.get(m.tool_call_id):
-                calls.pop()
-        elif isinstance(m, AIMessage) and m.tool_calls:
-            for k, call in enumerate(m.tool_calls):
+    latest: dict[str, tuple[int, int, ToolCall]] = {}  # the latest open call of each id
+    shadowed: dict[str, list[tuple[int, int, ToolCall]]] = {}  # open calls of a reused id, under a later one
+    for i, message in enumerate(messages):
+        fields = message.__dict__
+        if calls := fields.get("tool_calls"):
+            for k, call in enumerate(calls):
                 if call.get("id"):
-                    open_calls.setdefault(str(call["id"]), []).append((i, k, call))
+                    call_id = str(call["id"])
+                    if call_id in latest:
+                        shadowed.setdefault(call_id, []).append(latest[call_id])
+                    latest[call_id] = (i, k, call)
+        elif (answered := fields.get("tool_call_id")) in latest:
+            earlier = shadowed.get(answered)
+            if earlier:
+                latest[answered] = earlier.pop()
+            else:
+                del latest[answered]
     missing: dict[int, list[ToolCall]] = {}
-    for i, _, call in sorted(c for calls in open_calls.values() for c in calls):
+    for i, _, call in sorted([*latest.values(), *(c for calls in shadowed.values() for c in calls)]):
         missing.setdefault(i, []).append(call)
     return missing
 

@@ -37,8 +37,10 @@ from .state import COMPACTION_REFRESH_MESSAGES, CompactionRecord, Pending
 
 GATE = "compaction_gate"
 
-#: How many threads the gate remembers (most recently used first kept).
+#: How many threads the gate remembers (most recently used first kept), and as many thread-less histories.
 MEMO_THREADS = 256
+#: How many first messages name a history sent whole at every call (``history_key``).
+HEAD_MESSAGES = 3
 
 
 class Memo:
@@ -76,28 +78,69 @@ class Memo:
             self.keys[i] = fingerprint(message)
             self.counts[i] = counter.message(message)
 
+    def copy(self) -> Memo:
+        """Return a memo of its own holding the same keys, counts and settled index."""
+        memo = Memo()
+        memo.keys, memo.counts, memo.settled = list(self.keys), list(self.counts), self.settled
+        return memo
+
+
+def history_key(messages: Sequence[BaseMessage]) -> tuple | None:
+    """Return what names a conversation sent whole at every call: the ids of its first messages (None: no ids)."""
+    ids = tuple(m.id for m in messages[:HEAD_MESSAGES])
+    return ids if ids and None not in ids else None
+
 
 class Memos:
-    """The gate's memos of the threads it saw last (``MEMO_THREADS`` of them), shared by its threads."""
+    """The gate's memos of the threads it saw last (``MEMO_THREADS`` of them), shared by its threads.
+
+    A run without a thread id (a stateless endpoint sends the whole history at
+    every call) gets a thread of its own each time; its memo starts from a
+    copy of the one the last such run of the same conversation (the same
+    first messages) left, so only what changed since is counted and scanned
+    (``Memo.sync`` checks every message's fingerprint: a different history
+    reuses nothing it does not match).
+    """
 
     def __init__(self) -> None:
         self._memos: OrderedDict[str, Memo] = OrderedDict()
+        self._histories: OrderedDict[tuple, Memo] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, thread_id: str, messages: Sequence[BaseMessage], counter: TokenCounter) -> Memo:
+    def get(
+        self, thread_id: str, messages: Sequence[BaseMessage], counter: TokenCounter, threadless: bool = False
+    ) -> Memo:
         """Return the thread's memo brought up to date with ``messages`` (only new messages are counted)."""
+        key = history_key(messages) if threadless else None
         with self._lock:
-            memo = self._memos.pop(thread_id, None) or Memo()
-            self._memos[thread_id] = memo  # most recently used last
-            if len(self._memos) > MEMO_THREADS:
-                self._memos.popitem(last=False)
+            memo = self._memos.pop(thread_id, None)
+            if memo is None:
+                seed = self._histories.get(key) if key is not None else None
+                memo = seed.copy() if seed is not None else Memo()
+            _keep(self._memos, thread_id, memo)
         memo.sync(messages, counter)
         return memo
+
+    def keep_history(self, messages: Sequence[BaseMessage], memo: Memo) -> None:
+        """Keep a copy of a thread-less run's memo, once its gate is done with it, for the next run of that history."""
+        key = history_key(messages)
+        if key is not None:
+            copy = memo.copy()
+            with self._lock:
+                _keep(self._histories, key, copy)
 
     def forget(self, thread_id: str) -> None:
         """Drop what the gate remembers of a thread (its next call counts everything again)."""
         with self._lock:
             self._memos.pop(thread_id, None)
+
+
+def _keep(memos: OrderedDict, key: Any, memo: Memo) -> None:
+    """Put ``memo`` last (most recently used) in ``memos``, dropping the oldest past ``MEMO_THREADS``."""
+    memos.pop(key, None)
+    memos[key] = memo
+    if len(memos) > MEMO_THREADS:
+        memos.popitem(last=False)
 
 
 def plan_for(
@@ -280,7 +323,7 @@ def gate_steps(
     are already taken from it.
     """
     manual = record["manual"]
-    memo = memos.get(run.thread_id, messages, setup.counter)
+    memo = memos.get(run.thread_id, messages, setup.counter, run.threadless)
     budget, calibration = calibrated(setup, messages, record, run.budget, memo.counts)
     new_tokens = tokens_since(messages, memo.counts, record["cooldown_id"])
     background = setup.config.background.enabled and not overflow and not manual
@@ -316,6 +359,8 @@ def gate_steps(
         yield from _after_swap(setup, outcome.after, record, budget, run, out)
     if settled and not deferred:
         memo.settled = plan.settled
+    if run.threadless:
+        memos.keep_history(messages, memo)
     _mark_run(record, run, out)
     _summary_request(plan, messages, budget, manual, outcome, out)
     return _finish(out, record, messages)

@@ -102,3 +102,16 @@ def test_the_result_of_a_call_without_one_tells_the_model_to_check_before_repeat
     # the run may have died after the tool ran (a payment, an email): "call it again" alone would repeat it
     assert "may have run" in text and "check whether its effect already happened" in text
     assert "Call it again if it is still needed" not in text
+
+
+def test_a_result_answers_the_latest_open_call_of_its_id():
+    history = [
+        HumanMessage("Deploy.", id="h1"),
+        AIMessage("", tool_calls=[CALL], id="a1"),  # its run died: nothing answers it
+        HumanMessage("Try again.", id="h2"),
+        AIMessage("", tool_calls=[CALL], id="a2"),
+        ToolMessage("deployed to staging", tool_call_id="call_0", name="deploy", id="t2"),
+    ]
+    repaired, added = answer_unanswered(history)
+    assert [m.id for m in repaired] == ["h1", "a1", "not-run-call_0", "h2", "a2", "t2"]
+    assert openai_violations(repaired) == []
