@@ -92,7 +92,8 @@ class CompactionMiddleware(AgentMiddleware):
             window when ``config.context_window`` is not set.
         config: The settings (a ``CompactionConfig`` or a dict of them); None for the defaults.
         storage: A directory, a LangGraph ``BaseStore``, or None for the store
-            the agent is compiled with.
+            the agent is compiled with, else an in-memory store of the process
+            (``engine.setup.storage_for``).
         flush_model: Extracts memories (a model or a name); None: ``model``.
         add_tools: Give the agent the memory tools and ``compact``
             (``make_compaction_tools``): True for all seven, False for none,
