@@ -132,7 +132,7 @@ def _hook_messages(gate: GateCall, prepared: dict, summary: BaseMessage, evict_i
 
 
 #: What ``_apply`` returns for a summary that waits for a later call (the transcript failed).
-_LATER = ({}, None, [])
+_LATER: tuple[dict, list | None, list[BaseMessage]] = ({}, None, [])
 
 
 def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, list[BaseMessage]] | None]:
