@@ -55,17 +55,14 @@ OPAQUE_NOTE = (
 
 @dataclass(frozen=True)
 class NativeAnswer:
-    """The provider's compaction of an evicted prefix: the summary body and block, or why there is none."""
+    """The provider's compaction of an evicted prefix: the summary body, the block, the model that wrote it."""
 
-    text: str | None
-    problem: str | None
-    block: dict | None = None
-    model: str | None = None
+    text: str
+    block: dict
+    model: str | None
 
     def kept_in(self, composed: Any) -> Any:
         """Return ``composed`` (a summary and the messages with it) with the provider's block kept in the summary."""
-        if self.block is None:
-            return composed
         summary = with_native(composed.summary, ANTHROPIC, self.model, self.block)
         result = [summary if m is composed.summary else m for m in composed.result]
         return dataclasses.replace(composed, summary=summary, result=result)
@@ -130,7 +127,13 @@ def native_answer(
     run: Run,
     events: list[dict],
 ) -> Steps[NativeAnswer | None]:
-    """Yield the on-demand compaction of ``evicted``; return its answer, or None when the package's summary is used."""
+    """Yield the on-demand compaction of ``evicted``; return its answer, or None when the package's summary is used.
+
+    The package's summary is used where the summarizer cannot compact
+    (``"auto"``; ``True`` says why in an event) and when the provider's
+    compaction fails or has no readable text (an event says why): native
+    first, the package's summary as the fallback.
+    """
     mode = setup.config.summary.native
     if not mode or setup.model is None:
         return None
@@ -145,18 +148,20 @@ def native_answer(
     try:
         sender = setup.agent_model if setup.summary_shares_cache else chat
         reply = yield CallHook(compact, (sender, chat.betas or [], request, "\n\n".join(filter(None, wording)) or None))
-    except Exception as exc:  # noqa: BLE001 - a failed compaction is never committed
-        return NativeAnswer(None, f"the provider's compaction failed: {describe_error(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a failed compaction is never committed: the package summarizes
+        error = f"the provider's compaction failed: {describe_error(exc)}; the package's summary is used"
+        events.append(emit_event({"stage": "summarize", "native": ANTHROPIC, "model": model, "error": error}))
+        return None
     bill = _add_billed(run, (reply.response_metadata or {}).get("usage") or {})
     block = compaction_block(reply)
     text = readable_text(block) if block else None
     event: dict[str, Any] = {"stage": "summarize", "native": ANTHROPIC, "model": model, "billed": bill}
     if media := media_blocks(evicted):  # offload ran first: the transcript holds them
         event["media_in_transcript"] = media
+    if block is None or text is None:
+        event["error"] = "the provider's compaction returned no readable summary; the package's summary is used"
     events.append(emit_event(event))
-    if text is None:
-        return NativeAnswer(None, "the provider's compaction returned no readable summary")
-    return NativeAnswer(native_body(text), None, block, model)
+    return NativeAnswer(native_body(text), block, model) if block is not None and text is not None else None
 
 
 def observed(evicted: Sequence[BaseMessage], events: list[dict]) -> list[BaseMessage]:

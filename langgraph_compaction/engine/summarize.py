@@ -159,7 +159,7 @@ def _make(
         return Made("extractive", body=extractive_summary(draft.evicted))
     native = yield from native_answer(setup, draft.evicted, pending["focus"], [extra], run, events)
     if native is not None:  # the provider wrote it (summary.native)
-        text, problem = native.text, native.problem
+        text, problem = native.text, None
     else:
         prefix = cached_prefix(setup, draft.messages, pending) if setup.summary_shares_cache else None
         read = observed(draft.evicted, events)  # what a provider compacted itself is not summarized again

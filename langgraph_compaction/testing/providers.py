@@ -92,7 +92,9 @@ class _StandIn:
 
     path = ""
 
-    def __init__(self, replies: list[Any] | None = None, summarizer: Callable[[list[dict]], str] | None = None):
+    def __init__(
+        self, replies: list[Any] | None = None, summarizer: Callable[[list[dict]], str | None] | None = None
+    ) -> None:
         self.replies: list[Any] = list(replies or [])
         self.summarizer = summarizer or default_summary
         self.requests: list[dict] = []
@@ -257,8 +259,9 @@ class AnthropicStandIn(_StandIn):
         iteration = {"type": "compaction", **_usage(prompt - cached, count_tokens(summary) + 1, cached)}
         return self._message(body, [self._block(summary)], "compaction", {**_usage(0, 0), "iterations": [iteration]})
 
-    def _block(self, summary: str) -> dict:
-        signature = hashlib.sha256(summary.encode()).hexdigest()[:32]
+    def _block(self, summary: str | None) -> dict:
+        """Return a signed compaction block; ``None`` content is a failed compaction (the server then ignores it)."""
+        signature = hashlib.sha256((summary or "").encode()).hexdigest()[:32]
         return {"type": "compaction", "content": summary, "signature": f"sig_{signature}"}
 
     def _message(self, body: dict, content: list, stop: str, usage: dict) -> dict:

@@ -9,11 +9,12 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from support.anthropic_server import THREAD, native_agent
 from support.fronts import request
 
-from langgraph_compaction import load_transcript, read_compaction
+from langgraph_compaction import is_summary, load_transcript, read_compaction
 from langgraph_compaction.core.native import (
     billed,
     media_blocks,
     native_body,
+    native_of,
     on_demand_refusal,
     readable_text,
     without_unanswered_calls,
@@ -99,3 +100,23 @@ def test_an_image_in_the_evicted_range_is_in_the_transcript_before_the_provider_
     assert kept.content == screenshot.content
     native = next(e for e in read_compaction(state["compaction"])["events"] if e.get("native") == "anthropic")
     assert native["media_in_transcript"] == 1
+
+
+PACKAGE_SUMMARY = (
+    "## SESSION INTENT\nCheck the modules.\n\n## SUMMARY\nThe package's own summary of the checks.\n\n"
+    "## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
+)
+
+
+def test_a_failed_provider_compaction_falls_back_to_the_packages_summary(tmp_path):
+    # a compaction block with null content: the provider's summary failed (the SDK's BetaCompactionBlock)
+    with AnthropicStandIn(replies=[PACKAGE_SUMMARY], summarizer=lambda messages: None) as stand_in:
+        agent = native_agent(stand_in, tmp_path, background={"enabled": False})
+        for n in range(8):
+            agent.invoke({"messages": [request(n)]}, THREAD)
+        state = agent.get_state(THREAD).values
+    assert [a["stop_reason"] for a in stand_in.answers][:2] == ["compaction", "end_turn"]
+    summary = next(m for m in state["messages"] if is_summary(m))
+    assert "The package's own summary of the checks." in summary.content and native_of(summary) is None
+    failed = next(e for e in read_compaction(state["compaction"])["events"] if e.get("native") == "anthropic")
+    assert "no readable summary" in failed["error"]
