@@ -22,6 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from support.anthropic_server import MODEL, THREAD, WINDOW, native_agent, provider_summary, run_session
+from support.fronts import request
 
 from langgraph_compaction import (
     CompactionConfig,
@@ -181,3 +182,14 @@ def test_with_the_agents_own_model_the_compaction_request_reads_the_agents_prefi
     (iteration,) = answer["usage"]["iterations"]
     assert iteration["cache_read_input_tokens"] > 4 * iteration["input_tokens"]
     assert native_of(next(m for m in graph.get_state(THREAD).values["messages"] if is_summary(m)))
+
+
+async def test_an_async_run_commits_the_providers_summary_too(tmp_path):
+    with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+        agent = native_agent(stand_in, tmp_path, saver=InMemorySaver(), background={"enabled": False})
+        for n in range(8):
+            await agent.ainvoke({"messages": [request(n)]}, THREAD)
+        state = (await agent.aget_state(THREAD)).values
+    assert any("compaction" in body for body in stand_in.requests)
+    summary = next(m for m in state["messages"] if is_summary(m))
+    assert native_of(summary)["block"]["content"].startswith("Provider summary: checked")
