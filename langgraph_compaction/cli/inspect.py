@@ -238,6 +238,8 @@ def run_inspect_command(args: argparse.Namespace) -> int:
         with ExitStack() as stack:
             folder = _storage(args)
             files = _open_store(args.store, stack) if args.store else (FileStorage(folder) if folder else None)
+            if files is None and not args.url and args.summary is not None:
+                raise UsageError("--summary needs the thread's transcript: pass --storage, --store or --url")
             if args.url:
                 from .server import ServerStore, server_client, server_state
 
@@ -332,8 +334,6 @@ def _print_files(out: Any, files: CompactionStorage | None, args: argparse.Names
     from ..storage.transcript import load_transcript
 
     if files is None:
-        if args.summary is not None:
-            raise UsageError("--summary needs the thread's transcript: pass --storage, --store or --url")
         out.print(
             "transcript and memory: pass --storage with the folder given to add_compaction, or --store with "
             "the graph's store, to list them"

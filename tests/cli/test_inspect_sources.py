@@ -123,7 +123,9 @@ def test_an_unknown_summary_id_is_an_error_naming_the_summaries_there(offline, c
     assert f"--summary 'nope' is not a summary of this thread; its summaries: {summary_id}" in err
     # without a transcript to open it in, --summary is an error too, not silently ignored
     assert main([*argv, "--summary", summary_id]) == 2
-    assert "--summary needs the thread's transcript: pass --storage, --store or --url" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "--summary needs the thread's transcript: pass --storage, --store or --url" in captured.err
+    assert captured.out == ""  # refused before anything is printed
 
 
 # --- a thread served by langgraph dev -------------------------------------------------------------------------
