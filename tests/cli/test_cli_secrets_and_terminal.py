@@ -44,6 +44,7 @@ SPELLINGS = {
     "slash": ("postgres:Slash/Secret8@", "Slash/Secret8", ("Slash", "Secret8")),
     "question mark": ("postgres:Ask?Secret7@", "Ask?Secret7", ("Ask", "Secret7")),
     "?password=": ("postgres@", "Query#Secret6", ("Query", "Secret6")),
+    "?password= with / and ?": ("postgres@", "Pa/ram?Secret5", ("Pa/ram", "Secret5")),
 }
 
 
@@ -53,7 +54,7 @@ def _dsn(base: str, spelling: str, port: int | None = None) -> str:
     dsn = base.replace("postgres@", userinfo, 1)
     if port is not None:
         dsn = dsn.replace(":5432/", f":{port}/", 1)
-    if spelling == "?password=":
+    if spelling.startswith("?password="):
         dsn += ("&" if "?" in dsn else "?") + f"password={secret}"
     return dsn
 
