@@ -120,7 +120,7 @@ def test_sqlite_checkpointer_resumes_a_thread_in_a_new_process_like_graph(tmp_pa
 @pytest.mark.parametrize(
     "summary",
     [RuntimeError("provider down"), "", "   ", "Error: rate limited", "NO_REPLY", "Sure! Here you go."],
-    ids=["raises", "empty", "blank", "error-text", "no-reply", "wrong-structure"],
+    ids=["raises", "empty", "blank", "error-text", "no-reply", "chatter-only"],
 )
 def test_failed_summary_is_never_committed_and_nothing_is_lost(tmp_path, summary):
     # a window large enough that the history still fits: the failure keeps it whole
