@@ -194,3 +194,12 @@ def test_argument_errors_quoting_what_was_typed_are_escaped(capsys, argv):
     err = capsys.readouterr().err
     _assert_inert(err)
     assert "\\x1b" in err
+
+
+def test_the_examples_in_the_docstrings_hold():
+    import doctest
+
+    from langgraph_compaction.cli import errors
+
+    result = doctest.testmod(errors)
+    assert result.attempted >= 2 and result.failed == 0
