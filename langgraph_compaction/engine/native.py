@@ -34,6 +34,7 @@ from ..core.native import (
     media_blocks,
     native_body,
     on_demand_refusal,
+    provider_reads_from,
     provider_request,
     readable_text,
     with_native,
@@ -171,15 +172,14 @@ def observed(evicted: Sequence[BaseMessage], events: list[dict]) -> list[BaseMes
     message before it (the provider no longer reads them); the answer itself
     is kept without the block.
     """
-    at = next((i for i in range(len(evicted) - 1, -1, -1) if compaction_block(evicted[i])), None)
-    if at is None:
+    at = provider_reads_from(evicted)
+    block = compaction_block(evicted[at]) if evicted else None
+    if block is None:
         return list(evicted)
     answer = evicted[at]
-    block = compaction_block(answer)
-    assert block is not None and isinstance(answer.content, list)
     text = readable_text(block) or OPAQUE_NOTE.format(count=at)
     rest = [b for b in answer.content if b is not block]
-    provider = "anthropic" if "signature" in block or "content" in block else "openai"
+    provider = ANTHROPIC if "signature" in block or "content" in block else "openai"  # OpenAI's item is opaque
     events.append(emit_event({"stage": "summarize", "observed": provider, "provider_dropped": at}))
     kept = [answer.model_copy(update={"content": rest})] if rest or getattr(answer, "tool_calls", None) else []
     return [build_summary_message(native_body(text)), *kept, *evicted[at + 1 :]]

@@ -158,9 +158,9 @@ def _make(
         # no summarizer, or it failed too often lately: the deterministic summary is the summary
         return Made("extractive", body=extractive_summary(draft.evicted))
     native = yield from native_answer(setup, draft.evicted, pending["focus"], [extra], run, events)
-    if native is not None:  # the provider wrote it (summary.native)
-        text, problem = native.text, None
-    else:
+    text: str | None = native.text if native is not None else None  # the provider wrote it (summary.native)
+    problem: str | None = None
+    if native is None:
         prefix = cached_prefix(setup, draft.messages, pending) if setup.summary_shares_cache else None
         read = observed(draft.evicted, events)  # what a provider compacted itself is not summarized again
         text, problem = yield from summary_text(setup, read, pending["focus"], prefix=prefix, instructions=[extra])

@@ -321,7 +321,7 @@ class ResponsesStandIn(_StandIn):
         output = self._output(self.next_reply(_user_text(read[-1]) if read else ""))
         if threshold is not None and prompt >= threshold:
             summary = self.summarizer([i for i in read if i.get("role")])
-            encrypted = "enc_" + hashlib.sha256(summary.encode()).hexdigest()
+            encrypted = "enc_" + hashlib.sha256((summary or "").encode()).hexdigest()
             output = [{"type": "compaction", "id": self.new_id("cmp"), "encrypted_content": encrypted}, *output]
         tokens = count_tokens(output) + 1
         return {
