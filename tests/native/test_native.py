@@ -193,3 +193,12 @@ async def test_an_async_run_commits_the_providers_summary_too(tmp_path):
     assert any("compaction" in body for body in stand_in.requests)
     summary = next(m for m in state["messages"] if is_summary(m))
     assert native_of(summary)["block"]["content"].startswith("Provider summary: checked")
+
+
+def test_the_next_compaction_sends_the_previous_block_in_place_of_its_summary(tmp_path):
+    with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+        run_session(native_agent(stand_in, tmp_path, background={"enabled": False}), requests=16)
+    first, second = [a for a in stand_in.answers if a["stop_reason"] == "compaction"][:2]
+    request = [b for b in stand_in.requests if "compaction" in b][1]
+    assert request["messages"][0] == {"role": "assistant", "content": [{**first["content"][0], "tool_changes": None}]}
+    assert second["content"][0]["signature"] != first["content"][0]["signature"]
