@@ -202,3 +202,10 @@ def test_the_next_compaction_sends_the_previous_block_in_place_of_its_summary(tm
     request = [b for b in stand_in.requests if "compaction" in b][1]
     assert request["messages"][0] == {"role": "assistant", "content": [{**first["content"][0], "tool_changes": None}]}
     assert second["content"][0]["signature"] != first["content"][0]["signature"]
+
+
+def test_auto_is_native_where_the_summarizer_supports_it(tmp_path):
+    with AnthropicStandIn(summarizer=provider_summary) as stand_in:
+        state = run_session(native_agent(stand_in, tmp_path, native="auto", background={"enabled": False}))
+    summary = next(m for m in state["messages"] if is_summary(m))
+    assert native_of(summary)["block"]["content"].startswith("Provider summary: checked")
