@@ -78,15 +78,14 @@ def server_client(url: str) -> Any:
         raise UsageError(
             f"--url {shown}: not an http:// or https:// URL; pass the server's URL, e.g. http://127.0.0.1:2024"
         )
-    client = get_sync_client(url=url, timeout=30)
-    try:
-        client.http.get("/ok")
-    except httpx.HTTPError as exc:
+    try:  # one probe without the client's retries: any answer, even a refusal, says a server is there
+        httpx.get(url.rstrip("/") + "/ok", timeout=10)
+    except httpx.TransportError as exc:
         raise UsageError(
             f"--url {shown}: cannot reach the server ({driver_reason(exc, url)}); check the URL and that "
             "`langgraph dev` or the deployment is running"
         ) from exc
-    return client
+    return get_sync_client(url=url, timeout=30)
 
 
 def server_state(client: Any, url: str, thread: str) -> dict:

@@ -55,6 +55,7 @@ def _without(modules: tuple[str, ...], argv: list[str], cwd) -> subprocess.Compl
         (["consolidate", "postgresql://app:s3cret@db/prod"], "langgraph.store.postgres"),
     ],
 )
+@pytest.mark.slow  # a fresh interpreter per case
 def test_postgresql_without_its_packages_is_one_line_naming_the_extra(offline, argv, module):
     ran = _without((module,), argv, offline)
     assert ran.returncode == 2, ran.stderr

@@ -137,6 +137,7 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # a real server
 def test_inspect_shows_a_thread_the_dev_server_serves(dev_server, capsys):  # noqa: F811 - the imported fixture
     client = get_sync_client(url=dev_server, timeout=60)
     thread_id = client.threads.create()["thread_id"]
