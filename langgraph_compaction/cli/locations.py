@@ -12,10 +12,11 @@ import importlib
 import re
 from typing import Literal
 
-from .errors import UsageError, shown_dsn
+from .errors import DEMO_EXTRA, UsageError, shown_dsn
 
 POSTGRES_EXTRA = 'pip install "langgraph-compaction[postgres]"'
-SQLITE_EXTRA = "pip install 'langgraph-compaction[demo]'"
+#: The ``[demo]`` extra brings langgraph-checkpoint-sqlite: the SQLite checkpointer and store.
+SQLITE_EXTRA = DEMO_EXTRA
 
 #: libpq's connection keywords a ``key=value`` string starts with.
 _LIBPQ_KEYWORDS = (
