@@ -179,7 +179,10 @@ def _operands(program: str, arguments: list[str]) -> tuple[str, str, list[str]] 
         if sub not in _GIT_VERBS:  # push, rebase, switch ... name branches and remotes (``origin/main``), not files
             return None
         program, verb = ("mv" if sub == "mv" else "git"), _GIT_VERBS[sub]
-    if program in _SCRIPTED and not {"-e", "-f", "--regexp", "--expression"} & set(arguments):
+        if sub == "show":  # ``HEAD~1:src/a.ts`` is the file as it was at a revision
+            arguments = [w.split(":", 1)[1] if ":" in w and not w.startswith("-") else w for w in arguments]
+    # a script or pattern comes first unless a flag gives it, or ``rg --files`` takes none
+    if program in _SCRIPTED and not {"-e", "-f", "--regexp", "--expression", "--files"} & set(arguments):
         operands = [w for w in arguments if not w.startswith("-") and not w.isdigit()]
         arguments = [w for w in arguments if w is not operands[0]] if operands else arguments
     if program == "sed":

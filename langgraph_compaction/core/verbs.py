@@ -23,7 +23,7 @@ CHANGE_VERBS = ("edited", "wrote", "deleted", "moved")
 #: What a call did to a path, from the words of its operation or tool name (the first group that matches wins).
 _VERBS = (
     ("moved", frozenset({"move", "rename", "mv"})),
-    ("edited", frozenset({"edit", "replace", "insert", "patch", "undo", "update", "modify", "append"})),
+    ("edited", frozenset({"edit", "multiedit", "replace", "insert", "patch", "undo", "update", "modify", "append"})),
     ("wrote", frozenset({"create", "write", "save", "touch", "tee", "mkdir", "cp", "copy", "put", "upload"})),
     ("deleted", frozenset({"delete", "remove", "rm", "rmdir", "unlink"})),
     ("searched", frozenset({"grep", "glob", "search", "find", "rg", "ls", "list", "tree"})),
