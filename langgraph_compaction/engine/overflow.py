@@ -24,12 +24,12 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
-from langgraph.utils.runnable import RunnableCallable
 
 from ..core.calibration import calibrated_tokens, observe, read_calibration
 from .effects import CallAgent, Steps
 from .errors import ContextTooLongError, is_context_overflow, overflow_figures
 from .events import describe_error, emit_event
+from .langgraph_internals import RunnableCallable
 from .passes import Stages, apply_update, pass_steps, update_delta
 from .run import Run, state_value
 from .state import read_compaction

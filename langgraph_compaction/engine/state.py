@@ -19,10 +19,10 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.channels.delta import DeltaChannel
-from langgraph.graph.message import _messages_delta_reducer
 
 from ..core.calibration import read_calibration
 from ..core.fidelity import clean_pins, merge_pins
+from .langgraph_internals import messages_delta_reducer
 
 logger = logging.getLogger("langgraph_compaction")
 
@@ -339,7 +339,7 @@ class CompactionState(TypedDict):
     """
 
     messages: Annotated[
-        list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)
+        list[AnyMessage], DeltaChannel(messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)
     ]
     compaction: Annotated[dict, DeltaChannel(merge_compaction_writes, snapshot_frequency=COMPACTION_SNAPSHOT_EVERY)]
 
@@ -348,7 +348,7 @@ class CompactionInput(TypedDict):
     """What a compacting graph takes as input: messages only (``compaction`` is the graph's own, never the caller's)."""
 
     messages: Annotated[
-        list[AnyMessage], DeltaChannel(_messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)
+        list[AnyMessage], DeltaChannel(messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)
     ]
 
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from typing import Any, get_type_hints
 
 from langchain_core.messages import BaseMessage, RemoveMessage
@@ -25,11 +24,11 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph import StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command, Send
-from langgraph.utils.runnable import RunnableCallable
 from typing_extensions import TypedDict
 
 from ..core.config import CompactionConfig
 from ..core.langchain_args import ContextSize, Trigger, settings_with
+from ..engine.langgraph_internals import RunnableCallable, pushed, redirect_to, set_input_schema, wrap_node
 from ..engine.nesting import check_nesting, writing_back
 from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
 from ..engine.overflow import in_front
@@ -52,7 +51,6 @@ def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
 
 #: How many (thread, graph) pairs remember what their gate let through.
 PASSED_THREADS = 1024
-_PUSH = "__pregel_push"  # the trigger of a task started by ``Send`` (its input is the payload, not the state)
 
 
 def _signature(messages: Sequence[BaseMessage]) -> tuple:
@@ -152,9 +150,6 @@ def _model_front(node: Any, nodes: CompactionEngine, passed: _Passed, name: str,
 
     def model_input(state: Any) -> Any:
         return replaced_state(state, messages=nodes.model_messages(state)) if nodes.sends_other_messages() else state
-
-    def pushed(config: RunnableConfig) -> bool:
-        return _PUSH in ((config.get("metadata") or {}).get("langgraph_triggers") or ())
 
     def invoke(state: Any, config: RunnableConfig) -> Any:
         run = nodes.where(config, state)
@@ -277,8 +272,7 @@ def _input_without_compaction(builder: StateGraph) -> None:
     if "compaction" not in hints:
         return
     narrowed = _typed_dict(f"{schema.__name__}Input", {k: v for k, v in hints.items() if k != "compaction"})
-    builder.input_schema = narrowed
-    builder._add_schema(narrowed, allow_managed=False)  # registers its keys as the graph's input, as __init__ does
+    set_input_schema(builder, narrowed)
 
 
 def _typed_dict(name: str, fields: dict[str, Any]) -> type:
@@ -307,22 +301,7 @@ def _check_graph(builder: StateGraph, before: str) -> None:
 
 def _route_to_gate(builder: StateGraph, before: str) -> None:
     """Send every edge and branch that led to ``before`` to the gate instead."""
-    builder.edges = {(start, GATE if end == before else end) for start, end in builder.edges}
-    builder.waiting_edges = {(starts, GATE if end == before else end) for starts, end in builder.waiting_edges}
-    for branches in builder.branches.values():
-        for name, branch in list(branches.items()):
-            if branch.ends is not None:
-                ends: dict[Hashable, str] = {k: GATE if v == before else v for k, v in branch.ends.items()}
-                branches[name] = branch._replace(ends=ends)
-            else:
-                path = branch.path
-                branches[name] = branch._replace(
-                    path=RunnableLambda(
-                        lambda state, config, _p=path: _redirect(_p.invoke(state, config), before),
-                        afunc=lambda state, config, _p=path: _aredirect(_p, state, config, before),
-                        name=getattr(path, "name", None) or "route",
-                    )
-                )
+    redirect_to(builder, before, GATE, lambda target: _redirect(target, before))
 
 
 def add_compaction(
@@ -403,10 +382,7 @@ def add_compaction(
         system_prompt=system_prompt,
     )
     passed = _Passed()
-    spec = builder.nodes[before]
-    builder.nodes[before] = replace(
-        spec, runnable=_model_front(spec.runnable, nodes, passed, before, overflow_recovery)
-    )
+    wrap_node(builder, before, lambda runnable: _model_front(runnable, nodes, passed, before, overflow_recovery))
     gate, summarize = _compaction_nodes(nodes, passed)
     # where compact_thread and the other thread controls (fronts.controls) find the engine of a compiled graph
     gate.nodes = nodes  # type: ignore[attr-defined]
@@ -426,7 +402,3 @@ def add_compaction(
     builder.add_edge(OFFLOAD, SUMMARIZE)
     builder.add_edge(SUMMARIZE, before)
     return nodes
-
-
-async def _aredirect(path: Any, state: Any, config: Any, before: str) -> Any:
-    return _redirect(await path.ainvoke(state, config), before)

@@ -17,10 +17,10 @@ from typing import Annotated, Any, NotRequired
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt.chat_agent_executor import AgentState
-from langgraph.utils.runnable import RunnableCallable
 
 from ..core.config import CompactionConfig
 from ..core.langchain_args import ContextSize, Trigger, settings_with
+from ..engine.langgraph_internals import RunnableCallable
 from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine, PassResult
 from ..engine.state import merge_compaction
