@@ -33,7 +33,7 @@ from ..core.calibration import fixed_tokens
 from ..core.config import CompactionConfig, model_context_window
 from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.nesting import check_nesting
-from ..engine.nodes import CompactionEngine
+from ..engine.nodes import CompactionEngine, combined
 from ..engine.passes import with_message_ids
 from ..engine.state import merge_compaction
 from .models import chat_model
@@ -78,9 +78,10 @@ class CompactionMiddleware(AgentMiddleware):
 
     The window is the smaller of the summarizer's (or ``config.context_window``)
     and that of the agent's own model, which the middleware reads from every
-    request (``request.model``) from the agent's first model call on: the
-    trigger never exceeds the smaller window of the two, for each agent and
-    each deepagents subagent with a model of its own.
+    request (``request.model``; a request over the narrower window is
+    compacted before it is sent): the trigger never exceeds the smaller window
+    of the two, for each agent and each deepagents subagent with a model of
+    its own.
 
     deepagents replaces its own summarization with a middleware named
     ``"SummarizationMiddleware"`` (see the README).
@@ -217,21 +218,41 @@ class CompactionMiddleware(AgentMiddleware):
         return _with_writes(writes, (await nodes.arun_pass(state, nodes.where(config, state))).update)
 
     # -- around the model call
-    def _count_request(self, request: ModelRequest, nodes: CompactionEngine, counted: list) -> None:
-        """Count the system prompt and tool schemas this request carries, learn its model's window (next pass on).
+    def _count_request(self, request: ModelRequest, nodes: CompactionEngine, counted: list) -> bool:
+        """Count the system prompt and tool schemas this request carries, learn its model's window.
 
         The first request of an agent in a process is not counted yet; if it
-        is refused as too long, the recovery below counts it.
+        is refused as too long, the recovery below counts it. Return True when
+        the agent's model narrowed the window.
         """
         system = request.system_message.content if request.system_message is not None else None
         window = model_context_window(request.model)
         key = (tuple(id(t) for t in request.tools), str(system), window)
         if key == counted[0]:
-            return
-        learn_window(nodes, window)
+            return False
+        narrowed = learn_window(nodes, window)
         schemas = [_tool_schema(t) for t in request.tools]
         nodes.fixed_tokens = fixed_tokens(request.model.bind(tools=schemas) if schemas else None, system)
         counted[0] = key
+        return narrowed
+
+    def _state_to_send(self, request: ModelRequest, config: RunnableConfig) -> tuple[CompactionEngine, Any, dict]:
+        """Return the call's engine, the state to send and its update: compacted now when the window just narrowed."""
+        nodes, counted = self._level(config)
+        if not self._count_request(request, nodes, counted):
+            return nodes, request.state, {}
+        passed = nodes.run_pass(request.state, nodes.where(config, request.state))
+        return nodes, (passed.state if passed.update else request.state), passed.update
+
+    async def _astate_to_send(
+        self, request: ModelRequest, config: RunnableConfig
+    ) -> tuple[CompactionEngine, Any, dict]:
+        """Return ``_state_to_send``'s answer, the pass awaited."""
+        nodes, counted = self._level(config)
+        if not self._count_request(request, nodes, counted):
+            return nodes, request.state, {}
+        passed = await nodes.arun_pass(request.state, nodes.where(config, request.state))
+        return nodes, (passed.state if passed.update else request.state), passed.update
 
     @staticmethod
     def _model_request(request: ModelRequest, state: Any, nodes: CompactionEngine) -> ModelRequest:
@@ -242,7 +263,8 @@ class CompactionMiddleware(AgentMiddleware):
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
 
     @staticmethod
-    def _response(output: dict, response: ModelResponse) -> Any:
+    def _response(first: dict, output: dict, response: ModelResponse) -> Any:
+        output = combined([first, output]) if first else output  # compacted before the call, then its reply
         if "compaction" not in output:  # the first call went through
             return response
         # create_agent applies the reply first, then this command: the compacted history, then the reply again
@@ -251,32 +273,32 @@ class CompactionMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         config = get_config()
-        nodes, counted = self._level(config)
-        self._count_request(request, nodes, counted)
+        nodes, state, first = self._state_to_send(request, config)
         if not self.overflow_recovery:
-            return handler(self._model_request(request, request.state, nodes))
-        run = nodes.where(config, request.state)
+            response = handler(self._model_request(request, state, nodes))
+            return self._response(first, {"messages": response.result}, response)
+        run = nodes.where(config, state)
         responses: list[ModelResponse] = []
 
         def call(state: Any) -> dict:
             responses.append(handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = nodes.recover(request.state, run, call)
-        return self._response(output, responses[-1])
+        output = nodes.recover(state, run, call)
+        return self._response(first, output, responses[-1])
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         config = get_config()
-        nodes, counted = self._level(config)
-        self._count_request(request, nodes, counted)
+        nodes, state, first = await self._astate_to_send(request, config)
         if not self.overflow_recovery:
-            return await handler(self._model_request(request, request.state, nodes))
-        run = nodes.where(config, request.state)
+            response = await handler(self._model_request(request, state, nodes))
+            return self._response(first, {"messages": response.result}, response)
+        run = nodes.where(config, state)
         responses: list[ModelResponse] = []
 
         async def call(state: Any) -> dict:
             responses.append(await handler(self._model_request(request, state, nodes)))
             return {"messages": responses[-1].result}
 
-        output = await nodes.arecover(request.state, run, call)
-        return self._response(output, responses[-1])
+        output = await nodes.arecover(state, run, call)
+        return self._response(first, output, responses[-1])

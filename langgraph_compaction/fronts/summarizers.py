@@ -103,8 +103,8 @@ def deprecated_arguments(given: dict[str, Any], trigger: Any, keep: Any) -> tupl
     return trigger, keep
 
 
-def learn_window(engine: CompactionEngine, window: int | None) -> None:
-    """Narrow ``engine``'s window to ``window`` (the agent's own model's) when it is smaller; from the next pass on.
+def learn_window(engine: CompactionEngine, window: int | None) -> bool:
+    """Narrow ``engine``'s window to ``window`` (the agent's own model's) when it is smaller; return True if it did.
 
     Settings that do not fit so small a window leave the engine as it is and
     say so in the log (the overflow recovery still catches a request the
@@ -112,12 +112,13 @@ def learn_window(engine: CompactionEngine, window: int | None) -> None:
     """
     known = engine.budget.context_window
     if window is None or (known is not None and known <= window):
-        return
+        return False
     try:
         config = engine.config.model_copy(update={"context_window": window})
         budget = config.resolve()
     except ValueError as exc:  # pydantic's ValidationError too
         reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         logger.warning("the agent model's window (%s tokens) is not used: %s", window, reason)
-        return
+        return False
     engine.setup.config, engine.setup.budget = config, budget
+    return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from deepagents import create_deep_agent
 from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.checkpoint.memory import InMemorySaver
 from support.fronts import TOOLS, ToolCallingModel, request
@@ -37,6 +38,25 @@ def test_the_agents_smaller_window_sets_the_trigger_not_the_summarizers():
     assert middleware.nodes.budget.trigger_tokens <= AGENT_WINDOW
     assert _largest(model) <= AGENT_WINDOW
     assert any(is_summary(m) for m in agent.get_state(config).values["messages"])
+
+
+def test_a_long_thread_is_compacted_before_its_first_request_to_the_smaller_model(tmp_path):
+    # 30,000 tokens already in the thread's first input: over the agent's window, under the summarizer's trigger
+    history = [
+        m
+        for n in range(30)
+        for m in (HumanMessage(f"Note {n}: " + "the invoice totals match the ledger. " * 110), AIMessage(f"Noted {n}."))
+    ]
+    model = ToolCallingModel(profile={"max_input_tokens": AGENT_WINDOW})
+    middleware = CompactionMiddleware(ScriptedModel(profile={"max_input_tokens": SUMMARIZER_WINDOW}), storage=tmp_path)
+    agent = create_agent(model, TOOLS, middleware=[middleware], checkpointer=InMemorySaver())
+    assert count_tokens_approximately(history) > AGENT_WINDOW
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [*history, request(0)]}, config)
+
+    assert _largest(model) <= AGENT_WINDOW  # the first request too
+    messages = agent.get_state(config).values["messages"]
+    assert is_summary(messages[0]) and messages[-1].text.startswith("Task 0 is done")
 
 
 def test_a_summarizers_smaller_window_still_counts():
