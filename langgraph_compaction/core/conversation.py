@@ -9,7 +9,7 @@ tool-call ids for later calls.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,13 +196,6 @@ def latest_user_index(messages: Sequence[BaseMessage]) -> int | None:
         if is_user_turn(messages[i]):
             return i
     return None
-
-
-def iter_user_texts(messages: Iterable[BaseMessage]) -> Iterable[str]:
-    """Yield the text of each human message a person wrote, oldest first."""
-    for m in messages:
-        if is_user_turn(m):
-            yield text_of(m)
 
 
 def is_system(message: BaseMessage) -> bool:

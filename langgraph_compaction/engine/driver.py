@@ -41,7 +41,7 @@ class Performer:
     call_agent: Callable[[Any], Any] | None = None
 
 
-def add_usage(total: dict, reply: Any) -> None:
+def add_reply_usage(total: dict, reply: Any) -> None:
     """Add a model reply's ``usage_metadata`` (input, output and total tokens) to ``total``."""
     usage = getattr(reply, "usage_metadata", None) or {}
     for key in ("input_tokens", "output_tokens", "total_tokens"):
@@ -104,7 +104,7 @@ def _call_model(effect: CallModel, performer: Performer) -> str:
                 reply = future.result(timeout=performer.timeout)
             finally:
                 pool.shutdown(wait=False)
-    add_usage(performer.run.usage, reply)
+    add_reply_usage(performer.run.usage, reply)
     return content_text(reply.content)
 
 
@@ -112,7 +112,7 @@ async def _acall_model(effect: CallModel, performer: Performer) -> str:
     runnable, request = _model_request(effect)
     with unstreamed():
         reply = await asyncio.wait_for(runnable.ainvoke(request), performer.timeout)
-    add_usage(performer.run.usage, reply)
+    add_reply_usage(performer.run.usage, reply)
     return content_text(reply.content)
 
 

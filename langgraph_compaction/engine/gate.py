@@ -129,11 +129,6 @@ class Memos:
             with self._lock:
                 _keep(self._histories, key, copy)
 
-    def forget(self, thread_id: str) -> None:
-        """Drop what the gate remembers of a thread (its next call counts everything again)."""
-        with self._lock:
-            self._memos.pop(thread_id, None)
-
 
 def _keep(memos: OrderedDict, key: Any, memo: Memo) -> None:
     """Put ``memo`` last (most recently used) in ``memos``, dropping the oldest past ``MEMO_THREADS``."""

@@ -29,10 +29,9 @@ logger = logging.getLogger("langgraph_compaction")
 #: How many past events the state keeps (the stream carries all of them).
 MAX_EVENTS = 20
 
-#: ``counts``: how many compactions each layer made (and how many failed); ``edited_messages``: how many
-#: messages each layer touched (shortened by layers 1-2, replaced by a summary), under the same names.
-COUNT_KEYS = ("truncate", "prune", "micro", "summarize", "extractive", "failed")
-#: The keys whose values the reducer adds up (per layer), rather than replacing them.
+#: The keys whose values the reducer adds up (per layer), rather than replacing them: ``counts``, how many
+#: compactions each layer made (and how many failed); ``edited_messages``, how many messages each layer touched
+#: (shortened by layers 1-2, replaced by a summary), under the same names.
 SUMMED_KEYS: tuple[Literal["counts", "edited_messages"], ...] = ("counts", "edited_messages")
 
 

@@ -45,7 +45,7 @@ from ..core.config import CompactionConfig, FidelityConfig
 from ..core.pins import pin_budget
 from ..core.plan import find_cutoff
 from ..core.tokens import TokenCounter
-from ..engine.run import run_thread_id, run_user_id
+from ..engine.run import run_thread_id, run_user_id, state_value
 from ..engine.setup import storage_for
 from ..storage import CompactionStorage, open_storage
 from .pinning import pin_answer, unpin_answer
@@ -156,13 +156,9 @@ class _Where:
     messages: list[BaseMessage]
 
 
-def _state_value(state: Any, key: str) -> Any:
-    return state.get(key) if isinstance(state, dict) else getattr(state, key, None)
-
-
 def compaction_wired(state: Any) -> bool:
     """Return True when a compaction gate has run on this state (it marks ``compaction["wired"]``)."""
-    value = _state_value(state, "compaction")
+    value = state_value(state, "compaction")
     return isinstance(value, dict) and value.get("wired") is True
 
 
@@ -171,7 +167,7 @@ def _where(runtime: Any, storage: CompactionStorage | None) -> _Where:
     store = getattr(runtime, "store", None)
     chosen = storage_for(storage, store)
     state = getattr(runtime, "state", None)
-    messages = (state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)) or []
+    messages = state_value(state, "messages") or []
     user = run_user_id(runtime, config)
     return _Where(chosen, run_thread_id(config, state, user)[0], user, list(messages))
 
