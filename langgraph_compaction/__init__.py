@@ -84,7 +84,6 @@ _ELSEWHERE: dict[str, tuple[str, ...]] = {
     "memory.consolidation": ("ConsolidationResult",),
     "core.conversation": ("SUMMARY_MESSAGE_NAME",),
     "engine.errors": ("is_context_overflow", "overflow_figures"),
-    "engine.overflow": ("with_overflow_recovery",),
     "core.redact": ("redact_secrets",),
     "core.caching": ("with_cache_breakpoints",),
     "storage": ("open_storage", "safe_label"),

@@ -3,9 +3,9 @@
 Whether an error is such a refusal is ``errors.is_context_overflow``'s
 call; LangGraph's control flow (``interrupt()``, ``GraphBubbleUp``) always
 passes through untouched.
-``with_overflow_recovery`` wraps the user's model node (``add_compaction``
-does this unless ``overflow_recovery=False``); ``invoke_with_recovery`` /
-``ainvoke_with_recovery`` are the same for a node that calls the model itself.
+The model node ``add_compaction`` wraps recovers this way (unless
+``overflow_recovery=False``); ``invoke_with_recovery`` /
+``ainvoke_with_recovery`` do the same for a node that calls the model itself.
 
 On a refusal the compaction nodes run in place, in overflow mode: layers 1-2
 over the whole history, half the keep budget, and an extractive summary when
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
@@ -29,7 +29,6 @@ from ..core.calibration import calibrated_tokens, observe, read_calibration
 from .effects import CallAgent, Steps
 from .errors import ContextTooLongError, is_context_overflow, overflow_figures
 from .events import describe_error, emit_event
-from .langgraph_internals import RunnableCallable
 from .passes import Stages, apply_update, pass_steps, update_delta
 from .run import Run, state_value
 from .state import read_compaction
@@ -145,25 +144,6 @@ def recovery_steps(engine: Stages, state: Any, run: Run) -> Steps[Any]:
         ) from exc
     # the whole history after compaction: the compacted messages, or in view mode every message (the view is derived)
     return _merged(output, list(state_value(working, "messages") or []), update_delta(updates))
-
-
-def with_overflow_recovery(node: Any, nodes: Any, name: str | None = None) -> Runnable:
-    """Return the model node wrapped so that a too-long refusal compacts the history and retries once.
-
-    ``node`` is the node's runnable (or function) as the graph holds it; the
-    wrapper calls it with the same state and config, sync or async.
-    """
-    inner = node if isinstance(node, Runnable) else RunnableLambda(node)
-    engine = nodes
-
-    def invoke(state: Any, config: RunnableConfig) -> Any:
-        return engine.recover(state, engine.where(config, state), lambda s: inner.invoke(s, config))
-
-    async def ainvoke(state: Any, config: RunnableConfig) -> Any:
-        return await engine.arecover(state, engine.where(config, state), lambda s: inner.ainvoke(s, config))
-
-    # no tracing layer of its own (as LangGraph wraps a plain function): the inner node traces itself
-    return RunnableCallable(invoke, ainvoke, name=name or getattr(inner, "name", None) or "model", trace=False)
 
 
 def _request(system_prompt: Any, messages: list) -> list:

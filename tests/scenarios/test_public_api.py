@@ -25,7 +25,8 @@ from langgraph_compaction import testing
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Every name ``from langgraph_compaction import ...`` accepted when the top listed 63 of them.
+#: Every name ``from langgraph_compaction import ...`` accepted when the top listed 63 of them, less
+#: ``with_overflow_recovery`` (deleted: ``add_compaction`` wraps the model node itself).
 FORMER_EXPORTS = (
     "Budget CompactionConfig CompactionInfo CompactionMiddleware CompactionNodes CompactionPlan CompactionResult "
     "CompactionState CompactionStorage ConsolidationResult ContextTooLongError Cut FLUSH FidelityConfig FileStorage "
@@ -36,7 +37,7 @@ FORMER_EXPORTS = (
     "is_context_overflow is_summary load_transcript make_compaction_tools make_pre_model_hook memory_for_prompt "
     "merge_compaction open_storage openai_violations overflow_figures pin_constraint plan_compaction read_compaction "
     "redact_secrets safe_label seed_estimate_tokens stated_rules subgraph_node summary_message_id unpin_constraint "
-    "view_violations with_cache_breakpoints with_overflow_recovery"
+    "view_violations with_cache_breakpoints"
 ).split()
 
 #: Where a name that left ``__all__`` is documented and imported from.
