@@ -5,8 +5,12 @@ messages restored fresh from a checkpoint before every call (new message
 objects with the same ids, as after a checkpoint load), with thresholds so
 high that nothing is compacted: our ``CompactionNodes.gate``, LangChain's
 ``SummarizationMiddleware.before_model``, langmem's ``SummarizationNode``.
-Also the whole graph's time per turn with ``InMemorySaver``, and the gate's
-peak memory (tracemalloc).
+Also the whole graph's time per turn against LangChain's graph
+(``SummarizationMiddleware``'s ``before_model`` in front of the same agent
+node): on a synthetic session with ``InMemorySaver``, and on a history of N
+idle messages, thread-less (a stateless endpoint sends the whole history at
+every call) and with a checkpointer (the thread holds the history, a turn
+sends one message); and the gate's peak memory (tracemalloc).
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from benchmarks.anchors import (
     ScriptedAgent,
     Thresholds,
     drive,
+    langchain_graph,
     langchain_middleware,
     langmem_node,
+    ours_graph,
     scripted_summarizer,
     synthetic_session,
     system_graph,
@@ -44,6 +50,9 @@ from langgraph_compaction.engine.nodes import CompactionNodes
 
 NAME = "gate_overhead"
 SIZES = (100, 1_000, 5_000, 20_000)
+GRAPH_SIZES = (1_000, 5_000, 20_000)
+#: how a whole-graph turn reaches the graph: the whole history and no thread, or one message to a thread
+GRAPH_MODES = ("thread-less", "checkpointer")
 # nothing may fire: no token or message trigger within reach
 IDLE = Thresholds(context_window=10**9, trigger_tokens=10**9 - 1, keep_tokens=8_000, trigger_messages=0)
 
@@ -115,6 +124,47 @@ def _graph_turn_seconds(system: str, session: list) -> float:
     return (time.perf_counter() - started) / len(session)
 
 
+def _reply(state: dict) -> dict:
+    """The agent's node of the whole-graph figures: a fixed answer, nothing counted."""
+    return {"messages": [AIMessage("Done.")]}
+
+
+def _turn_inputs(mode: str, records: list[dict], turns: int) -> list[dict]:
+    if mode == "thread-less":
+        return [{"messages": [*messages_from_dict(records), HumanMessage(f"Next step {i}.")]} for i in range(turns)]
+    return [{"messages": [HumanMessage(f"Next step {i}.")]} for i in range(turns)]
+
+
+def _whole_graph_seconds(n: int, mode: str, turns: int) -> dict[str, float]:
+    """Return each system's median CPU seconds per turn of its whole graph at ``n`` idle messages.
+
+    Turns alternate between the systems, so the load of the machine weighs on
+    both alike; CPU time (``process_time``, every thread of the process) is
+    what a turn costs, whatever else the machine runs.
+    """
+    summarizer = scripted_summarizer()
+    saver = mode == "checkpointer"
+    graphs = {
+        "ours": ours_graph(_reply, summarizer, IDLE.config()),
+        "langchain": langchain_graph(_reply, langchain_middleware(summarizer, IDLE)),
+    }
+    compiled = {name: g.compile(checkpointer=InMemorySaver() if saver else None) for name, g in graphs.items()}
+    records = messages_to_dict(history(n))
+    config = {"configurable": {"thread_id": f"graph-{n}"}} if saver else None
+    if saver:
+        for graph in compiled.values():
+            graph.invoke({"messages": messages_from_dict(records)}, config)
+    inputs = {name: _turn_inputs(mode, records, turns + 1) for name in compiled}
+    samples: dict[str, list[float]] = {name: [] for name in compiled}
+    for i in range(turns + 1):
+        for name, graph in compiled.items():
+            gc.collect()
+            started = time.process_time()
+            graph.invoke(inputs[name][i], config)
+            samples[name].append(time.process_time() - started)
+    return {name: statistics.median(s[1:]) for name, s in samples.items()}  # the first turn warms caches
+
+
 def run(ctx) -> dict:
     repeats = 4 if ctx.quick else 8
     callers = _callers()
@@ -134,6 +184,10 @@ def run(ctx) -> dict:
                 peak[name] = _peak_bytes(call, {"messages": messages_from_dict(records), "context": {}})
     session = synthetic_session(60 if ctx.quick else 150, seed=ctx.seed)
     per_turn = {system: _graph_turn_seconds(system, session) for system in ("ours", "langchain")}
+    whole = {
+        mode: {str(n): _whole_graph_seconds(n, mode, (4 if ctx.quick else 8) if n < 20_000 else 4) for n in GRAPH_SIZES}
+        for mode in GRAPH_MODES
+    }
 
     ours = seconds["ours"]
     targets = []
@@ -150,10 +204,16 @@ def run(ctx) -> dict:
             1.0,
         )
     )
+    for mode in GRAPH_MODES:
+        for n in GRAPH_SIZES:
+            turn = whole[mode][str(n)]
+            name = f"{n:,} messages, {mode}: whole graph per turn, ours / LangChain graph"
+            targets.append(check(name, turn["ours"] / turn["langchain"], 1.2))
     targets.append(check("peak memory at 20,000 messages: ours / LangChain", peak["ours"] / peak["langchain"], 1.5))
     return {
         "seconds": seconds,
         "graph_seconds_per_turn": per_turn,
+        "whole_graph_cpu_seconds": whole,
         "graph_turns": len(session),
         "peak_bytes_20000": peak,
         "targets": targets,
@@ -175,6 +235,13 @@ def report(figures: dict) -> str:
     ]
     per_turn = figures["graph_seconds_per_turn"]
     peak = figures["peak_bytes_20000"]
+    whole = figures.get("whole_graph_cpu_seconds") or {}
+    graph_rows = [
+        (f"{int(n):,}", mode, f"{t['ours'] * 1e3:.1f} ms", f"{t['langchain'] * 1e3:.1f} ms", t["ours"] / t["langchain"])
+        for mode, sizes in whole.items()
+        for n, t in sizes.items()
+    ]
+    graph_table = table(["messages", "turn", "ours", "LangChain graph", "ours / LangChain"], graph_rows)
     return f"""## 1 and 9. Gate overhead per model call, and its peak memory
 
 The node in front of the model on a call where nothing needs compaction, on a history restored fresh from a
@@ -186,6 +253,13 @@ checkpoint before each call (median of several calls; times are context, the rat
 
 Whole graph with `InMemorySaver`, synthetic session of {figures["graph_turns"]} turns (compactions included):
 ours {per_turn["ours"] * 1e3:.1f} ms per turn, LangChain-middleware graph {per_turn["langchain"] * 1e3:.1f} ms per turn.
+
+Whole graph per turn on a history of N messages where nothing needs compaction (target: ours at most 1.2× LangChain's
+graph), CPU time per turn, the median of turns alternating between the two: thread-less, each turn sends the whole
+history and one new message with no thread id (a stateless endpoint); with a checkpointer (`InMemorySaver`), the
+thread holds the history and each turn sends one message.
+
+{graph_table}
 
 Peak memory of one call at 20,000 messages (tracemalloc): ours {peak["ours"] / 1e6:.2f} MB, LangChain
 {peak["langchain"] / 1e6:.2f} MB, langmem {peak["langmem"] / 1e6:.2f} MB.
