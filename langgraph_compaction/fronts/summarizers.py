@@ -106,8 +106,9 @@ def deprecated_arguments(given: dict[str, Any], trigger: Any, keep: Any) -> tupl
 def learn_window(engine: CompactionEngine, window: int | None) -> bool:
     """Narrow ``engine``'s window to ``window`` (the agent's own model's) when it is smaller; return True if it did.
 
-    Settings that do not fit so small a window leave the engine as it is and
-    say so in the log (the overflow recovery still catches a request the
+    A token trigger set over that window gives way to the one derived from
+    it. Settings that do not fit so small a window leave the engine as it is
+    and say so in the log (the overflow recovery still catches a request the
     model refuses).
     """
     known = engine.budget.context_window
@@ -116,6 +117,14 @@ def learn_window(engine: CompactionEngine, window: int | None) -> bool:
     try:
         config = engine.config.model_copy(update={"context_window": window})
         budget = config.resolve()
+        if budget.trigger_tokens > window:
+            logger.warning(
+                "the trigger (%s tokens) is over the agent model's window (%s): the trigger derived from it is used",
+                budget.trigger_tokens,
+                window,
+            )
+            config = config.model_copy(update={"trigger_tokens": None, "trigger_fraction": None})
+            budget = config.resolve()
     except ValueError as exc:  # pydantic's ValidationError too
         reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         logger.warning("the agent model's window (%s tokens) is not used: %s", window, reason)

@@ -59,6 +59,17 @@ def test_a_long_thread_is_compacted_before_its_first_request_to_the_smaller_mode
     assert is_summary(messages[0]) and messages[-1].text.startswith("Task 0 is done")
 
 
+def test_a_token_trigger_over_the_agents_window_gives_way_to_the_one_derived_from_it(caplog):
+    model = ToolCallingModel(profile={"max_input_tokens": AGENT_WINDOW})
+    middleware = CompactionMiddleware(ScriptedModel(), trigger=("tokens", 50_000), add_tools=False)
+    agent = create_agent(model, TOOLS, middleware=[middleware], checkpointer=InMemorySaver())
+    for n in range(14):
+        agent.invoke({"messages": [request(n)]}, {"configurable": {"thread_id": "t"}})
+
+    assert middleware.nodes.budget.trigger_tokens <= AGENT_WINDOW and _largest(model) <= AGENT_WINDOW
+    assert any("is over the agent model's window" in r.getMessage() for r in caplog.records)
+
+
 def test_a_summarizers_smaller_window_still_counts():
     summarizer = ScriptedModel(profile={"max_input_tokens": 30_000})
     model = ToolCallingModel(profile={"max_input_tokens": SUMMARIZER_WINDOW})
