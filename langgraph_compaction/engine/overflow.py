@@ -181,16 +181,7 @@ def invoke_with_recovery(
 async def ainvoke_with_recovery(
     nodes: Any, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
 ) -> dict:
-    """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``.
-
-    Args:
-        nodes: The compaction nodes ``add_compaction`` returns (a ``CompactionEngine``).
-        model: The agent's chat model.
-        state: The node's graph state; its messages are the request.
-        config: The node's run config, passed on to the model and used to find the thread.
-        system_prompt: A string or ``SystemMessage`` put in front of the messages for the call
-            only; None sends the messages as they are.
-    """
+    """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke`` (same arguments)."""
     config = config or {}
 
     async def call(s: Any) -> dict:

@@ -78,16 +78,7 @@ def load_transcript(storage: Any, thread_id: Any, *, versions: Versions = "lates
 
 
 async def aload_transcript(storage: Any, thread_id: Any, *, versions: Versions = "latest") -> list[BaseMessage]:
-    """Return the offloaded messages of a thread, oldest first (async; file I/O off the event loop).
-
-    Args:
-        storage: What ``add_compaction`` was given: a directory path, a
-            LangGraph ``BaseStore`` or a storage object.
-        thread_id: The thread whose transcript to read.
-        versions: For a message replaced by id after it was offloaded:
-            ``"latest"`` gives the last version of each (at the place of the
-            first), ``"all"`` every version in the order written.
-    """
+    """Return ``load_transcript``'s messages (same arguments); file I/O runs off the event loop."""
     return _select(await _require(storage).aread_transcript(thread_key(thread_id)), versions)
 
 

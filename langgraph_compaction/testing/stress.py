@@ -190,26 +190,26 @@ def replay(sim: Simulation, conversation: Sequence[BaseMessage]) -> None:
             pending.append(message)
 
 
+def _drawn_nodes(rng: random.Random, config: Any, real: Any, faults: bool) -> tuple[CompactionNodes, float]:
+    """Return nodes in front of ``agent`` with drawn model faults over ``real``, failing at a drawn rate (and it)."""
+    summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
+    flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
+    rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
+    storage = FlakyStorage(real, rng, rate) if rate else real
+    return CompactionNodes(before="agent", model=summarizer, flush_model=flusher, config=config, storage=storage), rate
+
+
 def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file") -> dict[str, list[str]]:
     """Run one random example; return the problems found per invariant."""
     with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         root = Path(tmp) / "store"
         real = FileStorage(root) if storage == "file" else StoreStorage(memory_store())
         config = random_config(rng)
-        summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
-        flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
-        rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
+        nodes, rate = _drawn_nodes(rng, config, real, faults)
         thread, user = rng.choice(HOSTILE_IDS), rng.choice(HOSTILE_IDS)
         where = (
             {"thread_id": thread, "user_id": user} if rng.random() < 0.85 else {"user_id": user}
         )  # or a stateless run
-        nodes = CompactionNodes(
-            before="agent",
-            model=summarizer,
-            flush_model=flusher,
-            config=config,
-            storage=FlakyStorage(real, rng, rate) if rate else real,
-        )
         sim = Simulation(nodes, {"configurable": where}, rng, rate, real)
         replay(sim, random_conversation(rng))
         key = sim.transcript_key()
@@ -327,17 +327,8 @@ def run_background_example(rng: random.Random, *, faults: bool = True, storage: 
         config = config.model_copy(
             update={"context_window": window, "background": {"enabled": True, "start": rng.choice([0.5, 0.8, 0.9])}}
         )
-        summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
-        flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
-        rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
+        nodes, rate = _drawn_nodes(rng, config, real, faults)
         thread, user = rng.choice(HOSTILE_IDS), rng.choice(HOSTILE_IDS)
-        nodes = CompactionNodes(
-            before="agent",
-            model=summarizer,
-            flush_model=flusher,
-            config=config,
-            storage=FlakyStorage(real, rng, rate) if rate else real,
-        )
         sim = Simulation(nodes, {"configurable": {"thread_id": thread, "user_id": user}}, rng, rate, real)
         calls = [0]
         with use_runner(DrawnRunner(rng, lambda: calls[0])):
