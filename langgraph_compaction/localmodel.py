@@ -110,7 +110,9 @@ def _load(path: str, n_ctx: int, n_threads: int | None, seed: int) -> _Loaded:
                 from llama_cpp import Llama
             except ImportError:
                 raise ImportError(f"LocalChatModel runs on llama-cpp-python; {_INSTALL}") from None
-            llama = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
+            llama = Llama(
+                model_path=path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, seed=seed, verbose=False
+            )
             _LOADED[key] = _Loaded(llama, threading.Lock())
         return _LOADED[key]
 
@@ -155,13 +157,13 @@ class LocalChatModel(BaseChatModel):
         temperature: 0: greedy, the same answer to the same prompt.
         seed: The sampler's seed (used when ``temperature`` is above 0).
         repeat_penalty: Above 1 keeps a small model from repeating itself.
-        n_threads: CPU threads; None: llama.cpp's default.
+        n_threads: CPU threads, for the prompt and the answer; None: llama.cpp's defaults.
     """
 
     model: str = "smollm2"
     model_path: str | None = None
     n_ctx: int = Field(8192, ge=256)
-    max_tokens: int = Field(768, ge=1)
+    max_tokens: int = Field(512, ge=1)
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 0
     repeat_penalty: float = Field(1.1, ge=1.0)

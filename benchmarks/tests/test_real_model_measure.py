@@ -1,0 +1,45 @@
+"""The real-model measure of ``python -m benchmarks``: its session, its figures, and when it skips."""
+
+from __future__ import annotations
+
+from benchmarks.context import Context
+from benchmarks.measures import real_model
+from langgraph_compaction.testing import ScriptedModel
+
+
+def _ctx(tmp_path, quick: bool) -> Context:
+    return Context(quick=quick, trajectories=[], results_dir=tmp_path)
+
+
+def test_without_llama_cpp_it_reports_skipped_and_checks_no_target(tmp_path, monkeypatch):
+    monkeypatch.setattr(real_model.importlib.util, "find_spec", lambda name: None)
+    figures = real_model.run(_ctx(tmp_path, quick=False))
+    assert figures == {"skipped": "llama-cpp-python not installed", "targets": []}
+    assert real_model.report(figures).endswith("skipped: llama-cpp-python not installed.")
+
+
+def test_a_quick_run_skips_it_even_with_llama_cpp(tmp_path, monkeypatch):
+    monkeypatch.setattr(real_model.importlib.util, "find_spec", lambda name: object())
+    assert real_model.run(_ctx(tmp_path, quick=True))["skipped"].startswith("a quick run")
+
+
+def test_the_session_with_a_scripted_summarizer_keeps_every_path_and_request(tmp_path):
+    result = real_model.session(ScriptedModel(), tmp_path)
+
+    assert result["counts"]["summarize"] >= 3 and len(result["compactions"]) == result["counts"]["summarize"]
+    assert result["paths_missing"] == [] and result["requests_missing"] == [] and result["violations"] == []
+    rows = result["compactions"]
+    assert sum(r["paths"] for r in rows) >= 6 and sum(r["constraints"] for r in rows) >= 2
+    assert all(r["paths_in_summary"] == r["paths"] and r["requests_in_summary"] == r["requests"] for r in rows)
+    # no answer was recorded (not a RecordingModel): nothing is credited to the model's own text
+    assert all(not r["model_text"] and r["paths_by_model"] == 0 for r in rows)
+    totals = real_model.totals(result)
+    assert totals["model_share"] == 1.0 and totals["paths_in_summary"] == totals["paths"]
+
+
+def test_names_reads_a_path_by_its_file_name_and_a_rule_by_half_its_words():
+    assert real_model.names("It read handler_03.py first.", "services/auth/handler_03.py", "paths")
+    assert not real_model.names("It read handler_04.py first.", "services/auth/handler_03.py", "paths")
+    rule = "Never modify files under migrations/."
+    assert real_model.names("The user said never to modify files in migrations.", rule, "constraints")
+    assert not real_model.names("The user wants tests.", rule, "constraints")
