@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from .conversation import COMPACTION_MARKER, is_summary
@@ -35,6 +36,7 @@ UNSUPPORTED_ON_DEMAND = ("-4-5",)
 #: Content block types a provider's summary loses (the transcript keeps them).
 MEDIA_TYPES = frozenset({"image", "image_url", "document", "file", "input_image", "input_file"})
 NATIVE_KEY = "native"
+ANTHROPIC = "anthropic"
 
 
 class Billed(NamedTuple):
@@ -126,6 +128,25 @@ def provider_request(messages: Sequence[BaseMessage], provider: str, model: str 
         else:
             out.append(m)
     return out
+
+
+def anthropic_model(model: Any) -> Any | None:
+    """Return the ``ChatAnthropic`` ``model`` is or binds (tools, config), else None."""
+    while model is not None:
+        if isinstance(model, BaseChatModel) and model._llm_type == "anthropic-chat":  # a binding passes it on too
+            return model
+        model = getattr(model, "bound", None)
+    return None
+
+
+def for_model(messages: Sequence[BaseMessage], model: Any) -> list[BaseMessage]:
+    """Return the messages as sent to the chat ``model``: a summary its own Anthropic model wrote becomes its block.
+
+    Any other model (another Claude model, another provider, an unknown one)
+    reads the summary's text.
+    """
+    chat = anthropic_model(model)
+    return list(messages) if chat is None else provider_request(messages, ANTHROPIC, getattr(chat, "model", None))
 
 
 def without_unanswered_calls(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

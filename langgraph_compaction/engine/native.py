@@ -23,12 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.constants import TAG_NOSTREAM
 
 from ..core.native import (
+    ANTHROPIC,
     ON_DEMAND_BETA,
+    anthropic_model,
     billed,
     compaction_block,
     media_blocks,
@@ -46,7 +47,6 @@ from .events import describe_error, emit_event
 from .run import Run
 from .setup import Setup
 
-ANTHROPIC = "anthropic"
 #: What the summarizer reads in place of the messages a provider compacted into an opaque item.
 OPAQUE_NOTE = (
     "The provider compacted {count} earlier messages into an opaque item; they are in the transcript, and the "
@@ -67,15 +67,6 @@ class NativeAnswer:
         summary = with_native(composed.summary, ANTHROPIC, self.model, self.block)
         result = [summary if m is composed.summary else m for m in composed.result]
         return dataclasses.replace(composed, summary=summary, result=result)
-
-
-def anthropic_model(model: Any) -> Any | None:
-    """Return the ``ChatAnthropic`` ``model`` is or binds (tools, config), else None."""
-    while model is not None:
-        if isinstance(model, BaseChatModel) and model._llm_type == "anthropic-chat":  # a binding passes it on too
-            return model
-        model = getattr(model, "bound", None)
-    return None
 
 
 def compact(model: Any, betas: Sequence[str], messages: list[BaseMessage], instructions: str | None) -> AIMessage:

@@ -178,13 +178,14 @@ class CompactionEngine:
         record = read_compaction(state_value(state, "compaction"))
         return self.setup.messages_of(state_value(state, "messages") or [], record)
 
-    def sends_other_messages(self) -> bool:
-        """Return True when the model is sent other messages than the state's (view mode, the context status)."""
-        return self.setup.sends_other_messages()
+    def sends_other_messages(self, model: Any = None) -> bool:
+        """Return True when the agent's ``model`` (default: ``agent_model``) is sent other messages than the state's."""
+        return self.setup.sends_other_messages(model)
 
-    def model_messages(self, state: Any) -> list[BaseMessage]:
-        """Return what the model is sent: ``messages_of``, then the context status line when it is on."""
-        return self.setup.model_messages(state_value(state, "messages") or [], state_value(state, "compaction"))
+    def model_messages(self, state: Any, model: Any = None) -> list[BaseMessage]:
+        """Return what the agent's ``model`` (default: ``agent_model``) is sent (``Setup.model_messages``)."""
+        messages = state_value(state, "messages") or []
+        return self.setup.model_messages(messages, state_value(state, "compaction"), model)
 
     # -- the stages, each over a state (read once here)
     def _read(self, state: Any) -> tuple[list[BaseMessage], Any]:

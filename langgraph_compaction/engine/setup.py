@@ -21,6 +21,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from ..core.calibration import fixed_tokens
 from ..core.config import Budget, CompactionConfig, model_context_window
+from ..core.native import anthropic_model, for_model
 from ..core.tokens import TokenCounter
 from ..core.view import context_status, model_view
 from ..storage import CompactionStorage, StoreStorage, open_storage
@@ -147,14 +148,25 @@ class Setup:
             return list(messages)
         return model_view(messages, record["view"], record["view_edits"])
 
-    def sends_other_messages(self) -> bool:
-        """Return True when the model is sent other messages than the state's (view mode, the context status)."""
-        return self.config.mode == "view" or self.config.context_status
+    def reads_native(self, model: Any = None) -> bool:
+        """Return True when the agent's ``model`` (default: ``agent_model``) is sent a provider's compaction blocks."""
+        return bool(self.config.summary.native) and anthropic_model(model or self.agent_model) is not None
 
-    def model_messages(self, messages: Sequence[BaseMessage], raw_record: Any) -> list[BaseMessage]:
-        """Return what the model is sent: ``messages_of``, then the context status line when it is on."""
+    def sends_other_messages(self, model: Any = None) -> bool:
+        """Return True when the model is sent other messages than the state's: view mode, the status, native blocks."""
+        return self.config.mode == "view" or self.config.context_status or self.reads_native(model)
+
+    def model_messages(self, messages: Sequence[BaseMessage], raw_record: Any, model: Any = None) -> list[BaseMessage]:
+        """Return what the agent's ``model`` (default: ``agent_model``) is sent.
+
+        That is ``messages_of``; each summary the model's own Anthropic model
+        wrote as its compaction block (``core.native.for_model``); then the
+        context status line when it is on.
+        """
         record = read_compaction(raw_record)
         view = self.messages_of(messages, record)
+        if self.reads_native(model):
+            view = for_model(view, model or self.agent_model)
         if not self.config.context_status:
             return view
         counts = record["counts"]

@@ -256,10 +256,15 @@ class CompactionMiddleware(AgentMiddleware):
 
     @staticmethod
     def _model_request(request: ModelRequest, state: Any, nodes: CompactionEngine) -> ModelRequest:
-        """Return the request for ``state``: its messages, or in view mode their compacted view and status line."""
-        if nodes.sends_other_messages():
+        """Return the request for ``state``: its messages, or what ``Setup.model_messages`` sends the request's model.
+
+        That is the compacted view and status line in view mode, and to
+        Anthropic each summary its model wrote as that compaction block.
+        """
+        if nodes.sends_other_messages(request.model):
             # every message of the state is one of AnyMessage's kinds; the engine types them as BaseMessage
-            return request.override(messages=cast("list[AnyMessage]", nodes.model_messages(state)), state=state)
+            messages = nodes.model_messages(state, request.model)
+            return request.override(messages=cast("list[AnyMessage]", messages), state=state)
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
 
     @staticmethod
