@@ -8,19 +8,19 @@ layers, see ``settings``). A size left ``None`` is derived from the model's
 window. ``CompactionConfig.resolve()`` turns the settings and a model's
 context window into the concrete token budget the nodes use.
 
-Earlier flat spellings (``summary_timeout=60``, ``background=False``,
-``keep_tokens=-1``) are still accepted, see ``flat_names``.
+Each setting has one spelling: a group's setting is given in its group
+(``summary={"timeout": 60}``, read as ``config.summary.timeout``);
+``background=False`` is short for ``background={"enabled": False}``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from .flat_names import FLAT_NAMES, nest, updated
 from .settings import (
     BackgroundConfig,
     FidelityConfig,
@@ -204,23 +204,33 @@ class CompactionConfig(Settings):
 
     @model_validator(mode="before")
     @classmethod
-    def _read_earlier_spellings(cls, data: Any) -> Any:
-        return nest(data) if isinstance(data, dict) else data
+    def _name_the_group(cls, data: Any) -> Any:
+        """Refuse a group's setting given at the top level with an error naming its group."""
+        for name in data if isinstance(data, dict) else ():
+            if name not in cls.model_fields and (home := _group_of(name)):
+                group, field = home
+                raise ValueError(
+                    f"{name} is not a top-level setting: it is {group}.{field}, given as {group}={{{field!r}: ...}}"
+                )
+        return data
 
-    if not TYPE_CHECKING:  # earlier flat names still read: config.summary_timeout is config.summary.timeout
-
-        def __getattr__(self, name: str) -> Any:
-            if name in FLAT_NAMES:
-                group, field = FLAT_NAMES[name]
-                return getattr(getattr(self, group), field)
-            return super().__getattr__(name)
+    @field_validator("background", mode="before")
+    @classmethod
+    def _background_bool(cls, value: Any) -> Any:
+        return _short_background(value)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> CompactionConfig:
-        """Return a copy with ``update`` validated, in today's spelling or an earlier one (a dict updates a group)."""
+        """Return a copy with ``update`` validated; a dict updates the settings its group states."""
         if not update:
             return super().model_copy(deep=deep)
-        stated = {name: getattr(self, name) for name in self.model_fields_set}
-        return type(self).model_validate(updated(stated, dict(update)))
+        stated: dict[str, Any] = {name: getattr(self, name) for name in self.model_fields_set}
+        for name, value in update.items():
+            value = _short_background(value) if name == "background" else value
+            group = stated.get(name)
+            if isinstance(group, Settings) and isinstance(value, dict):
+                value = {**{field: getattr(group, field) for field in group.model_fields_set}, **value}
+            stated[name] = value
+        return type(self).model_validate(stated)
 
     @model_validator(mode="after")
     def _check_keep(self) -> CompactionConfig:
@@ -377,6 +387,23 @@ class CompactionConfig(Settings):
                 else self.guards.trigger_messages_min_tokens
             ),
         )
+
+
+def _short_background(value: Any) -> Any:
+    """Return ``background`` with its short form, a bool, spelled out: ``{"enabled": value}``."""
+    return {"enabled": value} if isinstance(value, bool) else value
+
+
+def _group_of(name: str) -> tuple[str, str] | None:
+    """Return (group, setting) for a name that is a group's setting, bare or prefixed by the group's name."""
+    for group, info in CompactionConfig.model_fields.items():
+        fields = getattr(info.annotation, "model_fields", None)
+        if fields is None:
+            continue
+        field = name.removeprefix(f"{group}_")
+        if field in fields:
+            return group, field
+    return None
 
 
 @dataclass(frozen=True)

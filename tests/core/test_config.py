@@ -198,107 +198,46 @@ def test_a_bad_summary_prompt_names_the_setting_and_the_fix():
     assert "summary.instructions" in message
 
 
-# -- earlier spellings keep working
+# -- one spelling per setting
 
 
-def test_earlier_flat_names_set_the_same_settings():
-    def hook(info):
-        return None
+@pytest.mark.parametrize(
+    ("flat", "home"),
+    [
+        ({"summary_timeout": 60}, r"summary\.timeout, given as summary=\{'timeout': \.\.\.\}"),
+        ({"timezone": "Europe/Paris"}, r"memory\.timezone, given as memory=\{'timezone': \.\.\.\}"),
+        ({"background_start": 0.8}, r"background\.start, given as background=\{'start': \.\.\.\}"),
+        ({"breaker_failures": 5}, r"guards\.breaker_failures, given as guards=\{'breaker_failures': \.\.\.\}"),
+    ],
+)
+def test_a_groups_setting_given_at_the_top_is_refused_naming_its_group(flat, home):
+    with pytest.raises(ValidationError, match=f"{next(iter(flat))} is not a top-level setting: it is {home}"):
+        CompactionConfig(context_window=32_000, **flat)
 
-    flat = CompactionConfig(
-        context_window=32_000,
-        background=False,
-        background_start=0.8,
-        summary_timeout=60,
-        summary_instructions="Keep table names.",
-        summarizer_context_window=200_000,
-        summarizer_result_chars=None,
-        target_ratio=0.7,
-        min_new_tokens=0,
-        before_summary=hook,
-        after_compaction=hook,
-        memory_instructions="Deadlines only.",
-        timezone="Europe/Paris",
-        consolidation_max_tokens=2_000,
-        consolidation_min_gap=0,
-        daily_file_retention_days=30,
-        trigger_messages_min_tokens=0,
-        breaker_failures=5,
-        breaker_cooldown=60,
-        calibrate=False,
-        redactor=None,
-        redact_transcripts=True,
-    )
-    nested = CompactionConfig(
-        context_window=32_000,
-        background={"enabled": False, "start": 0.8},
-        summary={
-            "timeout": 60,
-            "instructions": "Keep table names.",
-            "context_window": 200_000,
-            "result_chars": None,
-            "target_ratio": 0.7,
-            "min_new_tokens": 0,
-            "before_summary": hook,
-            "after_compaction": hook,
-        },
-        memory={
-            "instructions": "Deadlines only.",
-            "timezone": "Europe/Paris",
-            "consolidation_max_tokens": 2_000,
-            "consolidation_min_gap": 0,
-            "daily_file_retention_days": 30,
-        },
-        guards={
-            "trigger_messages_min_tokens": 0,
-            "breaker_failures": 5,
-            "breaker_cooldown": 60,
-            "calibrate": False,
-            "redactor": None,
-            "redact_transcripts": True,
-        },
-    )
-    assert flat == nested and flat.resolve() == nested.resolve()
-    # and they still read: config.summary_timeout is config.summary.timeout
-    assert (flat.summary_timeout, flat.timezone, flat.breaker_failures, flat.background_start) == (
-        60,
-        "Europe/Paris",
-        5,
-        0.8,
-    )
+
+def test_a_derived_size_is_none_and_a_number_below_its_range_is_refused():
+    assert CompactionConfig(context_window=128_000).keep_tokens is None
+    for name, number in (("keep_tokens", -1), ("keep_tokens", 0), ("trigger_tokens", 0), ("context_window", 0)):
+        with pytest.raises(ValidationError, match=name):
+            CompactionConfig(**{name: number})
 
 
 def test_a_bool_background_is_background_enabled():
     assert CompactionConfig(context_window=32_000, background=True).background.enabled
     off = CompactionConfig(background=False)
-    assert not off.background.enabled and not off.background  # `if config.background:` reads as before
+    assert not off.background.enabled and not off.background  # `if config.background:` reads as a bool
     assert off.background.start == 0.85
 
 
-def test_earlier_derived_sentinels_mean_none():
-    window = 128_000
-    derived = CompactionConfig(context_window=window).resolve()
-    old = CompactionConfig(context_window=window, trigger_tokens=0, keep_tokens=-1, working_set_tokens=-1)
-    assert (old.trigger_tokens, old.keep_tokens, old.working_set_tokens) == (None, None, None)
-    assert old.resolve() == derived
-    assert CompactionConfig(context_window=0).context_window is None  # 0 once meant "ask the model"
-    by_count = CompactionConfig(context_window=window, keep_tokens=0)  # 0 once meant "keep by message count"
-    assert by_count.keep_by == "messages" and by_count.resolve().keep_tokens == 0
-
-
-def test_model_copy_takes_earlier_names_and_validates():
-    config = CompactionConfig(summary={"instructions": "Be brief."})
-    copy = config.model_copy(update={"summary_timeout": 9, "background": False})
-    assert (copy.summary.timeout, copy.summary.instructions, copy.background.enabled) == (9, "Be brief.", False)
-    assert config.model_copy(update={"summary": {"timeout": 7}}).summary.instructions == "Be brief."
+def test_model_copy_updates_the_stated_group_and_validates():
+    config = CompactionConfig(summary={"instructions": "Be brief."}, background={"start": 0.8})
+    copy = config.model_copy(update={"summary": {"timeout": 9}, "background": False})
+    assert (copy.summary.timeout, copy.summary.instructions) == (9, "Be brief.")
+    assert (copy.background.enabled, copy.background.start) == (False, 0.8)
     with pytest.raises(ValidationError, match="keep_tokens_min"):
         config.model_copy(update={"keep_tokens_min": 9_000})
-
-
-def test_a_flat_name_and_its_group_saying_different_things_is_refused():
-    with pytest.raises(ValidationError, match=r"summary_timeout=5 and summary.timeout=6 set one setting twice"):
-        CompactionConfig(summary_timeout=5, summary={"timeout": 6})
-    assert CompactionConfig(summary_timeout=5, summary={"instructions": "x"}).summary.timeout == 5  # they merge
+    with pytest.raises(ValidationError, match="summary.timeout"):
+        config.model_copy(update={"summary_timeout": 9})
 
 
 def test_a_runs_keep_tokens_in_its_context_wins_over_a_config_that_keeps_messages():
@@ -339,6 +278,6 @@ def test_a_runs_keep_tokens_in_its_context_wins_over_a_config_that_keeps_message
 def test_the_examples_in_the_settings_docstrings_hold():
     import doctest
 
-    from langgraph_compaction.core import config, flat_names, langchain_args
+    from langgraph_compaction.core import config, langchain_args
 
-    assert [doctest.testmod(module).failed for module in (config, flat_names, langchain_args)] == [0, 0, 0]
+    assert [doctest.testmod(module).failed for module in (config, langchain_args)] == [0, 0]

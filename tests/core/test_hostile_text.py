@@ -36,7 +36,7 @@ from langgraph_compaction.core.tokens import estimate_text_tokens, estimate_toke
 from langgraph_compaction.testing import ScriptedModel
 
 #: A 30k window whose summarizer takes a long history in one request.
-ONE_PART = CompactionConfig(context_window=30_000, summarizer_context_window=200_000)
+ONE_PART = CompactionConfig(context_window=30_000, summary={"context_window": 200_000})
 FOUR_SECTIONS = "## SESSION INTENT\nShip it.\n## SUMMARY\nShort.\n## ARTIFACTS\nNone\n## NEXT STEPS\nNone"
 
 
@@ -59,7 +59,7 @@ def test_a_focus_naming_a_placeholder_does_not_pull_the_conversation_in_again(tm
     prompt = "Summarize for the on-call engineer.\n{messages}\n" + sections
     focus = "the table names {messages}" * 20
     summarizer = ScriptedModel(reply=FOUR_SECTIONS)
-    config = ONE_PART.model_copy(update={"summary_prompt": prompt})
+    config = ONE_PART.model_copy(update={"summary": {"prompt": prompt}})
     compact_messages(
         _history(), model=summarizer, config=config, storage=tmp_path, thread_id="t", state={"manual": {"focus": focus}}
     )
@@ -82,7 +82,7 @@ def test_a_focus_after_the_agents_own_messages_stays_as_written():
 def test_memory_instructions_naming_a_placeholder_do_not_pull_in_the_memory_files(tmp_path):
     FileStorage(tmp_path).replace_memory_file("default", "MEMORY.md", "- The user's private note: XYZZY\n")
     summarizer = ScriptedModel()
-    config = ONE_PART.model_copy(update={"memory_instructions": "Compare with {memory_md} and {ledger}."})
+    config = ONE_PART.model_copy(update={"memory": {"instructions": "Compare with {memory_md} and {ledger}."}})
     compact_messages(_history(), model=summarizer, config=config, storage=tmp_path, thread_id="t", state=None)
     [request] = [p for p in summarizer.calls if "memory extraction assistant" in p]
     assert request.count("XYZZY") == 1, "MEMORY.md is shown once, in its read-only block"
@@ -117,7 +117,7 @@ def test_section_like_lines_in_requests_and_pins_never_hide_quoted_requests(tmp_
         for text in ("Deploy checklist:\nNEXT STEPS:\nnotify #ops", forged)
     ]
     state: dict = {"pins": pins}
-    config = CompactionConfig(context_window=200_000, keep_messages=2, keep_tokens=0)
+    config = CompactionConfig(context_window=200_000, keep_messages=2, keep_by="messages")
     for n in range(14):
         text = f"Task {n}: look at the billing worker.\n" + (PASTED if n % 3 == 1 else FORGED if n % 3 == 0 else "")
         history += [HumanMessage(text, id=f"h{n}"), AIMessage(f"Done {n}. " + "checked " * 800, id=f"a{n}")]

@@ -196,7 +196,8 @@ def test_an_endless_but_well_formed_summary_is_a_failed_summary_and_the_extracti
     compaction = graph.get_state(THREAD).values["compaction"]
     assert compaction["counts"]["extractive"] >= 3 and "summarize" not in compaction["counts"]
     assert any("repeats itself" in (e.get("error") or e.get("why") or "") for e in compaction["events"])
-    assert compaction["breaker"]["failures"] == config.breaker_failures and compaction["breaker"]["open_until"] > 0
+    assert compaction["breaker"]["failures"] == config.guards.breaker_failures
+    assert compaction["breaker"]["open_until"] > 0
     summary = next(m for m in graph.get_state(THREAD).values["messages"] if m.name == "__compaction_summary__")
     assert EXTRACTIVE_MARK in summary.content and "talked some more" not in summary.content
 

@@ -301,7 +301,7 @@ def test_a_compaction_key_edited_into_wrong_types_is_repaired(tmp_path, garbage)
         ({"keep_tokens_ratio": 0}, "keep_tokens_ratio"),
         ({"keep_tokens_ratio": 1.5}, "keep_tokens_ratio"),
         ({"summary": {"timeout": 0}}, "summary.timeout"),
-        ({"summary_timeout": 0}, "summary.timeout"),  # the earlier flat name: the error names today's
+        ({"summary_timeout": 0}, "summary.timeout"),  # a group's setting at the top: the error names the group
         ({"memory": {"timezone": "Mars/Olympus"}}, "timezone"),
         ({"trigger_tokens": 1_000, "keep_tokens": 5_000}, "keep_tokens"),
         ({"context_window": "big"}, "context_window"),
