@@ -38,7 +38,10 @@ _EXIT = re.compile(
     r"\b(?:exit(?:ed with)?\s+(?:code|status)|exited with|return\s?code)\s*[:=]?\s*(-?\d+)", re.IGNORECASE
 )
 _ENTRY_DETAILS = re.compile(r"^(.*?) \(([^()]*)\)$")
-_GROUP = re.compile(r"^(\S*)/ \((\d+) files: (.*)\)$")
+_GROUP = re.compile(r"^(\S*)/ \((\d+) (changed )?files(?:, the first (\d+) changed)?: (.*)\)$")
+#: What a changed file named on its folder's line (``src/ (2 changed files: a.py, b.py)``) reads back as.
+CHANGED = "changed"
+_CHANGES = frozenset({*CHANGE_VERBS, CHANGED})
 #: A folder whose files are counted, not listed (the trail was over its token bound even with names grouped).
 _COUNTED = re.compile(r"^(\S*)/ \((?:(\d+) changed files)?(?:, )?(?:(\d+) other files)?\)$")
 
@@ -73,7 +76,7 @@ class TrailEntry:
     @property
     def is_change(self) -> bool:
         """Return True for a changed path, or a counted folder (it may hold changed files)."""
-        return self.is_counted or bool(set(self.details) & set(CHANGE_VERBS))
+        return self.is_counted or not _CHANGES.isdisjoint(self.details)
 
     @property
     def ident(self) -> tuple[bool, str]:
@@ -91,13 +94,26 @@ class TrailEntry:
 
 @dataclass(frozen=True)
 class FolderLine:
-    """The files of one folder sharing a line: ``src/ (2 files: a.py, b.py)``, names newest first."""
+    """The files of one folder sharing a line: ``src/ (2 files: a.py, b.py)``, names newest first.
+
+    The first ``changed`` names are changed files (``src/ (2 changed files: a.py, b.py)``,
+    ``src/ (3 files, the first 2 changed: a.py, b.py, c.py)``).
+    """
 
     folder: str
     names: tuple[str, ...]
+    changed: int = 0
 
     def render(self) -> str:
-        return f"{self.folder}/ ({len(self.names)} files: {', '.join(self.names)})"
+        count = len(self.names)
+        kind = (
+            f"{count} {CHANGED} files"
+            if self.changed == count
+            else f"{count} files, the first {self.changed} {CHANGED}"
+            if self.changed
+            else f"{count} files"
+        )
+        return f"{self.folder}/ ({kind}: {', '.join(self.names)})"
 
 
 #: A line of the bounded trail.
@@ -181,7 +197,8 @@ def merge_entries(entries: Sequence[TrailEntry]) -> list[TrailEntry]:
 def parse_line(text: str) -> list[TrailEntry]:
     """Return the entries a rendered line of the trail stands for (a previous summary's trail, read back).
 
-    A folder's line gives its paths, a counted folder one counted entry, any
+    A folder's line gives its paths (its changed files marked ``changed``),
+    a counted folder one counted entry, any
     other line one entry (``key (detail, detail)``).
     """
     text = text.strip()
@@ -189,8 +206,12 @@ def parse_line(text: str) -> list[TrailEntry]:
         group = _GROUP.match(text)
         if group:
             folder = group.group(1)
-            names = [n.strip() for n in group.group(3).split(", ") if n.strip()]
-            return [TrailEntry(n if folder == "." else f"{folder}/{n}") for n in names]
+            names = [n.strip() for n in group.group(5).split(", ") if n.strip()]
+            changed = len(names) if group.group(3) else int(group.group(4) or 0)
+            return [
+                TrailEntry(n if folder == "." else f"{folder}/{n}", (CHANGED,) if k < changed else ())
+                for k, n in enumerate(names)
+            ]
         counted = _COUNTED.match(text)
         if counted and (counted.group(2) or counted.group(3)):
             return [

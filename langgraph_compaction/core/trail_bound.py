@@ -2,7 +2,9 @@
 
 Every changed path keeps its own line while the token bound allows. When the
 trail is over its bound, read paths share their folder's line
-(``src/checkpoints/ (12 files: fsStore.ts, store.ts, ...)``); when that is not
+(``src/checkpoints/ (12 files: fsStore.ts, store.ts, ...)``), then changed
+paths too, named first (``src/ (5 files, the first 2 changed: a.ts, b.ts,
+...)``): every file is still named. When that is not
 enough for its token bound, the files of the largest folders are counted
 instead (``src/pkg/ (412 changed files, 30 other files)``), changed files
 too: a codemod over thousands of files leaves a trail of a few lines, each
@@ -95,9 +97,10 @@ def _merge_folders(folders: Sequence[str], room: int) -> tuple[dict[str, str], l
 def group_paths(entries: Sequence[TrailEntry], room: int) -> list[TrailLine]:
     """Return path entries in at most ``room`` lines (when it can): the paths of one folder share a line.
 
-    A shared line (``FolderLine``) has every name under the folder, newest
-    first; the deepest folders are merged into their parents until the lines
-    fit. A folder with one path keeps its entry as it was.
+    A shared line (``FolderLine``) has every name under the folder, the
+    changed files first, newest first; the deepest folders are merged into
+    their parents until the lines fit. A folder with one path keeps its entry
+    as it was.
     """
     # a URL at its host's root (``https://host``) has no folder: it is its own bucket, at the top
     homes = [folder if folder is not None else e.key for e in entries for folder in (_split_folder(e.key)[0],)]
@@ -112,11 +115,12 @@ def group_paths(entries: Sequence[TrailEntry], room: int) -> list[TrailLine]:
     lines: list[TrailLine] = []
     for folder, members in buckets.items():
         lines += [entries[i] for i in members if entries[i].key == folder]  # a host's root: no name under itself
-        inside = [i for i in members if entries[i].key != folder]
+        inside = sorted((i for i in members if entries[i].key != folder), key=lambda i: not entries[i].is_change)
         if len(inside) == 1:
             lines.append(entries[inside[0]])
         elif inside:
-            lines.append(FolderLine(folder, tuple(name(entries[i].key, folder) for i in inside)))
+            names = tuple(name(entries[i].key, folder) for i in inside)
+            lines.append(FolderLine(folder, names, sum(entries[i].is_change for i in inside)))
     return lines
 
 
@@ -131,13 +135,17 @@ def worked_on(entries: Sequence[TrailEntry]) -> list[TrailEntry]:
 
 
 def _bound_lines(
-    entries: Sequence[TrailEntry], limit: int, own: Collection[TrailEntry] | None = None
+    entries: Sequence[TrailEntry],
+    limit: int,
+    own: Collection[TrailEntry] | None = None,
+    group_changes: bool = False,
 ) -> tuple[list[TrailLine], int]:
     """Return the trail in about ``limit`` lines, and how many older commands were left out.
 
     ``own`` are the read paths that keep their own line when the others share
     their folder's; by default the ones the agent worked on most
-    (``worked_on``), at most half the room.
+    (``worked_on``), at most half the room. With ``group_changes`` the
+    changed paths not in ``own`` share their folder's line too.
     """
     if len(entries) <= limit:
         return list(entries), 0
@@ -145,12 +153,16 @@ def _bound_lines(
     recent, older = commands[: max(1, limit // 10)], commands[max(1, limit // 10) :]
     changed = [e for e in entries if not e.is_command and e.is_change]
     reads = [e for e in entries if not e.is_command and not e.is_change]
+    shared: set[TrailEntry] = set()
+    if group_changes:
+        shared = {e for e in changed if e not in set(own or ()) and not e.is_counted}
+        changed = [e for e in changed if e not in shared]
     room = limit - len(changed) - len(recent)
     grouped: list[TrailLine] = []
-    if len(reads) > room:
+    if len(reads) > room or shared:
         named = set(own) if own is not None else set(worked_on(reads)[: max(room, 0) // 2])
-        tail = [e for e in reads if e not in named]
-        grouped = group_paths(tail, max(room - len(named), 1)) if tail else []
+        tail = shared | {e for e in reads if e not in named}
+        grouped = group_paths([e for e in entries if e in tail], max(room - len(named), 1)) if tail else []
         reads = [e for e in reads if e in named]
     kept_older = older[: max(0, room - len(reads) - len(grouped))]
     keep = set(changed) | set(recent) | set(kept_older) | set(reads)
@@ -240,8 +252,9 @@ def bound_trail(
     commands fill what room is left. Newest first within each kind. Over
     ``max_tokens`` (counted by ``count_tokens``) the line bound shrinks by a
     quarter at a time: older commands leave first, then more paths share a
-    folder's line. When even one line of each kind is over it, the files of
-    the costliest folders are counted, changed ones too
+    folder's line. Still over it, changed paths share their folder's line too
+    (``_shared_changes``), every file still named. When even that is over it,
+    the files of the costliest folders are counted, changed ones too
     (``src/pkg/ (412 changed files, 30 other files)``), until it fits. The
     paths the agent worked on most (``worked_on``) keep their own lines all
     along: half the room when read paths are grouped, up to ``WORK_SHARE``
@@ -249,6 +262,7 @@ def bound_trail(
     Linear in the entries (each one's tokens counted once).
     """
     best = _bound_lines(entries, limit)
+    limit_at_start = limit
     if max_tokens is None or count_tokens is None:
         return best
     tokens: dict[TrailLine, int] = {}
@@ -269,7 +283,36 @@ def bound_trail(
         if size(tried[0]) < smallest:  # merging folders into their parents can lengthen the names: keep the shortest
             best, smallest = tried, size(tried[0])
     if smallest > max_tokens:
-        counted = _counted_lines(entries, max_tokens, size, _own_share(entries, max_tokens * WORK_SHARE, size))
+        share = _own_share(entries, max_tokens * WORK_SHARE, size)
+        shared = _shared_changes(entries, limit_at_start, max_tokens, size, share)
+        if shared is not None:
+            return shared
+        counted = _counted_lines(entries, max_tokens, size, share)
         if size(counted[0]) < smallest:
             best = counted
     return best
+
+
+def _shared_changes(
+    entries: Sequence[TrailEntry], limit: int, max_tokens: int, size: Size, share: Sequence[TrailEntry]
+) -> tuple[list[TrailLine], int] | None:
+    """Return the trail with changed files on their folder's line too, if that fits ``max_tokens``, else None.
+
+    The most lines (``limit``, shrunk by a quarter at a time) that fit, and
+    in them the most of ``share`` (the files worked on most) on their own lines.
+    """
+    while True:
+        fit = [k for k in (0, len(share)) if size(_bound_lines(entries, limit, share[:k], True)[0]) <= max_tokens]
+        if fit:
+            low, high = fit[-1], len(share)
+            while low < high:  # the most files worked on with their own lines that fit
+                mid = (low + high + 1) // 2
+                low, high = (
+                    (mid, high)
+                    if size(_bound_lines(entries, limit, share[:mid], True)[0]) <= max_tokens
+                    else (low, mid - 1)
+                )
+            return _bound_lines(entries, limit, share[:low], True)
+        if limit <= 1:
+            return None
+        limit = limit * 3 // 4

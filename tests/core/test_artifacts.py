@@ -19,7 +19,7 @@ from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.summary import extractive_summary, section
 from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.core.touches import touches
-from langgraph_compaction.core.trail import expand_group
+from langgraph_compaction.core.trail import expand_group, parse_line
 from langgraph_compaction.trajectories import load_trajectory
 
 SHAPES = Path(__file__).resolve().parents[1] / "data" / "agent_shapes"
@@ -207,9 +207,11 @@ def _findable(artifacts: str) -> tuple[set[str], set[str]]:
             paths = expand_group(entry) or [entry.rsplit(" (", 1)[0]]
             named.update(paths)
             if any(
-                f"{verb}" in entry.rsplit(" (", 1)[-1] for verb in ("edited", "wrote", "deleted", "moved")
+                f"{verb}" in entry.rsplit(" (", 1)[-1] for verb in ("edited", "wrote", "deleted", "moved", "changed")
             ) and not expand_group(entry):
                 changed.update(paths)
+            # changed files sharing their folder's line, named first
+            changed.update(e.key for e in parse_line(entry) if "changed" in e.details and expand_group(entry))
     return named, changed
 
 

@@ -21,10 +21,11 @@ from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.sections import section
 from langgraph_compaction.core.summary import extractive_summary
 from langgraph_compaction.core.tokens import estimate_text_tokens
+from langgraph_compaction.core.trail import expand_group
 from langgraph_compaction.testing import ScriptedModel
 
 BUDGET = FidelityConfig().trail_tokens
-_COUNTED = re.compile(r"^- (\S*)/ \((\d+) changed files")
+_COUNTED = re.compile(r"^- (\S*)/ \((\d+) changed files(?!:)")
 
 
 def _paths(request: int, per_request: int = 100, folders: int = 12) -> list[str]:
@@ -52,7 +53,8 @@ def _trail_lines(artifacts: str) -> list[str]:
 
 def _accounted(artifacts: str) -> int:
     """Return how many changed files the trail names one by one or counts on a folder's line."""
-    named = sum(1 for line in _trail_lines(artifacts) if line.endswith("(edited)") or line.endswith("(deleted)"))
+    named = sum(1 for line in _trail_lines(artifacts) if line.endswith(("(edited)", "(deleted)", "(changed)")))
+    named += sum(len(expand_group(line[2:])) for line in _trail_lines(artifacts) if " changed files: " in line)
     return named + sum(int(m.group(2)) for line in _trail_lines(artifacts) if (m := _COUNTED.match(line)))
 
 

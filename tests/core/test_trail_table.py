@@ -75,6 +75,9 @@ def test_an_entry_renders_its_verbs_or_counts_and_says_whether_it_is_a_change(en
 def test_a_folder_line_names_its_files_newest_first_with_their_count():
     assert FolderLine("src", ("b.py", "a.py")).render() == "src/ (2 files: b.py, a.py)"
     assert FolderLine(".", ("x.py", "lib/y.py", "z.md")).render() == "./ (3 files: x.py, lib/y.py, z.md)"
+    # the first ``changed`` names are changed files
+    assert FolderLine("src", ("b.py", "a.py"), 2).render() == "src/ (2 changed files: b.py, a.py)"
+    assert FolderLine("src", ("b.py", "a.py"), 1).render() == "src/ (2 files, the first 1 changed: b.py, a.py)"
 
 
 def test_a_counted_folder_is_not_the_same_thing_as_the_folder_itself():
@@ -174,6 +177,20 @@ def test_merged_entries_keep_the_first_spelling_and_status_and_add_up_uses_weigh
         ("src/ (2 files: a.py, b.py)", [("src/a.py", (), 0, 0)] + [("src/b.py", (), 0, 0)], None, 2, None),
         ("./ (2 files: a.py, lib/b.py)", [("a.py", (), 0, 0), ("lib/b.py", (), 0, 0)], None, 2, None),
         ("  src/ (1 files: a.py)  ", [("src/a.py", (), 0, 0)], "src/a.py", 1, None),
+        (
+            "src/ (2 changed files: a.py, b.py)",
+            [("src/a.py", ("changed",), 0, 0), ("src/b.py", ("changed",), 0, 0)],
+            None,
+            2,
+            None,
+        ),
+        (
+            "src/ (3 files, the first 2 changed: a.py, b.py, c.py)",
+            [("src/a.py", ("changed",), 0, 0), ("src/b.py", ("changed",), 0, 0), ("src/c.py", (), 0, 0)],
+            None,
+            3,
+            None,
+        ),
         ("src/pkg/ (12 changed files)", [("src/pkg/", (), 12, 0)], None, 0, ("src/pkg", 12, 0)),
         ("src/pkg/ (3 other files)", [("src/pkg/", (), 0, 3)], None, 0, ("src/pkg", 0, 3)),
         ("src/ (12 changed files, 3 other files)", [("src/", (), 12, 3)], None, 0, ("src", 12, 3)),
@@ -290,6 +307,23 @@ def test_paths_share_their_folders_line_and_a_folder_of_one_keeps_its_entry(room
     assert rendered(group_paths(READS, room)) == lines
 
 
+def test_changed_files_come_first_on_their_folders_line_and_the_line_counts_them():
+    mixed = [
+        E("src/a.py", ("read",)),
+        E("src/b.py", ("edited",)),
+        E("src/c.py", ("changed",)),
+        E("lib/d.py", ("wrote",)),
+    ]
+    assert rendered(group_paths(mixed, 1)) == [
+        "./ (4 files, the first 3 changed: src/b.py, src/c.py, lib/d.py, src/a.py)"
+    ]
+    assert rendered(group_paths(mixed, 2)) == [
+        "src/ (3 files, the first 2 changed: b.py, c.py, a.py)",
+        "lib/d.py (wrote)",
+    ]
+    assert E("src/c.py", ("changed",)).is_change  # read back from a folder's line, it stays a change
+
+
 def test_a_url_at_its_hosts_root_is_a_line_of_its_own():
     urls = [E("https://h", ("fetched",)), E("https://h/a", ("fetched",)), E("https://h/b", ("fetched",))]
     assert rendered(group_paths(urls, 1)) == ["https://h (fetched)", "https://h/ (2 files: a, b)"]
@@ -397,6 +431,8 @@ GROUPED = [
     "docs/r.md (read)",
 ]
 TOP = ["$ make (exit 0)", "src/a.py (edited)", "src/b.py (edited)", "./ (3 files: lib/x.py, lib/y.py, docs/r.md)"]
+#: changed files share their folder's line too, named first, before any file is counted
+SHARED = ["$ make (exit 0)", "./ (5 files, the first 2 changed: src/a.py, src/b.py, lib/x.py, lib/y.py, docs/r.md)"]
 COUNTED = ["$ make (exit 0)", "src/ (2 changed files)", "./ (3 other files)"]
 ALL_COUNTED = ["$ make (exit 0)", "./ (2 changed files, 3 other files)"]
 
@@ -411,13 +447,17 @@ ALL_COUNTED = ["$ make (exit 0)", "./ (2 changed files, 3 other files)"]
         (25, GROUPED, 1),
         (24, TOP, 1),  # 22
         (22, TOP, 1),
-        (21, COUNTED, 1),  # 18
+        (21, SHARED, 1),  # 20
+        (20, SHARED, 1),
+        (19, COUNTED, 1),  # 18
         (18, COUNTED, 1),
         (17, ALL_COUNTED, 1),  # 15: the smallest there is, over any smaller bound
         (1, ALL_COUNTED, 1),
     ],
 )
-def test_over_its_tokens_the_trail_groups_then_counts_folders_changed_files_last(max_tokens, lines, dropped):
+def test_over_its_tokens_the_trail_groups_reads_then_changes_then_counts_folders_changed_files_last(
+    max_tokens, lines, dropped
+):
     got, left_out = bound_trail(WORK, 10, max_tokens, words)
     assert (rendered(got), left_out) == (lines, dropped)
     if max_tokens is not None and max_tokens >= 15:
@@ -435,7 +475,7 @@ HOT = [*WORK[:3], E("lib/x.py", ("read",), 3, 3.0), *WORK[4:]]
     "max_tokens, lines",
     [
         (30, EVERY),
-        (20, ["$ make (exit 0)", "lib/x.py (read)", "./ (2 changed files, 2 other files)"]),
+        (20, SHARED),  # with its own line, lib/x.py would make it 24
         # lib/x.py's line costs 4 tokens: it keeps it while 4 <= WORK_SHARE * max_tokens
         (8, ["$ make (exit 0)", "lib/x.py (read)", "./ (2 changed files, 2 other files)"]),
         (7, ALL_COUNTED),
@@ -479,12 +519,17 @@ def test_the_own_share_stops_at_the_first_file_past_it():
 def test_a_count_carried_from_an_earlier_summary_joins_its_folders_count():
     carried = [*WORK[:6], E("lib/", (), 0, 0.0, 40, 2)]
     got, _ = bound_trail(carried, 10, 30, words)
+    assert rendered(got) == [  # the carried count keeps its line while the files are named
+        "$ make (exit 0)",
+        "lib/ (40 changed files, 2 other files)",
+        "./ (5 files, the first 2 changed: src/a.py, src/b.py, lib/x.py, lib/y.py, docs/r.md)",
+    ]
+    got, _ = bound_trail(carried, 10, 28, words)
     assert rendered(got) == [
         "$ make (exit 0)",
-        "src/a.py (edited)",
-        "src/b.py (edited)",
-        "docs/r.md (read)",
+        "src/ (2 changed files)",
         "lib/ (40 changed files, 4 other files)",  # the 40 and 2 carried, lib/x.py and lib/y.py
+        "docs/ (1 other files)",
     ]
     got, _ = bound_trail(carried, 10, 20, words)
     assert rendered(got) == ["$ make (exit 0)", "./ (42 changed files, 5 other files)"]
