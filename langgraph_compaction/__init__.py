@@ -74,7 +74,7 @@ _ELSEWHERE: dict[str, tuple[str, ...]] = {
         "TruncateArgsConfig",
     ),
     "core.plan": ("CompactionPlan", "Cut", "find_cutoff", "plan_compaction"),
-    "engine.nodes": ("FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionNodes"),
+    "engine.nodes": ("FLUSH", "GATE", "OFFLOAD", "SUMMARIZE"),
     "engine.state": ("merge_compaction", "read_compaction"),
     "core.summary": ("build_summary_message", "extractive_summary", "summary_message_id"),
     "core.fidelity": ("complete_summary", "stated_rules"),

@@ -3,7 +3,7 @@
 Each system's node is called as the graph calls it, on a history of N
 messages restored fresh from a checkpoint before every call (new message
 objects with the same ids, as after a checkpoint load), with thresholds so
-high that nothing is compacted: our ``CompactionNodes.gate``, LangChain's
+high that nothing is compacted: our ``CompactionEngine.gate``, LangChain's
 ``SummarizationMiddleware.before_model``, langmem's ``SummarizationNode``.
 Also the whole graph's time per turn against LangChain's graph
 (``SummarizationMiddleware``'s ``before_model`` in front of the same agent
@@ -46,7 +46,7 @@ from benchmarks.anchors import (
     system_graph,
 )
 from benchmarks.report import check, table, targets_table
-from langgraph_compaction.engine.nodes import CompactionNodes
+from langgraph_compaction.engine.nodes import CompactionEngine
 
 NAME = "gate_overhead"
 SIZES = (100, 1_000, 5_000, 20_000)
@@ -80,7 +80,7 @@ def history(n: int) -> list[BaseMessage]:
 
 def _callers() -> dict[str, Callable[[dict], Any]]:
     summarizer = scripted_summarizer()
-    ours = CompactionNodes(before="agent", model=summarizer, config=IDLE.config())
+    ours = CompactionEngine(before="agent", model=summarizer, config=IDLE.config())
     lc = LangchainNode(langchain_middleware(summarizer, IDLE))
     lm = langmem_node(summarizer, IDLE)
     config = {"configurable": {"thread_id": "bench"}}

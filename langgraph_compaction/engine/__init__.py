@@ -7,6 +7,6 @@
 - ``state``: the ``compaction`` record, every key declared, and its reducer; ``jobs``: the background jobs.
 """
 
-from .nodes import CompactionEngine, CompactionNodes, PassResult
+from .nodes import CompactionEngine, PassResult
 
-__all__ = ["CompactionEngine", "CompactionNodes", "PassResult"]
+__all__ = ["CompactionEngine", "PassResult"]

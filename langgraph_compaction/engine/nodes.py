@@ -30,6 +30,7 @@ from .effects import Steps
 from .flush import FLUSH, flush_steps
 from .gate import GATE, Memo, Memos, gate_steps, plan_for
 from .jobs import BackgroundJobs
+from .native import refuse_on_demand, refuse_threshold
 from .offload import OFFLOAD, offload_steps
 from .overflow import recovery_steps
 from .passes import message_writes, pass_steps, stage_name, update_delta
@@ -38,7 +39,7 @@ from .setup import Setup, storage_for
 from .state import read_compaction
 from .summarize import SUMMARIZE, summarize_steps
 
-__all__ = ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionEngine", "CompactionNodes", "PassResult"]
+__all__ = ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionEngine", "PassResult"]
 
 
 @dataclass
@@ -106,6 +107,8 @@ class CompactionEngine:
         )
         self.memos = Memos()
         self.jobs = jobs if jobs is not None else BackgroundJobs()
+        refuse_on_demand(self.setup)  # what the provider would refuse, said once the models are known
+        refuse_threshold(agent_model)
 
     # -- the setup, as the fronts read it
     @property
@@ -309,7 +312,3 @@ class CompactionEngine:
     async def arecover(self, state: Any, run: Run, call: Callable[[Any], Any]) -> Any:
         """Return ``recover``'s output, awaiting ``call`` (a coroutine function)."""
         return await adrive(recovery_steps(self, state, run), self.performer(run, call))
-
-
-#: The engine under the name the fronts and users have imported it by.
-CompactionNodes = CompactionEngine

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from ..core.plan import plan_compaction
 from ..engine.jobs import use_runner
-from ..engine.nodes import CompactionNodes
+from ..engine.nodes import CompactionEngine
 from ..invariants import (
     bounded_problems,
     broken_tool_ids,
@@ -78,7 +78,7 @@ def remembered_twice(ledgers: dict[str, str]) -> list[str]:
     return [f"{r[:-1]} is remembered in {k} ledger bullets" for r, k in sorted(counts.items()) if k > 1]
 
 
-def smallest_request(view: Sequence[BaseMessage], nodes: CompactionNodes) -> int:
+def smallest_request(view: Sequence[BaseMessage], nodes: CompactionEngine) -> int:
     """Return the fewest tokens layers 1-2 can bring a request to: over the whole history, excluded tools too."""
     counts = nodes.counter.counts(list(view))
     return plan_compaction(
@@ -86,7 +86,7 @@ def smallest_request(view: Sequence[BaseMessage], nodes: CompactionNodes) -> int
     ).tokens_after_layers
 
 
-def request_problems(view: Sequence[BaseMessage], window: int | None, nodes: CompactionNodes) -> dict[str, list[str]]:
+def request_problems(view: Sequence[BaseMessage], window: int | None, nodes: CompactionEngine) -> dict[str, list[str]]:
     """Return what a provider would refuse in a request: an orphan result, an unanswered call, over the window.
 
     A request over the window counts only when layers 1-2 could have brought it under (guarantee 3): the model
@@ -130,9 +130,9 @@ def run_retry_example(
             asked[0] += 1  # any LLM words each answer its own way: the ledger's bullet dedupe cannot see a repeat
             return scripted_memories(prompt).replace("- The user asked:", f"- In call {asked[0]}, the user asked:")
 
-        def worker() -> CompactionNodes:
+        def worker() -> CompactionEngine:
             summarizer = ScriptedModel(summary_words=60, memory=memory)
-            return CompactionNodes(before="agent", model=summarizer, config=config, storage=real)
+            return CompactionEngine(before="agent", model=summarizer, config=config, storage=real)
 
         workers = [worker(), worker()]
         sim = Simulation(workers[0], {"configurable": {"thread_id": "retried", "user_id": "u"}}, rng, 0.0, real)

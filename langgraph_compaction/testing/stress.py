@@ -32,7 +32,7 @@ from ..core.fidelity import TRAIL_HEADER
 from ..core.sections import section
 from ..core.tokens import estimate_text_tokens
 from ..engine.jobs import Job, Runner, use_runner
-from ..engine.nodes import CompactionNodes
+from ..engine.nodes import CompactionEngine
 from ..engine.state import merge_compaction
 from ..invariants import (
     ThreadLedger,
@@ -69,7 +69,7 @@ class Simulation:
     """The compaction nodes driven as the compiled graph would run them, with crash-and-resume injection."""
 
     def __init__(
-        self, nodes: CompactionNodes, config: dict, rng: random.Random, crash_rate: float, storage: Any = None
+        self, nodes: CompactionEngine, config: dict, rng: random.Random, crash_rate: float, storage: Any = None
     ) -> None:
         self.nodes, self.config, self.rng, self.crash_rate = nodes, config, rng, crash_rate
         self.storage = storage  # read (never failing) to choose messages already offloaded
@@ -190,13 +190,13 @@ def replay(sim: Simulation, conversation: Sequence[BaseMessage]) -> None:
             pending.append(message)
 
 
-def _drawn_nodes(rng: random.Random, config: Any, real: Any, faults: bool) -> tuple[CompactionNodes, float]:
+def _drawn_nodes(rng: random.Random, config: Any, real: Any, faults: bool) -> tuple[CompactionEngine, float]:
     """Return nodes in front of ``agent`` with drawn model faults over ``real``, failing at a drawn rate (and it)."""
     summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
     flusher = ScriptedModel(memory=rng.choice(MODEL_FAULTS) if faults else None)
     rate = rng.choice([0.0, 0.05, 0.3]) if faults else 0.0
     storage = FlakyStorage(real, rng, rate) if rate else real
-    return CompactionNodes(before="agent", model=summarizer, flush_model=flusher, config=config, storage=storage), rate
+    return CompactionEngine(before="agent", model=summarizer, flush_model=flusher, config=config, storage=storage), rate
 
 
 def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file") -> dict[str, list[str]]:
@@ -245,7 +245,7 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
             context_window=window if wide else rng.choice([32_000, 128_000]), summary={"timeout": None}
         )
         summarizer = ScriptedModel(summary=rng.choice(MODEL_FAULTS) if faults else None, summary_words=60)
-        nodes = CompactionNodes(before="agent", model=summarizer, config=config, storage=real)
+        nodes = CompactionEngine(before="agent", model=summarizer, config=config, storage=real)
         sim = Simulation(nodes, {"configurable": {"thread_id": "bound", "user_id": "u"}}, rng, 0.0, real)
         conversation = huge_round(rng, window) if wide else codemod(rng)
         views: list[list[BaseMessage]] = []
@@ -369,7 +369,7 @@ def replay_trajectory(path: Path, every: int = 6) -> Simulation:
         config = CompactionConfig(  # blocking: a compaction at each forced point (the other examples run background)
             context_window=60_000, trigger_tokens=6_000, keep_tokens=1_500, trigger_messages=every * 2, background=False
         )
-        nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=config, storage=Path(tmp) / "store")
+        nodes = CompactionEngine(before="agent", model=ScriptedModel(), config=config, storage=Path(tmp) / "store")
         sim = Simulation(nodes, {"configurable": {"thread_id": path.stem}}, random.Random(0), 0.0)
         replay(sim, conversation)
         sim.ledger.check_store(

@@ -116,10 +116,10 @@ def _history(edit=None):
 
 @pytest.mark.parametrize("edit", ["flat arguments", "nested arguments", "block text", "tool result"])
 def test_the_gate_memo_recounts_a_same_length_edit_of_a_restored_history(edit):
-    from langgraph_compaction.engine.nodes import CompactionNodes
+    from langgraph_compaction.engine.nodes import CompactionEngine
 
     seen = []
-    nodes = CompactionNodes(
+    nodes = CompactionEngine(
         before="agent",
         model=ScriptedModel(),
         config=CompactionConfig(token_counter=lambda ms: seen.extend(ms) or _flagged(ms)),

@@ -266,11 +266,11 @@ def test_compact_messages_answers_the_calls_a_crash_left_after_their_answered_si
 
 
 def test_a_call_left_unanswered_at_the_end_is_answered_by_appending_not_by_rewriting_the_history():
-    from langgraph_compaction.engine.nodes import CompactionNodes
+    from langgraph_compaction.engine.nodes import CompactionEngine
 
     call = {"name": "Read", "args": {"file_path": "src/a.py"}, "id": "c-last"}
     history = [HumanMessage("Read a.py", id="h"), AIMessage("", tool_calls=[call], id="a")]
-    nodes = CompactionNodes(before="agent", model=None, config=CompactionConfig(context_window=128_000))
+    nodes = CompactionEngine(before="agent", model=None, config=CompactionConfig(context_window=128_000))
     update = nodes.gate({"messages": history}, {"configurable": {"thread_id": "end"}})
     written = update["messages"]
     assert [type(m).__name__ for m in written] == ["ToolMessage"]  # no RemoveMessage: 20,000 messages stay put

@@ -32,7 +32,7 @@ from support.checked import TIGHT, CheckedAgent, CheckedThread, build_checked_gr
 import langgraph_compaction.storage.files as storage_module
 from langgraph_compaction import SUMMARY_MESSAGE_NAME, FileStorage, StoreStorage
 from langgraph_compaction.core.summary import EXTRACTIVE_MARK
-from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionNodes
+from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
 from langgraph_compaction.testing import ScriptedModel
 
 TURNS = 4
@@ -371,7 +371,7 @@ class Crash(Exception):
 
 def _inject(monkeypatch, node: str, when: str, crash: dict) -> None:
     """Make ``node`` raise Crash once during a compaction: before it runs, or after its side effects (its update unsaved)."""
-    original = getattr(CompactionNodes, node)
+    original = getattr(CompactionEngine, node)
 
     def wrapper(self, state, config):
         # the side branches and summarize only run during a compaction; the gate is caught on its way into one
@@ -386,7 +386,7 @@ def _inject(monkeypatch, node: str, when: str, crash: dict) -> None:
             raise Crash(f"crash after {node}")
         return result
 
-    monkeypatch.setattr(CompactionNodes, node, wrapper)
+    monkeypatch.setattr(CompactionEngine, node, wrapper)
 
 
 NODES = ["gate", "flush", "offload", "summarize"]
@@ -444,7 +444,7 @@ def test_crash_between_nodes_resumes_from_postgres(tmp_path, monkeypatch, node, 
 def test_retry_policy_reruns_a_node_after_its_side_effects_exactly_once(tmp_path, monkeypatch, node):
     crash = {"done": False}
     short = node.removeprefix("compaction_")
-    original = getattr(CompactionNodes, short)
+    original = getattr(CompactionEngine, short)
 
     def flaky(self, st, config):
         result = original(self, st, config)
@@ -453,7 +453,7 @@ def test_retry_policy_reruns_a_node_after_its_side_effects_exactly_once(tmp_path
             raise ConnectionError(f"connection reset after {short}")  # retried by the default RetryPolicy
         return result
 
-    monkeypatch.setattr(CompactionNodes, short, flaky)
+    monkeypatch.setattr(CompactionEngine, short, flaky)
     agent = CheckedAgent(fail_once=ConnectionError("agent's provider blipped"))  # the model node is retried too
     retry = RetryPolicy(initial_interval=0.01, jitter=False)
     graph, _ = build_checked_graph(

@@ -24,7 +24,7 @@ from support.checked import CheckedThread, build_checked_graph, request
 from langgraph_compaction import FileStorage, build_summary_message, find_cutoff
 from langgraph_compaction.core.conversation import leading_systems
 from langgraph_compaction.core.plan import compacted_view
-from langgraph_compaction.engine.nodes import CompactionNodes
+from langgraph_compaction.engine.nodes import CompactionEngine
 from langgraph_compaction.invariants import (
     INVARIANTS,
     bounded_problems,
@@ -84,7 +84,7 @@ def test_any_cut_of_any_conversation_keeps_a_valid_history(seed, keep_tokens, ke
 def test_the_gate_plan_never_evicts_a_leading_system_message_or_the_latest_request(seed):
     rng = random.Random(seed)
     messages = random_conversation(rng)  # some with a system reminder before user turns: conversation, evictable
-    nodes = CompactionNodes(before="agent", model=None, config=random_config(rng))
+    nodes = CompactionEngine(before="agent", model=None, config=random_config(rng))
     plan = nodes.plan(messages, manual=True)
     latest = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
     if plan.cut is not None:

@@ -26,9 +26,10 @@ from langgraph_compaction import testing
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Every name ``from langgraph_compaction import ...`` accepted when the top listed 63 of them, less
-#: ``with_overflow_recovery`` (deleted: ``add_compaction`` wraps the model node itself).
+#: ``with_overflow_recovery`` (deleted: ``add_compaction`` wraps the model node itself) and ``CompactionNodes``
+#: (deleted: ``langgraph_compaction.engine.nodes.CompactionEngine`` under an earlier name).
 FORMER_EXPORTS = (
-    "Budget CompactionConfig CompactionInfo CompactionMiddleware CompactionNodes CompactionPlan CompactionResult "
+    "Budget CompactionConfig CompactionInfo CompactionMiddleware CompactionPlan CompactionResult "
     "CompactionState CompactionStorage ConsolidationResult ContextTooLongError Cut FLUSH FidelityConfig FileStorage "
     "GATE MicroCompactConfig OFFLOAD PruneConfig SUMMARIZE SUMMARY_MESSAGE_NAME StoreStorage TokenCounter "
     "TruncateArgsConfig acompact_messages aconsolidate_memory add_compaction ainvoke_with_recovery aload_transcript "
@@ -44,7 +45,7 @@ FORMER_EXPORTS = (
 HOMES = {
     "langgraph_compaction.core.plan": ["CompactionPlan", "Cut", "find_cutoff", "plan_compaction"],
     "langgraph_compaction.core.config": ["Budget"],
-    "langgraph_compaction.engine.nodes": ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionNodes"],
+    "langgraph_compaction.engine.nodes": ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE"],
     "langgraph_compaction.engine.state": ["merge_compaction", "read_compaction"],
     "langgraph_compaction.core.summary": ["build_summary_message", "extractive_summary", "summary_message_id"],
     "langgraph_compaction.core.fidelity": ["complete_summary", "stated_rules"],

@@ -9,7 +9,7 @@ from test_isolation import NASTY, hashed_label
 from langgraph_compaction import CompactionConfig, build_summary_message, find_cutoff, safe_label, view_violations
 from langgraph_compaction.core.plan import compacted_view
 from langgraph_compaction.core.tokens import TokenCounter
-from langgraph_compaction.engine.nodes import CompactionNodes
+from langgraph_compaction.engine.nodes import CompactionEngine
 
 
 @st.composite
@@ -65,7 +65,7 @@ def test_compacted_view_obeys_provider_rules(messages, keep_tokens, keep_message
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations())
 def test_gate_plan_never_evicts_the_latest_request(messages):
-    nodes = CompactionNodes(
+    nodes = CompactionEngine(
         before="agent", model=None, config=CompactionConfig(context_window=4_000, trigger_tokens=2_000, keep_tokens=500)
     )
     plan = nodes.plan(messages, manual=True)
@@ -295,7 +295,7 @@ def test_runs_with_colliding_or_no_thread_ids_never_read_each_others_transcript(
         config = CompactionConfig(context_window=4_000, trigger_tokens=2_000, keep_tokens=500)
         keys = []
         for k, (thread, messages) in enumerate(zip(threads, conversations_, strict=True)):
-            nodes = CompactionNodes(before="agent", model=ScriptedModel(), config=config, storage=storage)
+            nodes = CompactionEngine(before="agent", model=ScriptedModel(), config=config, storage=storage)
             where = {"user_id": f"user-{k}", **({"thread_id": thread} if thread is not None else {})}
             sim = Simulation(nodes, {"configurable": where}, random.Random(k), 0.0, storage)
             replay(sim, [m.model_copy(update={"id": f"run{k}-{m.id}"}) for m in messages])

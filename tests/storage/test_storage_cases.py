@@ -318,7 +318,7 @@ class WriteFails(FileStorage):
 
 def test_a_failed_offload_never_lets_an_older_offload_vouch_for_a_replaced_message(tmp_path):
     from langgraph_compaction import CompactionConfig, merge_compaction
-    from langgraph_compaction.engine.nodes import CompactionNodes
+    from langgraph_compaction.engine.nodes import CompactionEngine
 
     original = HumanMessage("deploy to staging " * 40, id="h1")
     FileStorage(tmp_path).append_transcript("t", message_records([original]))
@@ -332,7 +332,7 @@ def test_a_failed_offload_never_lets_an_older_offload_vouch_for_a_replaced_messa
         "tokens_after_layers": 900,
     }
     compaction = {"offloaded_ids": ["h1", "a1", "h2", "a2"], "pending": pending}  # what the earlier offload wrote
-    nodes = CompactionNodes(
+    nodes = CompactionEngine(
         before="agent", model=ScriptedModel(), config=CompactionConfig(), storage=WriteFails(tmp_path)
     )
     config = {"configurable": {"thread_id": "t"}}
