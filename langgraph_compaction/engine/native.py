@@ -38,6 +38,7 @@ from ..core.native import (
     provider_reads_from,
     provider_request,
     readable_text,
+    threshold_refusal,
     with_native,
     without_unanswered_calls,
 )
@@ -98,6 +99,26 @@ def _refusal(setup: Setup) -> tuple[Any, str | None]:
             "summarizer, or summary={'native': 'auto'} to use the package's own summary with this one"
         )
     return chat, on_demand_refusal(getattr(chat, "model", None))
+
+
+def refuse_on_demand(setup: Setup) -> dict | None:
+    """Say (a log line and an event) why ``summary={"native": True}`` cannot be native with this summarizer."""
+    if setup.config.summary.native is not True or setup.model is None:
+        return None
+    _, refusal = _refusal(setup)
+    return emit_event({"stage": "native", "native": "refused", "error": refusal}) if refusal else None
+
+
+def refuse_threshold(agent_model: Any) -> dict | None:
+    """Say (a log line and an event) why Anthropic refuses the threshold compaction the agent's model is set up with.
+
+    A ``ChatAnthropic`` agent whose ``context_management`` holds a
+    ``compact_20260112`` edit with a trigger under the provider's minimum gets
+    an HTTP 400 on every call; this names the field and the fix first.
+    """
+    chat = anthropic_model(agent_model)
+    refusal = threshold_refusal(getattr(chat, "context_management", None)) if chat is not None else None
+    return emit_event({"stage": "native", "native": "refused", "error": refusal}) if refusal else None
 
 
 def _add_billed(run: Run, usage: dict) -> dict:

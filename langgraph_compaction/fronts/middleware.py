@@ -32,6 +32,7 @@ from langgraph.types import Command
 from ..core.calibration import fixed_tokens
 from ..core.config import CompactionConfig, model_context_window
 from ..core.langchain_args import ContextSize, Trigger, settings_with
+from ..engine.native import refuse_threshold
 from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine, combined
 from ..engine.passes import with_message_ids
@@ -222,14 +223,18 @@ class CompactionMiddleware(AgentMiddleware):
         """Count the system prompt and tool schemas this request carries, learn its model's window.
 
         The first request of an agent in a process is not counted yet; if it
-        is refused as too long, the recovery below counts it. Return True when
-        the agent's model narrowed the window.
+        is refused as too long, the recovery below counts it. The first one
+        also says what the provider would refuse of the model's own settings
+        (``refuse_threshold``). Return True when the agent's model narrowed
+        the window.
         """
         system = request.system_message.content if request.system_message is not None else None
         window = model_context_window(request.model)
         key = (tuple(id(t) for t in request.tools), str(system), window)
         if key == counted[0]:
             return False
+        if counted[0] is None:  # the agent's model is known from its first request
+            refuse_threshold(request.model)
         narrowed = learn_window(nodes, window)
         schemas = [_tool_schema(t) for t in request.tools]
         nodes.fixed_tokens = fixed_tokens(request.model.bind(tools=schemas) if schemas else None, system)
