@@ -5,7 +5,12 @@ package and through LangChain's ``SummarizationMiddleware`` with the same
 thresholds as the replay measure and the same scripted summarizer, at three
 windows (24k, 40k and 60k). The synthetic sessions of
 ``tests/data/agent_shapes`` (Codex, OpenCode, Gemini CLI and MCP tool shapes,
-one of 2,000+ path mentions) are replayed through this package the same way.
+one of 2,000+ path mentions) are replayed through this package the same way,
+and so is the stress set at the 40k window: one long session (560 tool calls,
+parallel rounds, paged reads, shell pipelines, ``apply_patch``) per agent of
+``testing.agent_sessions`` (Codex, Copilot, OpenCode, Gemini CLI), generated
+with its answer key at run time. Its path recall counts only the paths the
+trail names (a path counted on its folder's line is not named): target 95 %.
 Whenever a model call's input has lost messages (a compaction), that input is
 checked against everything compacted so far:
 
@@ -15,7 +20,8 @@ checked against everything compacted so far:
   from the answer key written with each session (``<name>.touched.json``);
   for the real trajectories from ``touches.touches``;
 - changed-file recall: the paths those calls wrote, edited, patched, deleted
-  or moved, named word for word, or (over the trail's token bound) counted
+  or moved, named word for word or as changed on their folder's line
+  (``src/ (3 files, the first 2 changed: a.ts, b.ts, c.ts)``), or (over the trail's token bound) counted
   on their folder's line, ``src/ (412 changed files)``: such paths are
   reported apart ("counted by folder"), for paths and changed files alike;
 - request recall: the last three compacted user requests present verbatim
@@ -51,7 +57,8 @@ from langgraph_compaction.core.fidelity import stated_rules
 from langgraph_compaction.core.summary import render_messages
 from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.core.touches import CHANGE_VERBS, normalise_path, touches
-from langgraph_compaction.core.trail import counted_files, expand_group
+from langgraph_compaction.core.trail import CHANGED, counted_files, expand_group, parse_line
+from langgraph_compaction.testing.agent_sessions import AGENTS, write_session
 
 NAME = "summary_fidelity"
 #: A tight window that compacts the short runs again and again, a middle one, and the replay measure's budget.
@@ -69,6 +76,11 @@ LAST_REQUESTS = 3
 KINDS = ("paths", "changed", "requests", "constraints")
 #: Path recall the trail must reach after every compaction; changed files, requests and constraints: all of them.
 PATH_RECALL_TARGET = 0.95
+#: The stress set: long generated sessions of other agents (``testing.agent_sessions``), at this window.
+STRESS_WINDOW = "40k window"
+STRESS_CALLS = 560
+#: Agents of the stress set replayed in a quick run.
+QUICK_STRESS = ("codex", "opencode")
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
 PLOT = "summary_fidelity.png"
 #: Characters of the compacted history shown to the probe writer (the newest part), about 30k tokens.
@@ -155,9 +167,18 @@ def call_paths(messages: Sequence[BaseMessage], answer_key: dict | None = None) 
     return found
 
 
-def trail_paths(context: str) -> set[str]:
-    """Return the paths the folder lines of a context's trail name (``- src/ (2 files: a.ts, b.ts)``)."""
-    return {p for line in context.splitlines() if line.startswith("- ") for p in expand_group(line[2:])}
+def trail_paths(context: str, changed: bool = False) -> set[str]:
+    """Return the paths the folder lines of a context's trail name (``- src/ (2 files: a.ts, b.ts)``).
+
+    ``changed``: only the changed files they name (``src/ (3 files, the first 2 changed: a.ts, b.ts, c.ts)``).
+    """
+    return {
+        e.key
+        for line in context.splitlines()
+        if line.startswith("- ") and expand_group(line[2:])
+        for e in parse_line(line[2:])
+        if not changed or CHANGED in e.details
+    }
 
 
 def counted_folders(context: str) -> set[str]:
@@ -177,7 +198,7 @@ def check_context(
 ) -> dict:
     """Return, for one compaction, how many paths, changed files, requests and constraints were expected and found."""
     context = render_messages(view)
-    grouped = trail_paths(context)
+    grouped = {"paths": trail_paths(context), "changed": trail_paths(context, changed=True)}
     calls = [touched[(m.id, c.get("id") or "")] for m in compacted for c in tool_calls_of(m)]
     changed = list(dict.fromkeys(p for _, changes in calls for p in changes))
     expected = {
@@ -189,7 +210,7 @@ def check_context(
     counted = counted_folders(context)
     figures: dict[str, Any] = {}
     for kind, items in expected.items():
-        missing = [item for item in items if item not in context and (kind != "paths" or item not in grouped)]
+        missing = [item for item in items if item not in context and item not in grouped.get(kind, ())]
         # a path the trail counts on its folder's line, over its token bound, is accounted for (and counted apart)
         by_folder = [item for item in missing if kind in ("paths", "changed") and under_counted(item, counted)]
         missing = [item for item in missing if item not in by_folder]
@@ -379,6 +400,46 @@ def _window_targets(label: str, v: dict) -> list[dict]:
     ]
 
 
+def named_recall(totals: dict, kind: str) -> float | None:
+    """Return the share of the expected paths (``kind``: paths or changed) the context named, counted ones not."""
+    expected = totals[kind]
+    return round((totals[f"{kind}_found"] - totals[f"{kind}_counted"]) / expected, 4) if expected else None
+
+
+def stress_set(ctx) -> dict:
+    """Return the totals of each long session of the stress set, replayed at ``STRESS_WINDOW``."""
+    folder = ctx.scratch_dir / "agent_sessions"
+    found: dict[str, dict] = {}
+    for agent in QUICK_STRESS if ctx.quick else AGENTS:
+        path = write_session(folder, agent, calls=STRESS_CALLS)
+        seen = replay("ours", path, SETTINGS[STRESS_WINDOW], ctx.scratch_dir / f"fidelity-stress-{agent}")
+        found[agent] = {
+            **_totals(seen.checks),
+            "calls": STRESS_CALLS,
+            "named_paths": named_recall(_totals(seen.checks), "paths"),
+            "named_changed": named_recall(_totals(seen.checks), "changed"),
+        }
+    return found
+
+
+def _stress_targets(stress: dict) -> list[dict]:
+    lowest = min((t["named_paths"] for t in stress.values() if t["named_paths"] is not None), default=1.0)
+    return [
+        check(
+            f"stress set ({STRESS_WINDOW}): lowest path recall of a session, paths named (not counted), % short of 100",
+            100 * (1 - lowest),
+            100 * (1 - PATH_RECALL_TARGET),
+            unit=" %",
+        ),
+        check(
+            f"stress set ({STRESS_WINDOW}): changed files missing after a compaction",
+            sum(t["changed"] - t["changed_found"] for t in stress.values()),
+            0,
+            unit="",
+        ),
+    ]
+
+
 def run(ctx, shapes: Sequence[Path] | None = None) -> dict:
     """Replay the trajectories (both systems) and the agent shapes (this package) at each window; ``shapes`` overrides the shape files."""
     shapes = shape_files(ctx.quick) if shapes is None else list(shapes)
@@ -405,14 +466,16 @@ def run(ctx, shapes: Sequence[Path] | None = None) -> dict:
             "shape_totals": {"ours": _totals([c for seen in shaped.values() for c in seen.checks])},
         }
     _plot(settings, ctx.results_dir / PLOT)
+    stress = stress_set(ctx)
     return {
+        "stress": stress,
         "plot": PLOT,
         "settings": settings,
         "request_tokens": FidelityConfig().request_tokens,
         "max_artifacts": FidelityConfig().max_artifacts,
         "trail_tokens": FidelityConfig().trail_tokens,
         "probes": probe_evaluation(first, ctx.quick),
-        "targets": [t for label, v in settings.items() for t in _window_targets(label, v)],
+        "targets": [t for label, v in settings.items() for t in _window_targets(label, v)] + _stress_targets(stress),
     }
 
 
@@ -492,6 +555,44 @@ HEADERS = [
 ]
 
 
+def _named(recall: float | None) -> str:
+    return "–" if recall is None else f"{100 * recall:.1f} %"
+
+
+def _stress_section(figures: dict) -> str:
+    """Return the stress set's table: per long session, the paths and changed files named after every compaction."""
+    stress = figures.get("stress") or {}
+    if not stress:
+        return ""
+    rows = [
+        (
+            agent,
+            t["calls"],
+            t["compactions"],
+            _named(t["named_paths"]),
+            _recall(t, "paths"),
+            _named(t["named_changed"]),
+            _recall(t, "changed"),
+        )
+        for agent, t in stress.items()
+    ]
+    headers = [
+        "agent",
+        "tool calls",
+        "compactions",
+        "paths named",
+        "paths named or counted",
+        "changed files named",
+        "changed files named or counted",
+    ]
+    return f"""Stress set ({STRESS_WINDOW}, `testing.agent_sessions`): one long generated session per agent, in its own tool
+vocabulary, with parallel rounds, paged reads, shell pipelines and `apply_patch`; the trail keeps to its
+{figures.get("trail_tokens") or 0:,} tokens. "Named" counts only the paths the trail names, word for word or on a
+folder's line (target: 95 % of paths); a path counted on its folder's line is accounted for but not named.
+
+{table(headers, rows)}"""
+
+
 def report(figures: dict) -> str:
     settings = figures["settings"]
     total_rows = []
@@ -547,6 +648,8 @@ Per trajectory ({label}):
 Per agent shape, every window:
 
 {table(["session", *HEADERS[1:]], shape_rows)}
+
+{_stress_section(figures)}
 
 {"Examples of what was missing:" + chr(10) + chr(10).join(missing) if missing else "Nothing was missing."}
 """
