@@ -12,9 +12,9 @@ Add the compaction nodes in front of your model node::
     graph = builder.compile(checkpointer=InMemorySaver())
 
 ``__all__`` lists what an application uses: the fronts, the settings, the state, storage, memory, the controls
-and the errors. The building blocks underneath (the plan, the node names, the state's reducer, the summary
-builders, the token helpers) are imported from the modules that define them, the provider checks from
-``langgraph_compaction.testing``; importing one of them from here still works.
+and the errors. The building blocks underneath (the settings' groups, the plan, the node names, the state's
+reducer, the summary builders, the token helpers) are imported from the modules that define them, the provider
+checks from ``langgraph_compaction.testing``.
 """
 
 import importlib
@@ -57,41 +57,9 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "engine.overflow": ("ainvoke_with_recovery", "invoke_with_recovery"),
 }
 
-# Names importable from here but documented, and listed, in their own modules: the plan, the node names,
-# the state's reducer, the summary builders, the token helpers, the provider checks and a few more.
-# ``from langgraph_compaction import GATE`` keeps working; ``from langgraph_compaction.engine.nodes import
-# GATE`` is where the name lives.
-_ELSEWHERE: dict[str, tuple[str, ...]] = {
-    "core.config": (
-        "BackgroundConfig",
-        "Budget",
-        "FidelityConfig",
-        "GuardsConfig",
-        "MemoryConfig",
-        "MicroCompactConfig",
-        "PruneConfig",
-        "SummaryConfig",
-        "TruncateArgsConfig",
-    ),
-    "core.plan": ("CompactionPlan", "Cut", "find_cutoff", "plan_compaction"),
-    "engine.nodes": ("FLUSH", "GATE", "OFFLOAD", "SUMMARIZE"),
-    "engine.state": ("merge_compaction", "read_compaction"),
-    "core.summary": ("build_summary_message", "extractive_summary", "summary_message_id"),
-    "core.fidelity": ("complete_summary", "stated_rules"),
-    "core.tokens": ("TokenCounter", "estimate_tokens", "seed_estimate_tokens"),
-    "testing": ("anthropic_violations", "openai_violations", "view_violations"),
-    "fronts.functional": ("CompactionResult",),
-    "memory.consolidation": ("ConsolidationResult",),
-    "core.conversation": ("SUMMARY_MESSAGE_NAME",),
-    "engine.errors": ("is_context_overflow", "overflow_figures"),
-    "core.redact": ("redact_secrets",),
-    "core.caching": ("with_cache_breakpoints",),
-    "storage": ("open_storage", "safe_label"),
-    "fronts.controls": ("ContextUsage", "ThreadCompaction", "compaction_engines"),
-}
-_MODULE_OF = {name: module for table in (_EXPORTS, _ELSEWHERE) for module, names in table.items() for name in names}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+__all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name: str) -> Any:
@@ -106,14 +74,12 @@ def __getattr__(name: str) -> Any:
         raise ImportError(
             "CompactionMiddleware needs LangChain's agents: pip install 'langchain>=1.5' (the [agents] extra)"
         ) from exc
-    if name in __all__:
-        globals()[name] = value  # later lookups skip this function
+    globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    # the public names, the module's dunders and the subpackages imported so far; neither this module's own
-    # helpers nor the names documented elsewhere
+    # the public names, the module's dunders and the subpackages imported so far; not this module's own helpers
     return sorted(
         set(__all__)
         | {name for name in globals() if name.startswith("__")}

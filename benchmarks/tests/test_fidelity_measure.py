@@ -11,7 +11,7 @@ from support.openai_server import request_text
 
 from benchmarks.context import Context
 from benchmarks.measures import fidelity as fidelity_measure
-from langgraph_compaction import build_summary_message
+from langgraph_compaction.core.summary import build_summary_message
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "trajectories"
 

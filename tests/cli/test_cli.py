@@ -473,8 +473,8 @@ def _history_ids(storage, thread: str) -> list[str]:
 
 
 def test_an_interrupted_demo_goes_on_with_resume_as_if_never_stopped(offline, capsys, monkeypatch):
-    from langgraph_compaction import openai_violations
     from langgraph_compaction.cli import offline as demo
+    from langgraph_compaction.testing import openai_violations
 
     assert main(["demo", "--turns", "8", "--thread", "whole", "--no-plot", "--quiet"]) == 0
     whole = _calls(capsys.readouterr().out)

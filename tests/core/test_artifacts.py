@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from langgraph_compaction import build_summary_message
 from langgraph_compaction.core.config import FidelityConfig
-from langgraph_compaction.core.summary import extractive_summary, section
+from langgraph_compaction.core.summary import build_summary_message, extractive_summary, section
 from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.core.touches import touches
 from langgraph_compaction.core.trail import expand_group, parse_line

@@ -10,7 +10,6 @@ import datetime
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, message_to_dict
 
-from langgraph_compaction import build_summary_message
 from langgraph_compaction.core.background import (
     covered,
     cut_index,
@@ -28,6 +27,7 @@ from langgraph_compaction.core.background import (
 )
 from langgraph_compaction.core.config import MIN_KEEP_TOKENS
 from langgraph_compaction.core.conversation import COMPACTION_MARKER
+from langgraph_compaction.core.summary import build_summary_message
 
 from .conftest import ai, budget, call, chat, counts, human, result, system
 

@@ -72,8 +72,8 @@ def test_anthropic_requests_carry_breakpoints_on_the_system_prompt_the_summary_a
     from langchain_anthropic import ChatAnthropic
     from langchain_core.messages import AIMessage, SystemMessage
 
-    from langgraph_compaction import build_summary_message
     from langgraph_compaction.core.caching import with_cache_breakpoints
+    from langgraph_compaction.core.summary import build_summary_message
 
     call = {"name": "bash", "args": {"cmd": "pytest"}, "id": "toolu_1"}
     messages = [

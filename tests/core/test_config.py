@@ -173,7 +173,7 @@ def test_derived_sizes_are_spelled_none():
 
 
 def test_the_groups_are_set_as_dicts_or_instances():
-    from langgraph_compaction import BackgroundConfig, GuardsConfig, MemoryConfig, SummaryConfig
+    from langgraph_compaction.core.config import BackgroundConfig, GuardsConfig, MemoryConfig, SummaryConfig
 
     config = CompactionConfig(
         background={"start": 0.7},

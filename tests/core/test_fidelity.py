@@ -16,9 +16,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from support import SMALL_WINDOW, build_graph, first_input
 from support.replay import replay
 
-from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, build_summary_message, read_compaction
+from langgraph_compaction import CompactionConfig
 from langgraph_compaction.core.config import FidelityConfig
-from langgraph_compaction.core.conversation import is_user_turn, text_of
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME, is_user_turn, text_of
 from langgraph_compaction.core.fidelity import (
     PINS_HEADER,
     complete_summary,
@@ -28,10 +28,11 @@ from langgraph_compaction.core.fidelity import (
     stated_rules,
     unpin_constraint,
 )
-from langgraph_compaction.core.summary import extractive_summary, section
+from langgraph_compaction.core.summary import build_summary_message, extractive_summary, section
 from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.core.trail import tool_trail
 from langgraph_compaction.engine.gate import GATE
+from langgraph_compaction.engine.state import read_compaction
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 from langgraph_compaction.trajectories import load_trajectory
 

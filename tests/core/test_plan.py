@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from langgraph_compaction import build_summary_message
 from langgraph_compaction.core.config import SUMMARY_ALLOWANCE, CompactionConfig
 from langgraph_compaction.core.conversation import COMPACTION_MARKER
 from langgraph_compaction.core.layers import prune_preview
@@ -30,6 +29,7 @@ from langgraph_compaction.core.plan import (
     whole_history,
     with_working_set,
 )
+from langgraph_compaction.core.summary import build_summary_message
 
 from .conftest import ai, budget, call, chat, counts, human, result, system, tokens
 

@@ -2,8 +2,9 @@
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langgraph_compaction import CompactionConfig, find_cutoff
+from langgraph_compaction import CompactionConfig
 from langgraph_compaction.core.layers import prune_tool_results, truncate_arguments
+from langgraph_compaction.core.plan import find_cutoff
 from langgraph_compaction.core.tokens import seed_estimate_tokens
 
 

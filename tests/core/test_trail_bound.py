@@ -16,10 +16,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, build_summary_message, is_summary
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary
 from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.sections import section
-from langgraph_compaction.core.summary import extractive_summary
+from langgraph_compaction.core.summary import build_summary_message, extractive_summary
 from langgraph_compaction.core.tokens import estimate_text_tokens
 from langgraph_compaction.core.trail import expand_group
 from langgraph_compaction.testing import ScriptedModel

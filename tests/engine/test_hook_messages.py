@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, edge_builder, request
 
-from langgraph_compaction import CompactionMiddleware, is_summary, openai_violations
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction import CompactionMiddleware, is_summary
+from langgraph_compaction.testing import ScriptedModel, openai_violations
 
 REREAD = "   1  def handler(event):\n   2      return event['value']\n"
 

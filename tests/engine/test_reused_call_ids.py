@@ -17,9 +17,9 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
-from langgraph_compaction import CompactionConfig, CompactionMiddleware, anthropic_violations, openai_violations
+from langgraph_compaction import CompactionConfig, CompactionMiddleware
 from langgraph_compaction.core.repair import answer_unanswered
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing import ScriptedModel, anthropic_violations, openai_violations
 
 CALL = {"name": "deploy", "args": {"env": "staging"}, "id": "call_0"}
 

@@ -16,16 +16,10 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from support.fronts import TOOLS
 
-from langgraph_compaction import (
-    CompactionConfig,
-    CompactionState,
-    add_compaction,
-    anthropic_violations,
-    find_cutoff,
-    is_summary,
-)
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary
+from langgraph_compaction.core.plan import find_cutoff
 from langgraph_compaction.core.tokens import estimate_tokens
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing import ScriptedModel, anthropic_violations
 
 ROUNDS = 4
 

@@ -7,9 +7,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from support import SMALL_WINDOW, build_graph, first_input
 
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, build_summary_message
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.plan import plan_compaction
-from langgraph_compaction.core.summary import EXTRACTIVE_MARK
+from langgraph_compaction.core.summary import EXTRACTIVE_MARK, build_summary_message
 from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.testing import ScriptedModel
 

@@ -36,9 +36,8 @@ from langgraph_compaction import (
     add_compaction,
     compact_messages,
     make_pre_model_hook,
-    openai_violations,
 )
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing import ScriptedModel, openai_violations
 
 #: a roomy window: nothing is compacted, so anything that moves was moved by the repair
 CONFIG = CompactionConfig(context_window=128_000)

@@ -17,8 +17,11 @@ from langgraph.store.memory import InMemoryStore
 from support.openai_server import count_prompt_tokens
 
 from graphs.agent import OfflineAgentModel, build_agent, openai_chat_model
-from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, openai_violations, read_compaction
+from langgraph_compaction import CompactionConfig
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
 from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
+from langgraph_compaction.engine.state import read_compaction
+from langgraph_compaction.testing import openai_violations
 
 #: The server refuses prompts over this many o200k tokens, as a 12k-window model would.
 CONTEXT_LIMIT = 12_000

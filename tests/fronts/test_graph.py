@@ -10,13 +10,9 @@ from langgraph.graph import END, START, StateGraph
 from support import SMALL_WINDOW, build_graph, first_input
 from typing_extensions import TypedDict
 
-from langgraph_compaction import (
-    SUMMARY_MESSAGE_NAME,
-    CompactionConfig,
-    CompactionState,
-    add_compaction,
-    summary_message_id,
-)
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
+from langgraph_compaction.core.summary import summary_message_id
 from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE
 from langgraph_compaction.testing import ScriptedModel
 

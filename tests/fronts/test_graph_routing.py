@@ -18,15 +18,9 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command, Send
 from support.fronts import CONFIG, REQUESTS, TOOLS, WINDOW, Session, ToolCallingModel, request
 
-from langgraph_compaction import (
-    GATE,
-    CompactionConfig,
-    CompactionState,
-    FidelityConfig,
-    add_compaction,
-    is_summary,
-    load_transcript,
-)
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary, load_transcript
+from langgraph_compaction.core.config import FidelityConfig
+from langgraph_compaction.engine.nodes import GATE
 from langgraph_compaction.testing import ScriptedModel
 
 BY_NAME = {t.name: t for t in TOOLS}

@@ -10,16 +10,10 @@ from langgraph.prebuilt import ToolNode
 from langgraph.store.memory import InMemoryStore
 from support import SMALL_WINDOW, TOOLS, ScriptedAgent, agent_builder, build_graph, first_input
 
-from langgraph_compaction import (
-    SUMMARY_MESSAGE_NAME,
-    CompactionConfig,
-    CompactionState,
-    FileStorage,
-    PruneConfig,
-    add_compaction,
-    is_summary,
-    read_compaction,
-)
+from langgraph_compaction import CompactionConfig, CompactionState, FileStorage, add_compaction, is_summary
+from langgraph_compaction.core.config import PruneConfig
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
+from langgraph_compaction.engine.state import read_compaction
 from langgraph_compaction.fronts.tools import make_compaction_tools, rank
 from langgraph_compaction.storage import StoreStorage
 from langgraph_compaction.storage.transcript import load_transcript

@@ -8,7 +8,8 @@ from support.fronts import REQUESTS, RESULT_CHARS, WINDOW, Session, ToolCallingM
 from test_events import edge_graph
 from test_graph_routing import command_graph
 
-from langgraph_compaction import CompactionConfig, MicroCompactConfig, PruneConfig, is_summary, load_transcript
+from langgraph_compaction import CompactionConfig, is_summary, load_transcript
+from langgraph_compaction.core.config import MicroCompactConfig, PruneConfig
 from langgraph_compaction.core.view import model_view
 
 VIEW = CompactionConfig(context_window=WINDOW, mode="view")
@@ -118,7 +119,7 @@ def test_a_later_system_reminder_is_summarized_in_the_view_as_in_rewrite_mode():
     """Only the leading system messages are pinned; a reminder added later goes with its turn."""
     from langchain_core.messages import AIMessage, SystemMessage
 
-    from langgraph_compaction import build_summary_message
+    from langgraph_compaction.core.summary import build_summary_message
     from langgraph_compaction.core.view import view_record
 
     history = [

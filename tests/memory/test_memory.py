@@ -11,7 +11,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.sqlite import SqliteStore
 from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, first_input
 
-from langgraph_compaction import SUMMARY_MESSAGE_NAME, CompactionConfig, StoreStorage, add_compaction, safe_label
+from langgraph_compaction import CompactionConfig, StoreStorage, add_compaction
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
 from langgraph_compaction.core.redact import REDACTED, redact_record, redact_secrets
 from langgraph_compaction.memory.ledger import (
     content_key,
@@ -23,6 +24,7 @@ from langgraph_compaction.memory.ledger import (
     parse_bullets,
     search_terms,
 )
+from langgraph_compaction.storage import safe_label
 from langgraph_compaction.testing import ScriptedModel
 
 THREAD = {"configurable": {"thread_id": "thread-1"}}

@@ -24,16 +24,10 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from support.anthropic_server import MODEL, THREAD, WINDOW, native_agent, provider_summary, run_session
 from support.fronts import request
 
-from langgraph_compaction import (
-    CompactionConfig,
-    CompactionState,
-    add_compaction,
-    is_summary,
-    make_compaction_tools,
-    read_compaction,
-)
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary, make_compaction_tools
 from langgraph_compaction.core.native import native_of, provider_request
 from langgraph_compaction.core.sections import section
+from langgraph_compaction.engine.state import read_compaction
 from langgraph_compaction.testing.providers import AnthropicStandIn
 
 
@@ -96,9 +90,10 @@ def test_the_providers_block_survives_a_checkpoint_round_trip(tmp_path, postgres
     assert kept[0]["block"]["signature"].startswith("sig_")
 
 
-def test_the_compaction_is_billed_from_usage_iterations(tmp_path):
+@pytest.mark.parametrize("background", [False, True], ids=["blocking", "background"])
+def test_the_compaction_is_billed_from_usage_iterations(tmp_path, background):
     with AnthropicStandIn(summarizer=provider_summary) as stand_in:
-        state = run_session(native_agent(stand_in, tmp_path, background={"enabled": False}))
+        state = run_session(native_agent(stand_in, tmp_path, background={"enabled": background}))
     answer = next(a for a in stand_in.answers if a["stop_reason"] == "compaction")
     assert answer["usage"]["input_tokens"] == answer["usage"]["output_tokens"] == 0  # the cost is in iterations
     (iteration,) = answer["usage"]["iterations"]

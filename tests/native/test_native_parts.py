@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from support.anthropic_server import THREAD, native_agent
 from support.fronts import request
 
-from langgraph_compaction import is_summary, load_transcript, read_compaction
+from langgraph_compaction import is_summary, load_transcript
 from langgraph_compaction.core.native import (
     billed,
     media_blocks,
@@ -21,6 +21,7 @@ from langgraph_compaction.core.native import (
 )
 from langgraph_compaction.core.sections import section
 from langgraph_compaction.engine.native import anthropic_model, compact
+from langgraph_compaction.engine.state import read_compaction
 from langgraph_compaction.testing.providers import AnthropicStandIn
 
 CALL = AIMessage("", tool_calls=[{"name": "read", "args": {"path": "a.py"}, "id": "t1"}], id="ai-1")

@@ -20,8 +20,9 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_compaction import CompactionConfig, CompactionMiddleware, load_transcript, read_compaction
+from langgraph_compaction import CompactionConfig, CompactionMiddleware, load_transcript
 from langgraph_compaction.core.native import compaction_block, threshold_refusal
+from langgraph_compaction.engine.state import read_compaction
 from langgraph_compaction.testing import ScriptedModel
 from langgraph_compaction.testing.providers import AnthropicStandIn, ResponsesStandIn
 
@@ -75,10 +76,12 @@ def _calls(turns: int) -> list:
     return replies
 
 
-def _run(stand_in, path, turns: int, summarizer: ScriptedModel, model=_anthropic):
+def _run(stand_in, path, turns: int, summarizer: ScriptedModel, model=_anthropic, background: bool = False):
     agent_model = model(stand_in)
     layers = {"prune": {"enabled": False}, "micro": {"enabled": False}}
-    config = CompactionConfig(context_window=200_000, trigger_tokens=60_000, background={"enabled": False}, **layers)
+    config = CompactionConfig(
+        context_window=200_000, trigger_tokens=60_000, background={"enabled": background}, **layers
+    )
     middleware = CompactionMiddleware(model=summarizer, config=config, storage=path)
     agent = create_agent(agent_model, [read_log], middleware=[middleware], checkpointer=InMemorySaver())
     for n in range(turns):
@@ -106,6 +109,15 @@ def test_what_the_provider_dropped_is_offloaded_and_not_summarized_again(tmp_pat
     prompts = [str(c) for c in summarizer.calls if "log part 0" in str(c) or "[summary of earlier" in str(c)]
     summary_prompts = [p for p in prompts if "[summary of earlier conversation]" in p]
     assert summary_prompts and all("log part 0: request 0" not in p for p in summary_prompts)
+
+
+def test_in_background_mode_the_observed_event_reaches_the_state(tmp_path):
+    with AnthropicStandIn(replies=_replies(10)) as stand_in:
+        state = _run(stand_in, tmp_path, 10, ScriptedModel(), background=True)
+    events = read_compaction(state["compaction"])["events"]
+    assert any(e.get("event") == "compaction_applied" for e in events), "no background compaction was applied"
+    observed = next(e for e in events if e.get("observed"))
+    assert observed["observed"] == "anthropic" and observed["provider_dropped"] > 0
 
 
 def test_the_block_stays_in_the_answer_the_agent_model_returned(tmp_path):

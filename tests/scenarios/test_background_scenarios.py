@@ -29,10 +29,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt import ToolNode, tools_condition
 from support.fronts import CONFIG, REQUESTS, TOOLS, ToolCallingModel, request
 
-from langgraph_compaction import CompactionMiddleware, CompactionState, FileStorage, is_summary, openai_violations
+from langgraph_compaction import CompactionMiddleware, CompactionState, FileStorage, is_summary
 from langgraph_compaction.invariants import ledgers_of
 from langgraph_compaction.memory.ledger import parse_bullets
-from langgraph_compaction.testing import ScriptedModel, scripted_memories, scripted_summary
+from langgraph_compaction.testing import ScriptedModel, openai_violations, scripted_memories, scripted_summary
 from langgraph_compaction.testing.scenarios import AppModel, AppRun, run_app
 
 

@@ -153,9 +153,9 @@ class _StatelessAgentModel(ScriptedModel):
         from langchain_core.messages import AIMessage, ToolMessage
         from langchain_core.outputs import ChatGeneration, ChatResult
 
-        from langgraph_compaction import openai_violations
         from langgraph_compaction.core.conversation import is_user_turn
         from langgraph_compaction.core.tokens import estimate_tokens
+        from langgraph_compaction.testing import openai_violations
 
         self.problems.extend(openai_violations(messages))
         if estimate_tokens(messages) > WORKER_WINDOW:

@@ -30,7 +30,8 @@ from langgraph.types import RetryPolicy
 from support.checked import TIGHT, CheckedAgent, CheckedThread, build_checked_graph, events, request
 
 import langgraph_compaction.storage.files as storage_module
-from langgraph_compaction import SUMMARY_MESSAGE_NAME, FileStorage, StoreStorage
+from langgraph_compaction import FileStorage, StoreStorage
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
 from langgraph_compaction.core.summary import EXTRACTIVE_MARK
 from langgraph_compaction.engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
 from langgraph_compaction.testing import ScriptedModel

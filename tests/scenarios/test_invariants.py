@@ -21,9 +21,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import add_messages
 from support.checked import CheckedThread, build_checked_graph, request
 
-from langgraph_compaction import FileStorage, build_summary_message, find_cutoff
+from langgraph_compaction import FileStorage
 from langgraph_compaction.core.conversation import leading_systems
-from langgraph_compaction.core.plan import compacted_view
+from langgraph_compaction.core.plan import compacted_view, find_cutoff
+from langgraph_compaction.core.summary import build_summary_message
 from langgraph_compaction.engine.nodes import CompactionEngine
 from langgraph_compaction.invariants import (
     INVARIANTS,

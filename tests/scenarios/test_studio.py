@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import get_sync_client
 
-from langgraph_compaction import SUMMARY_MESSAGE_NAME
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 90

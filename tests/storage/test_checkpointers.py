@@ -31,19 +31,12 @@ from langgraph.store.sqlite import AsyncSqliteStore, SqliteStore
 from typing_extensions import TypedDict
 
 from graphs.agent import OFFLINE_CONTEXT_WINDOW, OfflineAgentModel, build_agent
-from langgraph_compaction import (
-    SUMMARY_MESSAGE_NAME,
-    CompactionConfig,
-    PruneConfig,
-    StoreStorage,
-    TruncateArgsConfig,
-    merge_compaction,
-    openai_violations,
-    read_compaction,
-)
+from langgraph_compaction import CompactionConfig, StoreStorage
+from langgraph_compaction.core.config import PruneConfig, TruncateArgsConfig
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
 from langgraph_compaction.engine.nodes import SUMMARIZE
-from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY, merge_compaction, read_compaction
+from langgraph_compaction.testing import ScriptedModel, openai_violations
 
 #: Studio-like thresholds: every request after the first compacts.
 THRESHOLDS = {"trigger_tokens": 6_000, "keep_tokens": 2_000}

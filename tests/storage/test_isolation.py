@@ -18,9 +18,10 @@ from langgraph.store.memory import InMemoryStore
 from support import SMALL_WINDOW, build_graph, first_input
 from support.fronts import CONFIG, TOOLS, ToolCallingModel
 
-from langgraph_compaction import CompactionMiddleware, FileStorage, StoreStorage, is_summary, safe_label
+from langgraph_compaction import CompactionMiddleware, FileStorage, StoreStorage, is_summary
 from langgraph_compaction.engine import run as run_module
 from langgraph_compaction.fronts.tools import recall_messages, search_memory, search_session
+from langgraph_compaction.storage import safe_label
 from langgraph_compaction.testing import ScriptedModel
 
 VICTIM_THREAD, VICTIM_USER = "user:42", "alice@example.com"

@@ -20,7 +20,6 @@ from support import SMALL_WINDOW, ScriptedAgent, agent_builder, build_graph, fir
 from support.fronts import CONFIG, TOOLS, ToolCallingModel, request
 
 from langgraph_compaction import (
-    SUMMARY_MESSAGE_NAME,
     CompactionConfig,
     CompactionMiddleware,
     CompactionState,
@@ -28,6 +27,7 @@ from langgraph_compaction import (
     add_compaction,
     is_summary,
 )
+from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
 from langgraph_compaction.core.summary import COMPACTION_MARKER
 from langgraph_compaction.engine.nodes import FLUSH, OFFLOAD, SUMMARIZE
 from langgraph_compaction.memory.ledger import normalize_bullet, parse_bullets

@@ -6,10 +6,13 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Syst
 from langgraph.graph.message import add_messages
 from test_isolation import NASTY, hashed_label
 
-from langgraph_compaction import CompactionConfig, build_summary_message, find_cutoff, safe_label, view_violations
-from langgraph_compaction.core.plan import compacted_view
+from langgraph_compaction import CompactionConfig
+from langgraph_compaction.core.plan import compacted_view, find_cutoff
+from langgraph_compaction.core.summary import build_summary_message
 from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.engine.nodes import CompactionEngine
+from langgraph_compaction.storage import safe_label
+from langgraph_compaction.testing import view_violations
 
 
 @st.composite

@@ -12,10 +12,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from support.checked import TIGHT, CheckedThread, build_checked_graph, request
 
-from langgraph_compaction import CompactionConfig, FileStorage, StoreStorage, safe_label
+from langgraph_compaction import CompactionConfig, FileStorage, StoreStorage
 from langgraph_compaction.core.prompts import SUMMARY_PROMPT
 from langgraph_compaction.fronts.tools import read_memory
 from langgraph_compaction.invariants import escaped_paths, files_under
+from langgraph_compaction.storage import safe_label
 from langgraph_compaction.testing import ScriptedModel
 
 HOSTILE_IDS = [

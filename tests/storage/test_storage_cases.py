@@ -317,8 +317,9 @@ class WriteFails(FileStorage):
 
 
 def test_a_failed_offload_never_lets_an_older_offload_vouch_for_a_replaced_message(tmp_path):
-    from langgraph_compaction import CompactionConfig, merge_compaction
+    from langgraph_compaction import CompactionConfig
     from langgraph_compaction.engine.nodes import CompactionEngine
+    from langgraph_compaction.engine.state import merge_compaction
 
     original = HumanMessage("deploy to staging " * 40, id="h1")
     FileStorage(tmp_path).append_transcript("t", message_records([original]))

@@ -12,8 +12,9 @@ from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, view_violations
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.tokens import estimate_tokens
+from langgraph_compaction.testing import view_violations
 
 
 def in_ci() -> bool:

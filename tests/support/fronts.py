@@ -24,18 +24,11 @@ from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field
 
-from langgraph_compaction import (
-    CompactionConfig,
-    CompactionState,
-    add_compaction,
-    is_summary,
-    load_transcript,
-    view_violations,
-)
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary, load_transcript
 from langgraph_compaction.core.tokens import estimate_text_tokens, estimate_tokens
 from langgraph_compaction.invariants import lost_messages
 from langgraph_compaction.storage import record_id
-from langgraph_compaction.testing import ScriptedModel
+from langgraph_compaction.testing import ScriptedModel, view_violations
 
 WINDOW = 30_000
 CONFIG = CompactionConfig(context_window=WINDOW)

@@ -7,8 +7,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, view_violations
+from langgraph_compaction import CompactionConfig, CompactionState, add_compaction
 from langgraph_compaction.core.tokens import estimate_tokens
+from langgraph_compaction.testing import view_violations
 
 
 class Replayer:
