@@ -103,8 +103,8 @@ class FidelityConfig(Settings):
 class BackgroundConfig(Settings):
     """Compaction off the agent's critical path (see docs/background.md).
 
-    Truthy when enabled, so ``if config.background:`` reads as it did when the
-    setting was a bool.
+    Truthy when enabled, as its short form reads: ``background=False`` is
+    ``background={"enabled": False}``, and ``if config.background:`` asks whether it is on.
     """
 
     enabled: bool = Field(
