@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.callbacks.base import BaseCallbackManager
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables.config import ensure_config, var_child_runnable_config
 from langchain_core.tracers._streaming import _StreamingCallbackHandler, _V2StreamingCallbackHandler
 from langgraph.constants import TAG_NOSTREAM
@@ -41,7 +41,7 @@ class Performer:
     call_agent: Callable[[Any], Any] | None = None
 
 
-def add_reply_usage(total: dict, reply: Any) -> None:
+def add_reply_usage(total: dict[str, Any], reply: Any) -> None:
     """Add a model reply's ``usage_metadata`` (input, output and total tokens) to ``total``."""
     usage = getattr(reply, "usage_metadata", None) or {}
     for key in ("input_tokens", "output_tokens", "total_tokens"):
@@ -86,9 +86,9 @@ def unstreamed() -> Iterator[None]:
         var_child_runnable_config.reset(token)
 
 
-def _model_request(effect: CallModel) -> tuple[Any, list]:
+def _model_request(effect: CallModel) -> tuple[Any, list[BaseMessage]]:
     runnable = effect.model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_model")
-    request = [HumanMessage(effect.request)] if isinstance(effect.request, str) else effect.request
+    request: list[BaseMessage] = [HumanMessage(effect.request)] if isinstance(effect.request, str) else effect.request
     return runnable, request
 
 

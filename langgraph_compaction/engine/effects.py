@@ -46,7 +46,7 @@ class CallHook:
     """Call an application hook with ``args``; an ``async`` hook is awaited."""
 
     hook: Callable[..., Any]
-    args: tuple
+    args: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class StorageCall:
     """Call ``op`` on the run's storage with ``args`` (``"a" + op`` from an async driver)."""
 
     op: StorageOp
-    args: tuple
+    args: tuple[Any, ...]
 
 
 @dataclass(frozen=True)

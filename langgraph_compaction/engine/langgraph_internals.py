@@ -50,19 +50,19 @@ def pushed(config: RunnableConfig) -> bool:
     return PUSH_TRIGGER in ((config.get("metadata") or {}).get("langgraph_triggers") or ())
 
 
-def set_input_schema(builder: StateGraph, schema: type) -> None:
+def set_input_schema(builder: StateGraph[Any, Any, Any, Any], schema: type) -> None:
     """Make ``schema`` the graph's input schema and register its keys, as ``StateGraph.__init__`` does."""
     builder.input_schema = schema
     builder._add_schema(schema, allow_managed=False)
 
 
-def wrap_node(builder: StateGraph, name: str, wrap: Callable[[Any], Any]) -> None:
+def wrap_node(builder: StateGraph[Any, Any, Any, Any], name: str, wrap: Callable[[Any], Any]) -> None:
     """Replace node ``name``'s runnable by ``wrap(runnable)``, keeping the rest of its spec."""
     spec = builder.nodes[name]
     builder.nodes[name] = replace(spec, runnable=wrap(spec.runnable))
 
 
-def redirect_to(builder: StateGraph, old: str, new: str, retarget: Callable[[Any], Any]) -> None:
+def redirect_to(builder: StateGraph[Any, Any, Any, Any], old: str, new: str, retarget: Callable[[Any], Any]) -> None:
     """Send every edge, waiting edge and branch that led to ``old`` to ``new`` instead.
 
     A branch with a path map has its map's ends renamed; a branch without one
@@ -79,7 +79,7 @@ def redirect_to(builder: StateGraph, old: str, new: str, retarget: Callable[[Any
                 branches[name] = branch._replace(path=_retargeted(branch.path, retarget))
 
 
-def _retargeted(path: Runnable, retarget: Callable[[Any], Any]) -> Runnable:
+def _retargeted(path: Runnable[Any, Any], retarget: Callable[[Any], Any]) -> Runnable[Any, Any]:
     async def ainvoke(state: Any, config: RunnableConfig) -> Any:
         return retarget(await path.ainvoke(state, config))
 

@@ -35,7 +35,7 @@ class Run:
     budget: Budget
     threadless: bool = False
     #: What this run's compaction model calls used, as their providers reported it (``usage_metadata``), added up.
-    usage: dict = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 def state_value(state: Any, key: str, default: Any = None) -> Any:

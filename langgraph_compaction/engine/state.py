@@ -68,14 +68,14 @@ class Prepared(TypedDict):
     started_at: float
     ready_at: float
     #: The summary message and the messages kept in front of it (``message_to_dict``).
-    summary: dict
-    pins: list[dict]
+    summary: dict[str, Any]
+    pins: list[dict[str, Any]]
     kind: str
     offload_path: str | None
     #: The memory model's answer, written to the ledger when the summary is applied (None: nothing to write).
-    flush: dict | None
+    flush: dict[str, Any] | None
     tokens_after: int | None
-    usage: dict
+    usage: dict[str, Any]
     #: Why the summarizer's summary was not used, when an extractive one stands in (None: the model's).
     fallback: str | None
 
@@ -98,7 +98,7 @@ class CompactionRecord(TypedDict):
     #: The summary the gate asked for, until summarize handles it.
     pending: Pending | None
     #: The agent's ``compact(focus)`` request, until the gate handles it.
-    manual: dict | None
+    manual: dict[str, Any] | None
     #: Ids of the messages written to the transcript (checked before any is removed).
     offloaded_ids: list[str]
     #: Ids of the messages whose memories were extracted (each is flushed once).
@@ -112,8 +112,8 @@ class CompactionRecord(TypedDict):
     last_error: str | None
     counts: dict[str, int]
     edited_messages: dict[str, int]
-    events: list[dict]
-    pins: list[dict]
+    events: list[dict[str, Any]]
+    pins: list[dict[str, Any]]
     #: The transcript of a run without a thread id (see ``engine.run.run_thread_id``).
     run_thread: str | None
     #: How many messages the gate saw when it last wrote this record.
@@ -121,12 +121,12 @@ class CompactionRecord(TypedDict):
     prepared: Prepared | None
     #: The worker preparing the next summary in the background (one per conversation across workers).
     lease: Lease | None
-    calibration: dict | None
+    calibration: dict[str, Any] | None
     breaker: Breaker | None
     flush_breaker: Breaker | None
     #: View mode: the latest compaction's view record, and layers 1-2's shortened copies by message id.
-    view: dict | None
-    view_edits: dict[str, dict]
+    view: dict[str, Any] | None
+    view_edits: dict[str, dict[str, Any]]
     #: True once a gate ran in front of this agent's model (the compact and pin tools check it).
     wired: bool
 
@@ -275,7 +275,7 @@ def read_compaction(raw: Any) -> CompactionRecord:
     return out  # type: ignore[return-value]
 
 
-def merge_compaction(left: dict | None, right: dict | None) -> dict:
+def merge_compaction(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
     """Merge a node's ``compaction`` write into the state (the reducer).
 
     Keys are replaced, except ``counts`` and ``edited_messages`` (added up),
@@ -314,7 +314,7 @@ COMPACTION_SNAPSHOT_EVERY = 10
 COMPACTION_REFRESH_MESSAGES = MESSAGES_SNAPSHOT_EVERY // COMPACTION_SNAPSHOT_EVERY
 
 
-def merge_compaction_writes(value: dict | None, writes: Sequence[Any]) -> dict:
+def merge_compaction_writes(value: dict[str, Any] | None, writes: Sequence[Any]) -> dict[str, Any]:
     """Fold a batch of ``compaction`` writes into the value in order: the ``DeltaChannel`` form of ``merge_compaction``.
 
     One at a time, so a replay of many steps' writes in one batch gives what the steps gave one by one.
