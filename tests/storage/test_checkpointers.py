@@ -24,7 +24,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.graph.message import _messages_delta_reducer, add_messages
+from langgraph.graph.message import add_messages
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 from langgraph.store.sqlite import AsyncSqliteStore, SqliteStore
@@ -34,6 +34,7 @@ from graphs.agent import OFFLINE_CONTEXT_WINDOW, OfflineAgentModel, build_agent
 from langgraph_compaction import CompactionConfig, StoreStorage
 from langgraph_compaction.core.config import PruneConfig, TruncateArgsConfig
 from langgraph_compaction.core.conversation import SUMMARY_MESSAGE_NAME
+from langgraph_compaction.engine.langgraph_internals import messages_delta_reducer
 from langgraph_compaction.engine.nodes import SUMMARIZE
 from langgraph_compaction.engine.state import MESSAGES_SNAPSHOT_EVERY, merge_compaction, read_compaction
 from langgraph_compaction.testing import ScriptedModel, openai_violations
@@ -398,7 +399,7 @@ def test_postgres_prune_keeps_the_latest_checkpoint_and_the_thread_goes_on(postg
 class DeltaState(TypedDict):
     """The state deepagents uses: ``messages`` in a ``DeltaChannel`` (beta), plus ``compaction``."""
 
-    messages: Annotated[list, DeltaChannel(_messages_delta_reducer)]
+    messages: Annotated[list, DeltaChannel(messages_delta_reducer)]
     compaction: Annotated[dict, merge_compaction]
 
 
