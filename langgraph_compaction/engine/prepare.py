@@ -115,6 +115,8 @@ def job_record(setup: Setup, meta: dict, side: list[dict], summary: dict, usage:
     notes = [
         e for u in side for e in (u.get("compaction") or {}).get("events") or () if e.get("note") or e.get("error")
     ]
+    # what the provider's compaction said (its bill, what it had dropped): kept as a blocking compaction keeps it
+    notes += [e for e in done.get("events") or () if e.get("native") or e.get("observed")]
     if not done.get("summary_id"):
         return {"error": _why_none(done), "breakers": breakers, "notes": notes, "usage": usage}
     events: list[dict] = done.get("events") or []
