@@ -181,7 +181,15 @@ def invoke_with_recovery(
 async def ainvoke_with_recovery(
     nodes: Any, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
 ) -> dict:
-    """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke`` (same arguments)."""
+    """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``.
+
+    Args:
+        nodes: See ``invoke_with_recovery``; every argument means the same.
+        model: See ``invoke_with_recovery``.
+        state: See ``invoke_with_recovery``.
+        config: See ``invoke_with_recovery``.
+        system_prompt: See ``invoke_with_recovery``.
+    """
     config = config or {}
 
     async def call(s: Any) -> dict:

@@ -78,7 +78,13 @@ def load_transcript(storage: Any, thread_id: Any, *, versions: Versions = "lates
 
 
 async def aload_transcript(storage: Any, thread_id: Any, *, versions: Versions = "latest") -> list[BaseMessage]:
-    """Return ``load_transcript``'s messages (same arguments); file I/O runs off the event loop."""
+    """Return ``load_transcript``'s messages; file I/O runs off the event loop.
+
+    Args:
+        storage: See ``load_transcript``; every argument means the same.
+        thread_id: See ``load_transcript``.
+        versions: See ``load_transcript``.
+    """
     return _select(await _require(storage).aread_transcript(thread_key(thread_id)), versions)
 
 
