@@ -480,9 +480,9 @@ def report(figures: dict) -> str:
 
 Why background compactions blocked: {_why(bg["blocked_why"])}. Why prepared summaries were discarded: {_why(bg["discarded_why"])}.
 
-Where the background compaction starts (`background_start`), ours in the background:
+Where the background compaction starts (`background.start`), ours in the background:
 
-{table(["background_start", "added over none", "stall at p95", "blocking", "discarded", "billed / blocking"], sweep)}
+{table(["background.start", "added over none", "stall at p95", "blocking", "discarded", "billed / blocking"], sweep)}
 """
         )
     law = figures["law"]
@@ -492,7 +492,7 @@ Every model call takes {law["base_seconds"]} s + output tokens / {law["tokens_pe
 compaction model's), every round of tool calls {law["tool_seconds"]} s, on a simulated clock. "Stall" is what compaction
 added to a turn that compacted (a turn that does not compact adds nothing); L is the mean compaction model call. Blocking:
 our default, the summary made in front of the model call. Background (`CompactionConfig(background=True)`,
-`background_start={figures["background_start"]}`): prepared next to the agent from that share of the trigger and swapped in at
+`background={{"start": {figures["background_start"]}}}`): prepared next to the agent from that share of the trigger and swapped in at
 the trigger; "blocking" counts the compactions that still held the agent. Discarded summaries were paid for and never
 applied; their cost is in the billed figure. Billed cost and recall as in the billed-cost measure (the same replays).
 
