@@ -37,7 +37,7 @@ from .conftest import ai, budget, call, chat, counts, human, result, system
 @pytest.mark.parametrize(
     ("tokens", "turn", "turns_to_ready", "start"),
     [
-        # at background_start (0.85) of a 10,000-token trigger at the latest
+        # at background.start (0.85) of a 10,000-token trigger at the latest
         (8_500, 0, 1, True),
         (8_499, 0, 1, False),
         (9_999, 0, 1, True),
@@ -69,7 +69,7 @@ def test_half_an_odd_trigger_rounds_down(tokens, start):
 @pytest.mark.parametrize(
     ("fields", "start", "planned"),
     [
-        # the triggers at background_start of the real ones, the shortest tail a cut allows
+        # the triggers at background.start of the real ones, the shortest tail a cut allows
         (
             {"trigger_tokens": 40_000, "trigger_messages": 50, "messages_min_tokens": 10_000, "keep_tokens": 2_000},
             0.85,
