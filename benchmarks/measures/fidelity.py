@@ -16,7 +16,9 @@ checked against everything compacted so far:
 
 - path recall: the paths and URLs the compacted tool calls touched, named in
   the input (summary or tail), word for word or on a folder's line of the
-  trail (``src/ (2 files: a.ts, b.ts)``). For the agent shapes the paths come
+  trail (``src/ (2 files: a.ts, b.ts)``); a relative path is named by the
+  absolute one it ends with (the trail spells a file once, under the project's
+  root, when the session named it both ways). For the agent shapes the paths come
   from the answer key written with each session (``<name>.touched.json``);
   for the real trajectories from ``touches.touches``;
 - changed-file recall: the paths those calls wrote, edited, patched, deleted
@@ -171,14 +173,17 @@ def trail_paths(context: str, changed: bool = False) -> set[str]:
     """Return the paths the folder lines of a context's trail name (``- src/ (2 files: a.ts, b.ts)``).
 
     ``changed``: only the changed files they name (``src/ (3 files, the first 2 changed: a.ts, b.ts, c.ts)``).
+    An absolute path also names the relative paths it ends with (``/p/src/a.ts``: ``src/a.ts``): the trail
+    spells a file once, under the project's root, when the session named it both ways.
     """
-    return {
+    named = {
         e.key
         for line in context.splitlines()
         if line.startswith("- ") and expand_group(line[2:])
         for e in parse_line(line[2:])
         if not changed or CHANGED in e.details
     }
+    return named | {p[i + 1 :] for p in named if p.startswith("/") for i in range(1, len(p)) if p[i] == "/"}
 
 
 def counted_folders(context: str) -> set[str]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -164,17 +164,43 @@ def tool_trail(messages: Sequence[BaseMessage]) -> list[TrailEntry]:
         for key in dict.fromkeys(key for key, _ in items):
             uses[key] = uses.get(key, 0) + 1
             weight[key] = weight.get(key, 0.0) + 0.5 ** (age / WORK_HALF_LIFE)
-    return [TrailEntry(key, tuple(d), uses[key], weight[key]) for key, d in details.items()]
+    return merge_entries([TrailEntry(k, tuple(d), uses[k], weight[k]) for k, d in details.items()])
+
+
+def _project_spellings(keys: Sequence[str]) -> dict[str, str]:
+    """Return the relative paths that name a file the keys also spell absolute, each with that absolute path.
+
+    Tools that take absolute paths (``filePath``, ``absolute_path``) and a
+    shell run in the project's root name one file two ways. The root is the
+    folder most such pairs share: ``src/a.ts`` is ``/p/src/a.ts`` when
+    ``/p`` is it and the trail has both.
+    """
+    relative = {k for k in keys if not k.startswith(("/", "~", "../", "$ ")) and "://" not in k}
+    roots: dict[str, int] = {}
+    for key in keys:
+        if key.startswith("/") and relative:
+            cut = next((i for i in range(1, len(key)) if key[i] == "/" and key[i + 1 :] in relative), 0)
+            if cut:
+                roots[key[:cut]] = roots.get(key[:cut], 0) + 1
+    if not roots:
+        return {}
+    root = max(roots, key=lambda r: roots[r])
+    absolute = set(keys)
+    return {k: f"{root}/{k}" for k in relative if f"{root}/{k}" in absolute}
 
 
 def merge_entries(entries: Sequence[TrailEntry]) -> list[TrailEntry]:
     """Return the entries with one per path, URL, command or counted folder, in the order each first appears.
 
     A path's verbs are merged (the first entry's first), a command keeps the
-    first entry's exit status, uses, weights and counts add up.
+    first entry's exit status, uses, weights and counts add up. A file
+    spelled both absolute and relative to the project's root is one entry,
+    spelled absolute (``_project_spellings``).
     """
+    spelled = _project_spellings([e.key for e in entries])
     merged: dict[tuple[bool, str], TrailEntry] = {}
     for e in entries:
+        e = replace(e, key=spelled[e.key]) if e.key in spelled else e
         known = merged.get(e.ident)
         if known is None:
             merged[e.ident] = e

@@ -131,9 +131,8 @@ def test_gemini_cli_and_mcp_tools_are_read_by_meaning_not_by_one_agents_names():
         "/srv/p/src/a.ts (moved)",
         "$ wc -l queue.ts",
         "queue.ts (read)",  # relative to the directory the command ran in
-        "/Users/dev/proj/src/utils/retry.ts (edited)",
+        "/Users/dev/proj/src/utils/retry.ts (edited, read)",  # read as src/utils/retry.ts: one file, spelled once
         "src/utils/clock.ts (read)",
-        "src/utils/retry.ts (read)",
         "/Users/dev/proj/src/api/server.ts (read)",
     ]
 

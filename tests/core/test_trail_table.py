@@ -123,6 +123,41 @@ def test_the_trail_of_tool_calls_is_newest_first_with_verbs_uses_and_weights_tha
 
 
 @pytest.mark.parametrize(
+    "spellings, keys",
+    [
+        # a file read by its absolute path and run relative to the project's root is one entry, spelled absolute
+        (["/p/src/a.ts", "src/a.ts"], [("/p/src/a.ts", ("read", "ran"))]),
+        (["src/a.ts", "/p/src/a.ts"], [("/p/src/a.ts", ("ran", "read"))]),
+        # the root is the one most files share: /p, not /p/src for the one file there
+        (
+            ["/p/src/a.ts", "src/a.ts", "/p/src/b.ts", "src/b.ts", "/p/src/c.ts", "c.ts"],
+            [
+                ("/p/src/a.ts", ("read", "ran")),
+                ("/p/src/b.ts", ("read", "ran")),
+                ("/p/src/c.ts", ("read",)),
+                ("c.ts", ("ran",)),
+            ],
+        ),
+        # no absolute spelling of the file: the relative one stays
+        (["/p/src/a.ts", "lib/b.ts"], [("/p/src/a.ts", ("read",)), ("lib/b.ts", ("ran",))]),
+        (["/p/a.ts", "../a.ts"], [("/p/a.ts", ("read",)), ("../a.ts", ("ran",))]),
+    ],
+)
+def test_a_file_spelled_absolute_and_relative_to_the_projects_root_is_one_entry(spellings, keys):
+    # a previous summary's absolute spelling, read back, takes in the new calls' relative one too
+    assert [(e.key, e.details) for e in merge_entries([E("src/a.ts", ("ran",)), E("/p/src/a.ts", ("read",))])] == [
+        ("/p/src/a.ts", ("ran", "read"))
+    ]
+    calls = [
+        ("read", {"filePath": path}) if path.startswith("/") else ("bash", {"command": f"pytest {path}"})
+        for path in spellings
+    ]
+    messages = [m for n, call in enumerate(calls) for m in _round(n, [call], ["ok"])]
+    got = [(e.key, e.details) for e in tool_trail(messages) if not e.is_command]
+    assert sorted(got) == sorted((key, details[::-1]) for key, details in keys)
+
+
+@pytest.mark.parametrize(
     "command, result, entry",
     [
         ("pytest -q", "exit code 1", ("$ pytest -q", ("exit 1",))),
