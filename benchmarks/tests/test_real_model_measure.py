@@ -43,3 +43,17 @@ def test_names_reads_a_path_by_its_file_name_and_a_rule_by_half_its_words():
     rule = "Never modify files under migrations/."
     assert real_model.names("The user said never to modify files in migrations.", rule, "constraints")
     assert not real_model.names("The user wants tests.", rule, "constraints")
+
+
+def test_the_model_text_is_the_summary_section_of_the_answer_an_applied_summary_carries():
+    answer = (
+        "Here is the summary.\n## SUMMARY\nThe user read six handlers of the billing service.\n## NEXT STEPS\nGo on."
+    )
+    applied = (
+        "## SESSION INTENT\n...\n## SUMMARY\nThe user read six handlers of the billing service.\n## ARTIFACTS\n- a.py"
+    )
+    assert real_model.model_text(applied, ["Unrelated answer text of another call.", answer]) == (
+        "The user read six handlers of the billing service."
+    )
+    assert real_model.model_text(applied, ["Unrelated answer text of another call."]) is None
+    assert real_model.model_text(f"{real_model.EXTRACTIVE_MARK}\n{applied}", [answer]) is None
