@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 from ..core.background import new_pairing_problem, prepared_problem, record_problem
 from ..core.config import Budget
 from ..core.hooks import CompactionInfo
-from ..core.plan import compacted_view
+from ..core.plan import compacted_view, plan_compaction, whole_history
 from .effects import Steps, StorageCall
 from .events import describe_error, emit_event
 from .flush import commit_flush
@@ -184,6 +184,8 @@ def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, lis
         "usage": usage,
         **({"error": prepared["fallback"]} if prepared.get("fallback") else {}),
     }
+    result = compacted_view(messages, evict_ids, summary, injected)
+    edits = tail_edits(setup, result, gate.budget) if offload_on else {}
     written = summary_update(
         setup,
         messages,
@@ -197,6 +199,7 @@ def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, lis
         run,
         event=event,
         injected=injected,
+        edits=edits,
     )
     # written to the transcript now that it replaces what it covers (so recall can open it)
     recorded = yield from record_summary(setup, summary, run, offload_on)
@@ -210,4 +213,23 @@ def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, lis
     if lease is not None and lease["id"] == prepared.get("id"):
         compaction["lease"] = {**lease, "state": "applied"}
     gate.events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
-    return compaction, written.get("messages"), compacted_view(messages, evict_ids, summary, injected)
+    return compaction, written.get("messages"), [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
+
+
+def tail_edits(setup: Setup, result: list[BaseMessage], budget: Budget) -> dict[str, BaseMessage]:
+    """Return layer 1-2 edits (by id) of what a swap keeps after the summary, beyond the tail blocking keeps.
+
+    A job's summary covers the history up to the cut made when it started;
+    what the agent added while it was made follows it, where a blocking
+    compaction would have kept only its tail (``keep_tokens``). Its tool
+    results are shortened as layers 1-2 shorten older ones (their originals
+    are in the transcript, written just before), so the context the swap
+    leaves, and carries until the next compaction, is about blocking's. The
+    swap breaks the prompt cache anyway: the edits cost no break of their own.
+    """
+    whole = whole_history(setup.config)
+    config = whole.model_copy(
+        update={"prompt_cache": False, "prune": whole.prune.model_copy(update={"protect_tokens": budget.keep_tokens})}
+    )
+    plan = plan_compaction(result, setup.counter.counts(result), budget, config, setup.counter.message)
+    return {result[i].id: m for i, m in plan.edits.items() if result[i].id is not None}  # type: ignore[misc]
