@@ -16,7 +16,7 @@ recovery wraps the agent's model call (``recover``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -35,7 +35,7 @@ from .offload import OFFLOAD, offload_steps
 from .overflow import recovery_steps
 from .passes import message_writes, pass_steps, stage_name, update_delta
 from .run import CONTEXT_THRESHOLDS, Run, context_value, current_runtime, run_thread_id, run_user_id, state_value
-from .setup import Setup, storage_for
+from .setup import EngineOptions, Setup, storage_for
 from .state import read_compaction
 from .summarize import SUMMARIZE, summarize_steps
 
@@ -72,43 +72,23 @@ class CompactionEngine:
     """The compaction of one setup, for every front: the stages as graph nodes, the whole pass, overflow recovery.
 
     Args:
-        before: The node compaction runs in front of (the agent's model node).
-        model: The summarizer (a chat model).
-        config: The settings (``CompactionConfig()`` when None).
-        storage: A directory, a LangGraph ``BaseStore``, a storage object, or None to use the store the graph runs
-            with (``runtime.store``), else one in-memory store of the process (``setup.storage_for``).
-        flush_model: The model that extracts memories (default: ``model``).
-        agent_model: The model ``before`` calls, tools bound; counted in every request.
-        system_prompt: What ``before`` puts in front of the messages; counted in every request.
+        options: What the setup is built from (``setup.EngineOptions``); None builds them from ``fields``.
         jobs: The background jobs this engine starts and applies (its own when None); a front that builds an
             engine per call shares one registry between them.
+        fields: ``EngineOptions``'s fields, as keywords, when ``options`` is None.
     """
 
     def __init__(
-        self,
-        *,
-        before: str,
-        model: Any,
-        config: CompactionConfig | None = None,
-        storage: Any = None,
-        flush_model: Any = None,
-        agent_model: Any = None,
-        system_prompt: Any = None,
-        jobs: BackgroundJobs | None = None,
+        self, options: EngineOptions | None = None, /, *, jobs: BackgroundJobs | None = None, **fields: Any
     ) -> None:
-        self.setup = Setup.build(
-            before=before,
-            model=model,
-            config=config,
-            storage=storage,
-            flush_model=flush_model,
-            agent_model=agent_model,
-            system_prompt=system_prompt,
-        )
+        options = options if options is not None else EngineOptions(**fields)
+        self.setup = Setup.build(options)
+        #: The options as built (settings defaulted, storage opened): an engine built from them shares both.
+        self.options = replace(options, config=self.setup.config, storage=self.setup.storage)
         self.memos = Memos()
         self.jobs = jobs if jobs is not None else BackgroundJobs()
         refuse_on_demand(self.setup)  # what the provider would refuse, said once the models are known
-        refuse_threshold(agent_model)
+        refuse_threshold(options.agent_model)
 
     # -- the setup, as the fronts read it
     @property

@@ -8,6 +8,9 @@ the agent's first request.
 A setup given no storage writes where the run can keep it (``storage_for``):
 the store the graph runs with, else one in-memory store of the process
 (``process_storage``), said once in a warning that names ``storage=``.
+
+``EngineOptions`` is what a setup is built from: the arguments every front
+takes for the engine, gathered once.
 """
 
 from __future__ import annotations
@@ -77,6 +80,30 @@ def _head(system_prompt: Any) -> list[BaseMessage]:
     return [SystemMessage(system_prompt)] if isinstance(system_prompt, str) and system_prompt else []
 
 
+@dataclass(frozen=True)
+class EngineOptions:
+    """What one compaction setup is built from: the arguments every front passes the engine, in one object.
+
+    Attributes:
+        before: The node compaction runs in front of (the agent's model node).
+        model: The summarizer (a chat model), or None for extractive summaries.
+        config: The settings (``CompactionConfig()`` when None).
+        storage: A directory, a LangGraph ``BaseStore``, a storage object, or None to use the store the graph runs
+            with (``runtime.store``), else one in-memory store of the process (``storage_for``).
+        flush_model: The model that extracts memories (None: ``model``).
+        agent_model: The model ``before`` calls, tools bound; counted in every request.
+        system_prompt: What ``before`` puts in front of the messages; counted in every request.
+    """
+
+    before: str
+    model: Any
+    config: CompactionConfig | None = None
+    storage: Any = None
+    flush_model: Any = None
+    agent_model: Any = None
+    system_prompt: Any = None
+
+
 @dataclass
 class Setup:
     """One compaction setup: ``before`` is the node it runs in front of, ``model`` summarizes.
@@ -107,30 +134,21 @@ class Setup:
     window_model: Any = field(default=None, repr=False)
 
     @classmethod
-    def build(
-        cls,
-        *,
-        before: str,
-        model: Any,
-        config: CompactionConfig | None = None,
-        storage: Any = None,
-        flush_model: Any = None,
-        agent_model: Any = None,
-        system_prompt: Any = None,
-    ) -> Setup:
-        """Return the setup of these arguments (the storage opened, the budget resolved for the agent's window)."""
-        config = config or CompactionConfig()
-        flush_model = flush_model or model
+    def build(cls, options: EngineOptions) -> Setup:
+        """Return the setup of ``options`` (the storage opened, the budget resolved for the agent's window)."""
+        model, agent_model, system_prompt = options.model, options.agent_model, options.system_prompt
+        config = options.config or CompactionConfig()
+        flush_model = options.flush_model or model
         window_model = agent_model if agent_model is not None else model
         summary_shares = is_agent_model(model, agent_model)
         flush_shares = is_agent_model(flush_model, agent_model)
         same = flush_model is model or (flush_shares and summary_shares)
         return cls(
-            before=before,
+            before=options.before,
             config=config,
             model=model,
             flush_model=flush_model,
-            storage=open_storage(storage),
+            storage=open_storage(options.storage),
             agent_model=agent_model,
             head=_head(system_prompt),
             budget=config.resolve(window_model),
