@@ -32,9 +32,10 @@ from ..memory.ledger import (
 from .breaker import breaker_after, is_open
 from .effects import CallModel, Steps, StorageCall
 from .events import describe_error, emit_event
+from .results import FlushResult, HeldFlush, rendered
 from .run import Run
 from .setup import Setup
-from .state import CompactionRecord, Pending, read_breaker
+from .state import Breaker, CompactionRecord, Pending, read_breaker
 from .summary_request import cached_prefix
 
 FLUSH = "compaction_flush"
@@ -88,10 +89,22 @@ def flush_steps(
     commit: bool = True,
     memory: tuple[str, str, str] | None = None,
 ) -> Steps[dict]:
-    """Yield the flush of the evicted prefix; return its update.
+    """The flush's steps returning its update (a background job's, which keeps the update)."""
+    return rendered(flush_result(setup, messages, record, run, commit, memory))
+
+
+def flush_result(
+    setup: Setup,
+    messages: Sequence[BaseMessage],
+    record: CompactionRecord,
+    run: Run,
+    commit: bool = True,
+    memory: tuple[str, str, str] | None = None,
+) -> Steps[FlushResult]:
+    """Yield the flush of the evicted prefix; return what it did.
 
     ``commit=False`` (a compaction prepared in the background) asks the model
-    but writes nothing: the answer is returned as ``flush_answer`` and written
+    but writes nothing: the answer is held (``FlushResult.held``) and written
     by ``commit_flush`` when the summary is applied, so a discarded summary
     leaves no memory behind and every message is flushed once, by the
     compaction that commits. ``memory`` is what ``read_memory`` read, when
@@ -101,19 +114,17 @@ def flush_steps(
     evict = set(pending["evict_ids"]) if pending else set()
     todo = flush_input([m for m in messages if m.id in evict], record["flushed_ids"])
     if not todo or run.storage is None or setup.flush_model is None:
-        return {}
+        return FlushResult()
     key = setup.flush_breaker
     breaker = read_breaker(record[key])  # type: ignore[literal-required]
     if is_open(breaker):  # the model failed too often lately; the transcript keeps these messages
-        return {
-            "compaction": {
-                "events": [emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"})]
-            }
-        }
+        return FlushResult(
+            events=(emit_event({"stage": "flush", "note": "skipped: the memory model's breaker is open"}),)
+        )
     now = local_now(setup.config.memory.timezone)
     day = now.date().isoformat()
     asking = False  # True while a failure is the model's (its call or its answer), not the storage's
-    tripped: dict[str, Any] = {}
+    tripped: dict[str, Breaker] = {}
     try:
         memory_md, ledger, yesterday = memory if memory is not None else (yield from read_memory(run, now))
         known = flushed_keys(ledger, yesterday)
@@ -135,8 +146,7 @@ def flush_steps(
                 tripped = {key: breaker_after(breaker, None, 0, 0)}  # summarizer's answers to close
             marker = flush_marker(asked, run.thread_id)
             if not commit:
-                held = {"text": answer, "ids": [m.id for m in todo], "marker": marker}
-                return {"compaction": tripped, "flush_answer": held}
+                return FlushResult(held=HeldFlush(answer, tuple(m.id for m in todo), marker), breakers=tripped)
             entry = yield from write_memory(setup, run, answer, marker, now)
     except Exception as exc:  # noqa: BLE001 - memory is best effort; summarizing goes on
         event = emit_event({"stage": "flush", "error": describe_error(exc)})
@@ -145,9 +155,10 @@ def flush_steps(
             tripped = {
                 key: breaker_after(breaker, event["error"], cfg.guards.breaker_failures, cfg.guards.breaker_cooldown)
             }
-        return {"compaction": {"last_error": event["error"], "events": [event], **tripped}}
+        return FlushResult(events=(event,), breakers=tripped, last_error=event["error"])
     ids = [m.id for m in todo if m.id is not None]  # all of them: they were picked by id
-    return {"compaction": {**tripped, **flushed(messages, record, ids, entry)}}
+    done = flushed(messages, record, ids, entry)
+    return FlushResult(events=tuple(done["events"]), flushed_ids=tuple(done["flushed_ids"]), breakers=tripped)
 
 
 def write_memory(setup: Setup, run: Run, answer: str, marker: str, now: Any) -> Steps[str | None]:

@@ -27,17 +27,18 @@ from ..core.plan import CompactionPlan
 from ..core.repair import answer_unanswered
 from .driver import Performer, adrive, drive, guarded
 from .effects import Steps
-from .flush import FLUSH, flush_steps
+from .flush import FLUSH, flush_result
 from .gate import GATE, Memo, Memos, gate_steps, plan_for
 from .jobs import BackgroundJobs
 from .native import refuse_on_demand, refuse_threshold
-from .offload import OFFLOAD, offload_steps
+from .offload import OFFLOAD, offload_result
 from .overflow import recovery_steps
 from .passes import message_writes, pass_steps, stage_name, update_delta
+from .results import FlushResult, OffloadResult, SummaryResult, rendered
 from .run import CONTEXT_THRESHOLDS, Run, context_value, current_runtime, run_thread_id, run_user_id, state_value
 from .setup import EngineOptions, Setup, storage_for
 from .state import read_compaction
-from .summarize import SUMMARIZE, summarize_steps
+from .summarize import SUMMARIZE, summary_result
 
 __all__ = ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionEngine", "PassResult"]
 
@@ -183,20 +184,20 @@ class CompactionEngine:
         repair = (repaired, added) if added else None
         return gate_steps(self.setup, self.memos, self.jobs, messages, record, run, overflow, repair)
 
-    def offload_steps(self, state: Any, run: Run) -> Steps[dict]:
+    def offload_steps(self, state: Any, run: Run) -> Steps[OffloadResult]:
         """The offload's steps over ``state``: every message the transcript lacks, appended."""
         messages, _ = self._read(state)
-        return offload_steps(messages, run, self.setup.config)
+        return offload_result(messages, run, self.setup.config)
 
-    def flush_steps(self, state: Any, run: Run) -> Steps[dict]:
+    def flush_steps(self, state: Any, run: Run) -> Steps[FlushResult]:
         """The flush's steps over ``state``: memories of the evicted prefix, into today's ledger."""
         messages, record = self._read(state)
-        return flush_steps(self.setup, messages, record, run)
+        return flush_result(self.setup, messages, record, run)
 
-    def summarize_steps(self, state: Any, run: Run) -> Steps[dict]:
+    def summarize_steps(self, state: Any, run: Run) -> Steps[SummaryResult]:
         """The summary's steps over ``state``: the pending request's evicted messages replaced by a summary."""
         messages, record = self._read(state)
-        return summarize_steps(self.setup, messages, record, run)
+        return summary_result(self.setup, messages, record, run)
 
     def plan(
         self,
@@ -215,15 +216,20 @@ class CompactionEngine:
         return self.memos.get(thread_id, messages, self.setup.counter)
 
     # -- the graph front's nodes
-    def _node(self, node: str, steps: Callable[[Any, Run], Steps[dict]], state: Any, config: RunnableConfig) -> dict:
+    def _node(self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig) -> dict:
         run = self.where(config, state)
-        return drive(guarded(stage_name(node), steps(state, run)), self.performer(run))
+        return drive(guarded(stage_name(node), self._update(node, steps(state, run))), self.performer(run))
 
     async def _anode(
-        self, node: str, steps: Callable[[Any, Run], Steps[dict]], state: Any, config: RunnableConfig
+        self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig
     ) -> dict:
         run = self.where(config, state)
-        return await adrive(guarded(stage_name(node), steps(state, run)), self.performer(run))
+        return await adrive(guarded(stage_name(node), self._update(node, steps(state, run))), self.performer(run))
+
+    @staticmethod
+    def _update(node: str, steps: Steps[Any]) -> Steps[dict]:
+        """Return a node's steps returning its graph update (the gate's steps return it; the others, their result)."""
+        return steps if node == GATE else rendered(steps)
 
     def gate(self, state: Any, config: RunnableConfig) -> dict:
         """The gate node: layers 1-2 and the decision, before every model call (no LLM)."""

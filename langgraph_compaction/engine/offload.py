@@ -20,6 +20,7 @@ from ..storage import message_records, record_id, unencodable_fields
 from ..storage.codec import same_version
 from .effects import Steps, StorageCall
 from .events import describe_error, emit_event
+from .results import OffloadResult, rendered
 from .run import Run
 
 OFFLOAD = "compaction_offload"
@@ -71,15 +72,20 @@ def offload_messages(messages: Sequence[BaseMessage], run: Run, config: Compacti
     return {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "events": [event]}
 
 
-def offload_steps(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict]:
-    """The offload node's steps: write what the transcript lacks; return the node's update."""
+def offload_result(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[OffloadResult]:
+    """The offload node's steps: write what the transcript lacks; return what it did."""
     if run.storage is None:
-        return {"compaction": {"events": [emit_event({"stage": "offload", "note": "no storage configured"})]}}
+        return OffloadResult(events=(emit_event({"stage": "offload", "note": "no storage configured"}),))
     try:
         update = yield from offload_messages(messages, run, config)
     except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
         event = emit_event({"stage": "offload", "error": describe_error(exc)})
         # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
-        return {"compaction": {"offloaded_ids": [], "last_error": event["error"], "events": [event]}}
-    update["events"] = [emit_event(e) for e in update["events"]]
-    return {"compaction": update}
+        return OffloadResult(events=(event,), offloaded_ids=(), last_error=event["error"])
+    events = tuple(emit_event(e) for e in update["events"])
+    return OffloadResult(events, tuple(update["offloaded_ids"]), update["offload_path"])
+
+
+def offload_steps(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict]:
+    """The offload's steps returning the node's update (a background job's, which keeps the update)."""
+    return rendered(offload_result(messages, run, config))

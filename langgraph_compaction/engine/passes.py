@@ -23,6 +23,7 @@ from .driver import guarded
 from .effects import Parallel, Steps
 from .flush import FLUSH
 from .offload import OFFLOAD
+from .results import FlushResult, OffloadResult, SummaryResult, rendered
 from .run import Run, state_value
 from .state import merge_compaction
 
@@ -45,11 +46,11 @@ class Stages(Protocol):
 
     def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict]: ...
 
-    def offload_steps(self, state: Any, run: Run) -> Steps[dict]: ...
+    def offload_steps(self, state: Any, run: Run) -> Steps[OffloadResult]: ...
 
-    def flush_steps(self, state: Any, run: Run) -> Steps[dict]: ...
+    def flush_steps(self, state: Any, run: Run) -> Steps[FlushResult]: ...
 
-    def summarize_steps(self, state: Any, run: Run) -> Steps[dict]: ...
+    def summarize_steps(self, state: Any, run: Run) -> Steps[SummaryResult]: ...
 
 
 def replaced_state(state: Any, **values: Any) -> Any:
@@ -162,10 +163,10 @@ def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> 
     if targets == engine.before:
         return updates, state
     branches = ((FLUSH, engine.flush_steps), (OFFLOAD, engine.offload_steps))
-    side = tuple(guarded(stage_name(name), steps(state, run)) for name, steps in branches if name in targets)
+    side = tuple(guarded(stage_name(name), rendered(steps(state, run))) for name, steps in branches if name in targets)
     if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
         for update in (yield Parallel(side)):
             updates.append(update)
             state = apply_update(state, update)
-    updates.append((yield from guarded("summarize", engine.summarize_steps(state, run))))
+    updates.append((yield from guarded("summarize", rendered(engine.summarize_steps(state, run)))))
     return updates, apply_update(state, updates[-1])

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage, message_to_dict
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langchain_core.messages import BaseMessage, message_to_dict
 
 from ..core.config import Budget
 from ..core.conversation import is_injected
@@ -31,6 +30,7 @@ from .effects import CallHook, Steps, StorageCall
 from .events import describe_error, emit_event
 from .native import native_answer, observed
 from .offload import transcript_records
+from .results import Applied, SummaryResult, rendered
 from .run import Run
 from .setup import Setup
 from .state import Breaker, CompactionRecord, Pending, read_breaker
@@ -93,9 +93,9 @@ def draft_of(
     return Draft(setup, messages, evict_ids, evicted, record["pins"], path, note, run.budget.context_window)
 
 
-def _failed(done: dict, error: str) -> dict:
+def _failed(breaker: Breaker | None, error: str) -> SummaryResult:
     event = emit_event({"stage": "summarize", "error": error})
-    return {"compaction": {**done, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}
+    return SummaryResult(events=(event,), last_error=event["error"], failed=True, breaker=breaker)
 
 
 def _ask_before(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[tuple[str | None, bool]]:
@@ -217,15 +217,15 @@ def record_summary(setup: Setup, summary: BaseMessage, run: Run, offload_on: boo
 
 
 def _no_progress(
-    setup: Setup, messages: list[BaseMessage], result: list[BaseMessage], run: Run, done: dict, events: list[dict]
-) -> dict:
-    """Return the update of a summary that would not shrink the context: the history is kept, and why."""
+    setup: Setup, messages: list[BaseMessage], made: Made, result: list[BaseMessage], run: Run, events: list[dict]
+) -> SummaryResult:
+    """Return the result of a summary that would not shrink the context: the history is kept, and why."""
     before, after = setup.counter.total(messages), setup.counter.total(result)
     why = over_budget_reason(result, setup.counter.counts(result), run.budget.trigger_tokens)  # invariant 3: say why
     note = f"the summary would not shrink the context ({before:,} -> {after:,} tokens); history kept"
     event = {"stage": "summarize", "note": note, "tokens_before": before, "tokens_after": before}
     event = emit_event({**event, **({"over_budget": why} if why else {})})
-    return {"compaction": {**done, "events": [*events, event], "cooldown_id": messages[-1].id}}
+    return SummaryResult(events=(*events, event), breaker=made.breaker, cooldown_id=messages[-1].id)
 
 
 def _info(setup: Setup, messages: list[BaseMessage], draft: Draft, pending: Pending, run: Run) -> CompactionInfo:
@@ -270,26 +270,30 @@ def _applied_event(pending: Pending, run: Run, background: bool, problem: str | 
 
 
 def summarize_steps(setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run) -> Steps[dict]:
-    """The summarize node's steps: replace the pending request's evicted messages by a summary; return the update."""
+    """The summary's steps returning its update (a background job's, which keeps the update)."""
+    return rendered(summary_result(setup, messages, record, run))
+
+
+def summary_result(
+    setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run
+) -> Steps[SummaryResult]:
+    """The summarize node's steps: replace the pending request's evicted messages by a summary; return what it did."""
     pending = record["pending"]
     if not pending:
-        return {}
-    done: dict[str, Any] = {"pending": None, "manual": None}
+        return SummaryResult(acted=False)
     offload_on = setup.config.offload_before_compact and run.storage is not None
     draft = draft_of(setup, messages, record, pending, run, offload_on)
     if not draft.evicted:
-        return {"compaction": done}
+        return SummaryResult()
     if offload_on and not draft.evict_ids.issubset(record["offloaded_ids"]):
-        return _failed(done, "offload did not complete; nothing was removed")
+        return _failed(None, "offload did not complete; nothing was removed")
     info = _info(setup, messages, draft, pending, run)
     events: list[dict] = []
     extra, skip = yield from _ask_before(setup, info, events)
     made = yield from _make(setup, draft, record, pending, run, extra, skip, events)
-    if made.breaker is not None:
-        done["breaker"] = made.breaker
     if made.problem and made.composed is None:  # the model gave no usable answer at all
         if _history_may_stay(made, pending, run):
-            return _failed(done, f"{made.problem}; history kept (it still fits the window)")
+            return _failed(made.breaker, f"{made.problem}; history kept (it still fits the window)")
         made.body, made.kind = extractive_summary(draft.evicted), "extractive"
     composed = made.composed or draft.compose(made.body or "")
     background = pending["reason"] == "background"
@@ -297,8 +301,8 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
     if not background:  # a summary prepared in the background has its hook called when it is applied
         composed, injected = yield from _with_injected(setup, draft, composed, info, events)
     if composed.tokens >= setup.counter.total(messages):  # no progress, whatever the reason (a manual request too)
-        return _no_progress(setup, messages, composed.result, run, done, events)
-    update = summary_update(
+        return _no_progress(setup, messages, made, composed.result, run, events)
+    applied = applied_summary(
         setup,
         messages,
         record,
@@ -315,14 +319,7 @@ def summarize_steps(setup: Setup, messages: list[BaseMessage], record: Compactio
     )
     # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
     written = [] if background else (yield from record_summary(setup, composed.summary, run, offload_on))
-    compaction = update["compaction"]
-    update["compaction"] = {
-        **done,
-        **compaction,
-        "events": [*events, *written, *compaction["events"]],
-        **({"last_error": made.problem} if made.problem else {}),
-    }
-    return update
+    return SummaryResult(applied=applied, events=(*events, *written), last_error=made.problem, breaker=made.breaker)
 
 
 def window_edits(setup: Setup, result: list[BaseMessage], budget: Budget) -> dict[str, BaseMessage]:
@@ -356,7 +353,29 @@ def summary_update(
     injected: Sequence[BaseMessage] = (),
     edits: dict[str, BaseMessage] | None = None,
 ) -> dict:
-    """Return the state update that replaces the evicted messages by the summary (rewrite) or records the view.
+    """Return the state update of ``applied_summary`` (the swap of a summary prepared in the background)."""
+    applied = applied_summary(
+        setup, messages, record, evict_ids, cutoff_id, summary, pins, kind, path, run, event, injected, edits
+    )
+    return applied.update()
+
+
+def applied_summary(
+    setup: Setup,
+    messages: Sequence[BaseMessage],
+    record: CompactionRecord,
+    evict_ids: set,
+    cutoff_id: str | None,
+    summary: BaseMessage,
+    pins: list,
+    kind: str,
+    path: str | None,
+    run: Run,
+    event: dict,
+    injected: Sequence[BaseMessage] = (),
+    edits: dict[str, BaseMessage] | None = None,
+) -> Applied:
+    """Return the summary applied: the evicted messages replaced by it (rewrite), or its view recorded (view mode).
 
     ``event`` adds to the summarize event (what made the summary, and how); ``injected`` (an
     ``after_compaction`` hook's messages) follow the summary; ``edits`` (by message id) are layer 1-2 edits of
@@ -369,12 +388,12 @@ def summary_update(
     before, after = setup.counter.total(messages), sum(counts)
     why = over_budget_reason(result, counts, run.budget.trigger_tokens)  # invariant 3: say why
     evicted = [m.id for m in messages if m.id in evict_ids]
-    done: dict[str, Any] = {}
+    view = view_edits = None
     view_mode = setup.config.mode == "view"
     if view_mode:  # the state keeps every message; the record rebuilds the model's view
-        done["view"] = view_record(messages, evict_ids, cutoff_id, summary, injected)
+        view = view_record(messages, evict_ids, cutoff_id, summary, injected)
         shortened = {i: message_to_dict(m) for i, m in (edits or {}).items()}
-        done["view_edits"] = {**kept_edits(record["view_edits"], result), **shortened}
+        view_edits = {**kept_edits(record["view_edits"], result), **shortened}
     emitted = emit_event(
         {
             "stage": "summarize",
@@ -390,18 +409,16 @@ def summary_update(
             "offload_path": path,
         }
     )
-    return {
-        **({} if view_mode else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result]}),
-        "compaction": {
-            **done,
-            "summary_id": summary.id,
-            "pins": pins,
-            "cutoff_id": cutoff_id,
-            "offload_path": path,
-            "counts": {kind: 1},
-            "edited_messages": {kind: len(evicted)},
-            "events": [emitted],
-            "cooldown_id": result[-1].id,
-            "prepared": None,  # a summary prepared in the background covered what this one replaced
-        },
-    }
+    return Applied(
+        messages=None if view_mode else tuple(result),
+        summary_id=summary.id,
+        pins=pins,
+        cutoff_id=cutoff_id,
+        offload_path=path,
+        kind=kind,
+        evicted=len(evicted),
+        event=emitted,
+        cooldown_id=result[-1].id,
+        view=view,
+        view_edits=view_edits,
+    )

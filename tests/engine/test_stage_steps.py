@@ -21,6 +21,7 @@ from langgraph_compaction.engine.nodes import CompactionEngine
 from langgraph_compaction.engine.offload import transcript_records
 from langgraph_compaction.engine.passes import apply_update
 from langgraph_compaction.engine.prepare import job_key, published_key
+from langgraph_compaction.engine.results import FlushResult, OffloadResult, SummaryResult, update_of
 from langgraph_compaction.engine.run import Run
 from langgraph_compaction.engine.state import read_compaction
 from langgraph_compaction.engine.swap import GateCall, swap
@@ -116,8 +117,8 @@ def pending(engine: CompactionEngine, run: Run) -> dict:
 @pytest.fixture
 def offloaded(engine: CompactionEngine, run: Run, pending: dict) -> dict:
     """The state after the offload wrote every message to an empty transcript."""
-    _, update = by_hand(engine.offload_steps(pending, run), storage({"read_transcript": []}))
-    return apply_update(pending, update)
+    _, result = by_hand(engine.offload_steps(pending, run), storage({"read_transcript": []}))
+    return apply_update(pending, update_of(result))
 
 
 def ids(messages: list[BaseMessage]) -> list[str | None]:
@@ -130,36 +131,37 @@ def ids(messages: list[BaseMessage]) -> list[str | None]:
 def test_offload_reads_the_transcript_then_appends_only_the_messages_it_lacks(engine, run, pending):
     messages = pending["messages"]
     written = transcript_records(messages[:4], engine.config)
-    effects, update = by_hand(engine.offload_steps(pending, run), storage({"read_transcript": written}))
+    effects, result = by_hand(engine.offload_steps(pending, run), storage({"read_transcript": written}))
 
     assert effects == [
         StorageCall("read_transcript", (THREAD,)),
         StorageCall("append_transcript", (THREAD, transcript_records(messages[4:], engine.config))),
     ]
-    assert "messages" not in update
-    assert update["compaction"]["offloaded_ids"] == ids(messages)
-    assert update["compaction"]["offload_path"] == f"append_transcript:{THREAD}"
-    assert update["compaction"]["events"][-1]["offloaded"] == 12
+    assert isinstance(result, OffloadResult) and result.last_error is None
+    assert list(result.offloaded_ids or ()) == ids(messages)
+    assert result.offload_path == f"append_transcript:{THREAD}"
+    assert result.events[-1]["offloaded"] == 12
+    assert "messages" not in update_of(result)
 
 
 def test_a_failed_offload_vouches_for_no_message_and_the_summary_then_removes_none(engine, run, pending):
     fail = storage({"read_transcript": []}, fail={"append_transcript": OSError("disk full")})
-    _, update = by_hand(engine.offload_steps(pending, run), fail)
+    _, result = by_hand(engine.offload_steps(pending, run), fail)
 
-    assert update["compaction"]["offloaded_ids"] == []
-    assert "disk full" in update["compaction"]["last_error"]
-    state = apply_update(pending, update)
+    assert result.offloaded_ids == ()
+    assert "disk full" in (result.last_error or "")
+    state = apply_update(pending, update_of(result))
     effects, summarized = by_hand(engine.summarize_steps(state, run), no_effect)  # no model call: nothing to replace
-    assert effects == [] and "messages" not in summarized
-    assert summarized["compaction"]["last_error"] == "offload did not complete; nothing was removed"
-    assert ids(apply_update(state, summarized)["messages"]) == ids(conversation())
+    assert effects == [] and summarized.applied is None and summarized.failed
+    assert summarized.last_error == "offload did not complete; nothing was removed"
+    assert ids(apply_update(state, update_of(summarized))["messages"]) == ids(conversation())
 
 
 # -- flush
 
 
 def test_flush_asks_the_memory_model_about_the_evicted_messages_and_appends_its_answer(engine, run, pending):
-    effects, update = by_hand(
+    effects, result = by_hand(
         engine.flush_steps(pending, run), answering(lambda call: MEMORY, storage({"read_memory_file": ""}))
     )
 
@@ -173,29 +175,31 @@ def test_flush_asks_the_memory_model_about_the_evicted_messages_and_appends_its_
     assert write.op == "append_memory_entry" and write.args[0] == USER
     assert "The user maintains the date parser." in write.args[2]("")
     assert effects.index(ask) < effects.index(write)
-    assert update["compaction"]["flushed_ids"] == EVICTED
-    assert update["compaction"]["events"][-1]["memories"] == 1
+    assert isinstance(result, FlushResult) and result.held is None
+    assert list(result.flushed_ids or ()) == EVICTED
+    assert result.events[-1]["memories"] == 1
 
 
 def test_a_failing_memory_model_writes_nothing_marks_nothing_flushed_and_counts_a_failure(engine, run, pending):
     def down(call: CallModel) -> str:
         raise TimeoutError("the memory model did not answer")
 
-    effects, update = by_hand(engine.flush_steps(pending, run), answering(down, storage({"read_memory_file": ""})))
+    effects, result = by_hand(engine.flush_steps(pending, run), answering(down, storage({"read_memory_file": ""})))
 
     assert not [e for e in effects if isinstance(e, StorageCall) and e.op == "append_memory_entry"]
-    compaction = update["compaction"]
-    assert "flushed_ids" not in compaction  # the next compaction asks again
-    assert "did not answer" in compaction["last_error"] and compaction["events"][-1]["error"]
-    assert compaction[engine.setup.flush_breaker]["failures"] == 1  # the memory model's breaker counts it
-    assert "messages" not in update
+    assert result.flushed_ids is None  # the next compaction asks again
+    assert "did not answer" in (result.last_error or "") and result.events[-1]["error"]
+    assert result.breakers[engine.setup.flush_breaker]["failures"] == 1  # the memory model's breaker counts it
+    assert "messages" not in update_of(result)
 
 
 # -- summarize
 
 
 def test_summarize_sends_the_evicted_messages_and_returns_the_summary_in_their_place(engine, run, offloaded):
-    effects, update = by_hand(engine.summarize_steps(offloaded, run), answering(lambda call: SUMMARY, storage()))
+    effects, result = by_hand(engine.summarize_steps(offloaded, run), answering(lambda call: SUMMARY, storage()))
+    assert isinstance(result, SummaryResult) and result.applied is not None
+    update = update_of(result)
 
     ask, *writes = effects
     assert isinstance(ask, CallModel) and ask.model is engine.model
@@ -222,9 +226,11 @@ def down(call: CallModel) -> str:
 def test_a_failing_summarizer_over_the_hard_limit_yields_an_error_event_and_an_extractive_summary(
     engine, run, offloaded
 ):
-    effects, update = by_hand(engine.summarize_steps(offloaded, run), answering(down, storage()))
+    effects, result = by_hand(engine.summarize_steps(offloaded, run), answering(down, storage()))
 
     assert isinstance(effects[0], CallModel) and [e.op for e in effects[1:]] == ["append_transcript"]
+    assert result.applied is not None and result.applied.kind == "extractive"
+    update = update_of(result)
     compaction = update["compaction"]
     assert "503 Service Unavailable" in compaction["last_error"] and compaction["counts"] == {"extractive": 1}
     summary = update["messages"][1]  # the extractive summary names every evicted request
@@ -238,11 +244,12 @@ def test_a_failing_summarizer_while_the_history_fits_the_window_keeps_every_mess
     config = CompactionConfig(context_window=100_000, trigger_tokens=300, keep_messages=2)
     engine = CompactionEngine(before="agent", model=ScriptedModel(), config=config)
     run = Run(thread_id=THREAD, user_id=USER, storage=Untouched(), budget=engine.budget)  # type: ignore[arg-type]
-    effects, update = by_hand(engine.summarize_steps(offloaded, run), answering(down, no_effect))
+    effects, result = by_hand(engine.summarize_steps(offloaded, run), answering(down, no_effect))
 
-    assert [type(e) for e in effects] == [CallModel] and "messages" not in update
-    assert "503 Service Unavailable" in update["compaction"]["last_error"]
-    assert "history kept" in update["compaction"]["events"][-1]["error"]
+    assert [type(e) for e in effects] == [CallModel] and result.applied is None and result.failed
+    assert "503 Service Unavailable" in (result.last_error or "")
+    assert "history kept" in result.events[-1]["error"]
+    assert "messages" not in update_of(result)
 
 
 # -- swap (a summary prepared in the background, applied by the gate)
