@@ -104,11 +104,6 @@ def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_i
     return sum(counts[end:]) if end is not None else 0
 
 
-def turn_messages(messages: Sequence[BaseMessage]) -> int:
-    """Return how many messages the newest turn added: the newest model reply and everything after it."""
-    return len(messages) - next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), 0)
-
-
 def turn_tokens(messages: Sequence[BaseMessage], counts: Sequence[int]) -> int:
     """Return the tokens the newest turn added: the newest model reply and all after it (tool results, a request)."""
     turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
@@ -128,24 +123,6 @@ def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_
     if tokens >= trigger or tokens < trigger // 2:
         return False
     return tokens >= trigger * start or tokens + turn * (turns_to_ready + 1) >= trigger
-
-
-def messages_start_due(
-    conversation: int, turn: int, tokens: int, budget: Budget, start: float, turns_to_ready: float
-) -> bool:
-    """Return True when the message-count trigger is near, with ``start`` of its token floor reached.
-
-    The message trigger is a trigger like the token one: at it a ready
-    summary is applied, a running job waited for, and without either the gate
-    compacts as blocking does; so a job starts a little before it: at
-    ``start`` of it, or earlier when turns of ``turn`` messages (an agent
-    running tools in parallel adds many at once) would reach it before a job
-    started later is ready.
-    """
-    trigger = budget.trigger_messages
-    if not trigger or conversation >= trigger or tokens < budget.messages_min_tokens * start:
-        return False
-    return conversation >= math.ceil(trigger * start) or conversation + turn * (turns_to_ready + 1) >= trigger
 
 
 def covers_enough(evicted_tokens: int, budget: Budget) -> bool:

@@ -11,7 +11,9 @@ thread next applies it.
 
 At the trigger the gate applies a ready summary (``compaction_applied``),
 waits for one still being prepared (here or by another worker), and compacts
-in front of the model call only when none is coming. A summary is applied
+in front of the model call only when none is coming. The message-count
+trigger counts messages, not the window: there a job starts with the cut a
+blocking compaction would make, and the agent goes on until it is ready. A summary is applied
 while what it covers is unchanged and what it produces keeps every tool call
 paired (else ``compaction_discarded``, with why); one whose tail outgrew the
 target is applied all the same, and the gate compacts the rest at once if the
@@ -37,16 +39,13 @@ from ..core.background import (
     covered,
     covers_enough,
     cut_index,
-    messages_start_due,
     prepared_problem,
     should_start,
     start_budget,
     swap_before_trigger,
-    turn_messages,
     turn_tokens,
 )
 from ..core.config import Budget
-from ..core.conversation import leading_systems
 from ..core.plan import CompactionPlan, plan_compaction
 from .breaker import breaker_after
 from .driver import Performer, adrive, drive
@@ -139,12 +138,35 @@ def background_steps(
     if prepared is not None and (yield from swap(gate, prepared)):
         yield from _next_job(gate)
         return gate.finish()
+    if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens:
+        if (yield from _count_only(gate, plan, job)):
+            return gate.finish()
     waited = yield from _wait(gate, plan)
     if waited is not None and (yield from swap(gate, waited)):
         yield from _next_job(gate)
         return gate.finish()
     gate.out.blocked = gate.out.blocked or "no summary was prepared in time"
     return gate.finish()
+
+
+def _count_only(gate: GateCall, plan: CompactionPlan, job: Job | None) -> Steps[bool]:
+    """At the message trigger, the request under the token trigger: return True when the agent goes on meanwhile.
+
+    The message trigger counts messages, not the window: the agent goes on
+    while a job prepares the very summary a blocking compaction would make
+    now (the plan's own cut, so as many messages go as without background),
+    and the swap follows when it is ready. A job already being prepared, here
+    or by another worker, is not waited for. With neither a job nor a way to
+    start one (no summarizer, its breaker open), the gate compacts as blocking.
+    """
+    if job is not None and not job.done():
+        return True
+    if _lease_held_elsewhere(gate.record["lease"], gate.jobs, gate.run.storage):
+        return True
+    if not gate.may_prepare():
+        return False
+    yield from _start(gate, plan)
+    return gate.jobs.get(gate.key) is not None
 
 
 def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: int | None) -> Steps[None]:
@@ -166,12 +188,6 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
         planned = _plan(gate, start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), memo, new_tokens)
         if planned.summarize and covers_enough(_evicted_tokens(planned, gate.counts), budget):
             yield from _start(gate, planned)
-    elif messages_start_due(
-        len(gate.messages) - leading_systems(gate.messages), turn_messages(gate.messages), tokens, budget, start, turns
-    ):
-        planned = _plan(gate, start_budget(budget, start), memo, new_tokens)
-        if planned.summarize:
-            yield from _start(gate, planned)
 
 
 def _evicted_tokens(plan: CompactionPlan, counts: Sequence[int]) -> int:
@@ -191,16 +207,12 @@ def _next_job(gate: GateCall) -> Steps[None]:
     if tokens >= budget.trigger_tokens or not gate.may_prepare():
         return
     start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
-    conversation = len(after) - leading_systems(after)
-    if should_start(tokens, turn_tokens(after, counts), budget, start, turns):
-        at, enough = start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), True
-    elif messages_start_due(conversation, turn_messages(after), tokens, budget, start, turns):
-        at, enough = start_budget(budget, start), False  # the message trigger: any cut that makes room helps
-    else:
+    if not should_start(tokens, turn_tokens(after, counts), budget, start, turns):
         return
+    at = start_budget(budget, min(1.0, tokens / budget.trigger_tokens))
     post = GateCall(gate.setup, gate.jobs, after, counts, gate.record, budget, gate.run, job_key(gate.run, after))
     planned = plan_compaction(after, counts, at, gate.setup.config, gate.setup.counter.message)
-    if planned.summarize and (not enough or covers_enough(_evicted_tokens(planned, counts), budget)):
+    if planned.summarize and covers_enough(_evicted_tokens(planned, counts), budget):
         yield from _start(post, planned)
         gate.out.compaction.update(post.out.compaction)
         gate.events.extend(post.events)
