@@ -22,8 +22,9 @@ from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.jobs import BackgroundJobs
 from ..engine.nodes import CompactionEngine, PassResult
 from ..engine.passes import added_messages, stable_ids
+from ..engine.setup import EngineOptions
 from ..engine.state import CompactionRecord, read_compaction
-from .models import chat_model
+from .models import named_models
 
 #: Each call builds its engine anew; a summary one call starts preparing in the background is applied by a later
 #: call of the same thread, so the calls of this process share their background jobs.
@@ -46,14 +47,14 @@ class CompactionResult:
     view: list[BaseMessage]
 
 
-def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, **settings: Any):
+def _prepare(messages: Sequence[BaseMessage], thread_id: Any, state: Any, options: EngineOptions):
     if thread_id is None or str(thread_id) == "":
         raise ValueError(
             "thread_id is required: it names the transcript and keys the summaries; pass e.g. thread_id='user-42'"
         )
     if isinstance(messages, BaseMessage) or not isinstance(messages, Sequence):
         raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
-    nodes = CompactionEngine(before="model", jobs=_JOBS, **{**settings, "model": chat_model(settings["model"])})
+    nodes = CompactionEngine(named_models(options), jobs=_JOBS)
     # the transcript and the summaries refer to messages by id: an id-less message gets the same one at every call
     values = {
         "messages": added_messages(stable_ids(convert_to_messages(list(messages)))),
@@ -117,16 +118,8 @@ def compact_messages(
     config = settings_with(
         config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
     )
-    nodes, values, run = _prepare(
-        messages,
-        thread_id,
-        state,
-        model=model,
-        config=config,
-        storage=storage,
-        agent_model=agent_model,
-        system_prompt=system_prompt,
-    )
+    options = EngineOptions("model", model, config, storage, agent_model=agent_model, system_prompt=system_prompt)
+    nodes, values, run = _prepare(messages, thread_id, state, options)
     return _finish(nodes, nodes.run_pass(values, run))
 
 
@@ -164,14 +157,6 @@ async def acompact_messages(
     config = settings_with(
         config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
     )
-    nodes, values, run = _prepare(
-        messages,
-        thread_id,
-        state,
-        model=model,
-        config=config,
-        storage=storage,
-        agent_model=agent_model,
-        system_prompt=system_prompt,
-    )
+    options = EngineOptions("model", model, config, storage, agent_model=agent_model, system_prompt=system_prompt)
+    nodes, values, run = _prepare(messages, thread_id, state, options)
     return _finish(nodes, await nodes.arun_pass(values, run))

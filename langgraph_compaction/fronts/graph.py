@@ -34,9 +34,10 @@ from ..engine.nodes import FLUSH, GATE, OFFLOAD, SUMMARIZE, CompactionEngine
 from ..engine.overflow import in_front
 from ..engine.passes import added_messages, replaced_state
 from ..engine.run import RUN_THREAD, state_value
+from ..engine.setup import EngineOptions
 from ..engine.state import SUMMED_KEYS, CompactionChannel, read_compaction
 from ..storage import thread_key
-from .models import chat_model
+from .models import named_models
 
 
 def _node(func: Any, afunc: Any, name: str) -> RunnableCallable:
@@ -371,15 +372,8 @@ def add_compaction(
     config = settings_with(
         config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
     )
-    model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
     nodes = CompactionEngine(
-        before=before,
-        model=model,
-        config=config,
-        storage=storage,
-        flush_model=flush_model,
-        agent_model=agent_model,
-        system_prompt=system_prompt,
+        named_models(EngineOptions(before, model, config, storage, flush_model, agent_model, system_prompt))
     )
     passed = _Passed()
     wrap_node(builder, before, lambda runnable: _model_front(runnable, nodes, passed, before, overflow_recovery))

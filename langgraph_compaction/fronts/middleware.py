@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
@@ -36,8 +37,9 @@ from ..engine.native import refuse_threshold
 from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine, combined
 from ..engine.passes import with_message_ids
+from ..engine.setup import EngineOptions
 from ..engine.state import merge_compaction
-from .models import chat_model
+from .models import named_models
 from .summarizers import deprecated_arguments, learn_window, summarizer_model, with_window_of
 from .tools import chosen_tools, make_compaction_tools
 
@@ -160,17 +162,12 @@ class CompactionMiddleware(AgentMiddleware):
             summary_prompt=summary_prompt,
             trim_tokens_to_summarize=trim_tokens_to_summarize,
         )
-        model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
+        options = named_models(EngineOptions("model", model, config, storage, flush_model))
         if summarizer is not None:  # the summary's writer; ``model`` gives the window and extracts memories
-            config = with_window_of(model, config)
-            model, flush_model = summarizer_model(summarizer), flush_model or model
-        self.nodes = CompactionEngine(
-            before="model", model=model, config=config, storage=storage, flush_model=flush_model
-        )
-        # each agent level gets steps of its own over the same settings and the same opened storage
-        self._settings = dict(
-            before="model", model=model, config=self.nodes.config, storage=self.nodes.storage, flush_model=flush_model
-        )
+            config = with_window_of(options.model, config)
+            flush_model = options.flush_model or options.model
+            options = replace(options, model=summarizer_model(summarizer), config=config, flush_model=flush_model)
+        self.nodes = CompactionEngine(options)
         window = self.nodes.budget.context_window  # the pins' budget derives from it
         names = None if add_tools is True else chosen_tools(add_tools or (), "add_tools")
         self.tools = make_compaction_tools(self.nodes.storage, config=self.nodes.config, window=window, names=names)
@@ -199,8 +196,8 @@ class CompactionMiddleware(AgentMiddleware):
         namespace = (config.get("configurable") or {}).get("checkpoint_ns") or ""
         key = ((config.get("metadata") or {}).get("lc_agent_name"), namespace.count("|"))
         with self._levels_lock:
-            if key not in self._levels:
-                self._levels[key] = (CompactionEngine(**self._settings) if self._levels else self.nodes, [None])
+            if key not in self._levels:  # steps of its own over the same settings and the same opened storage
+                self._levels[key] = (CompactionEngine(self.nodes.options) if self._levels else self.nodes, [None])
             return self._levels[key]
 
     # -- before every model call

@@ -9,7 +9,10 @@ needs LangChain (the ``agents`` extra); instances never do.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+
+from ..engine.setup import EngineOptions
 
 _EXAMPLES = "'openai:gpt-4o-mini' or 'anthropic:claude-sonnet-4-5'"
 
@@ -52,6 +55,11 @@ def chat_model(value: Any, argument: str = "model") -> Any:
         raise ImportError(f"{argument}={value!r} needs its provider's package: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - the provider's own check, e.g. a missing API key
         raise ValueError(_unbuilt(value, argument, exc)) from exc
+
+
+def named_models(options: EngineOptions) -> EngineOptions:
+    """Return a front's engine ``options`` with ``model`` and ``flush_model`` made models (``chat_model``)."""
+    return replace(options, model=chat_model(options.model), flush_model=chat_model(options.flush_model, "flush_model"))
 
 
 #: The environment variables each provider of ``init_chat_model`` reads its API key from, the first preferred.

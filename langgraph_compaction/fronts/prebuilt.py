@@ -23,8 +23,9 @@ from ..core.langchain_args import ContextSize, Trigger, settings_with
 from ..engine.langgraph_internals import RunnableCallable
 from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine, PassResult
+from ..engine.setup import EngineOptions
 from ..engine.state import merge_compaction
-from .models import chat_model
+from .models import named_models
 
 
 class CompactionReactState(AgentState):
@@ -95,15 +96,8 @@ def make_pre_model_hook(
     config = settings_with(
         config, trigger=trigger, keep=keep, token_counter=token_counter, summary_prompt=summary_prompt
     )
-    model, flush_model = chat_model(model), chat_model(flush_model, "flush_model")
     nodes = CompactionEngine(
-        before="agent",
-        model=model,
-        config=config,
-        storage=storage,
-        flush_model=flush_model,
-        agent_model=agent_model,
-        system_prompt=system_prompt,
+        named_models(EngineOptions("agent", model, config, storage, flush_model, agent_model, system_prompt))
     )
 
     def update(result: PassResult) -> dict:
