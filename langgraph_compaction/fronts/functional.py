@@ -104,12 +104,10 @@ def compact_messages(
         state: The previous result's ``.state`` (None the first time), so summaries chain.
         agent_model: The model the messages are sent to, tools bound: counted too.
         system_prompt: What is put in front of the messages at the call: counted too.
-        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
-            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
-            of the window, or a list of them (when any is met).
-        keep: The tail a compaction keeps: one such pair.
-        token_counter: A callable(messages) -> int counting a list of messages.
-        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
+        trigger: When to compact, in LangChain's words, as ``CompactionMiddleware`` takes it.
+        keep: The tail a compaction keeps, as ``CompactionMiddleware`` takes it.
+        token_counter: Counts a list of messages, as ``CompactionMiddleware`` takes it.
+        summary_prompt: The summarizer's prompt, as ``CompactionMiddleware`` takes it.
 
     Raises:
         ValueError: no ``thread_id``, a model name that names no model, a bad

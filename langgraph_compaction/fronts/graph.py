@@ -347,12 +347,10 @@ def add_compaction(
         system_prompt: What ``before`` puts in front of the messages: counted in every request.
         overflow_recovery: When ``before``'s model refuses the request as too
             long, compact at once and retry the call once (see ``overflow``).
-        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
-            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
-            of the window, or a list of them (when any is met).
-        keep: The tail a compaction keeps: one such pair.
-        token_counter: A callable(messages) -> int counting a list of messages.
-        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
+        trigger: When to compact, in LangChain's words, as ``CompactionMiddleware`` takes it.
+        keep: The tail a compaction keeps, as ``CompactionMiddleware`` takes it.
+        token_counter: Counts a list of messages, as ``CompactionMiddleware`` takes it.
+        summary_prompt: The summarizer's prompt, as ``CompactionMiddleware`` takes it.
 
     Raises:
         ValueError: ``before`` is not a node of the graph, the state has no

@@ -82,12 +82,10 @@ def make_pre_model_hook(
         flush_model: Extracts memories (a model or a name); None: ``model``.
         agent_model: The agent's model, tools bound: counted in every request.
         system_prompt: The agent's ``prompt``: counted in every request.
-        trigger: When to compact, as LangChain's ``SummarizationMiddleware``
-            says it: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)``
-            of the window, or a list of them (when any is met).
-        keep: The tail a compaction keeps: one such pair.
-        token_counter: A callable(messages) -> int counting a list of messages.
-        summary_prompt: The summarizer's prompt: ``{messages}`` and the four section names.
+        trigger: When to compact, in LangChain's words, as ``CompactionMiddleware`` takes it.
+        keep: The tail a compaction keeps, as ``CompactionMiddleware`` takes it.
+        token_counter: Counts a list of messages, as ``CompactionMiddleware`` takes it.
+        summary_prompt: The summarizer's prompt, as ``CompactionMiddleware`` takes it.
 
     Raises:
         ValueError: a model name that names no model, a bad ``trigger`` or
