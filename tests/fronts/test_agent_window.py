@@ -101,6 +101,10 @@ def test_a_deepagents_subagent_with_a_smaller_model_compacts_under_its_own_windo
     for n in range(2):  # the second request is delegated
         agent.invoke({"messages": [request(n)]}, {"configurable": {"thread_id": "deep"}})
 
-    windows = sorted(engine.budget.context_window for engine in compaction.engines())
+    engines = compaction.engines()
+    windows = sorted(engine.budget.context_window for engine in engines)
     assert windows[0] == AGENT_WINDOW and windows[-1] == SUMMARIZER_WINDOW
+    # each level is built from the middleware's options: one opened storage, one summarizer
+    assert len(engines) == 2 and all(e.storage is compaction.nodes.storage for e in engines)
+    assert all(e.model is compaction.nodes.model for e in engines)
     assert researcher_model.inputs and _largest(researcher_model) <= AGENT_WINDOW
