@@ -77,7 +77,8 @@ class FidelityConfig(Settings):
         ge=0,
         description=(
             "About this many tokens for the ARTIFACTS trail: over it, older commands leave first, then read files "
-            "share their folder's line; if that is still over, the files of the largest folders are counted on "
+            "share their folder's line, then changed files too (named first); if that is still over, the files of "
+            "the largest folders are counted on "
             "their folder's line, read files first, changed files last (the trail names the session_search query "
             "that finds them); the files the agent worked on most keep their own lines in up to half of it. "
             "None: max_artifacts lines only."

@@ -4,7 +4,8 @@
 calls in the tool vocabulary of one agent, as a real long session looks:
 tasks that each focus on a few folders of a monorepo (the same files read,
 read again in pages and edited), searches, test runs, diffs, new files, and
-rounds of parallel calls. The vocabularies (``AGENTS``):
+rounds of parallel calls; the agent pages on through and edits mostly the
+files it read last. The vocabularies (``AGENTS``):
 
 - ``codex``: ``shell`` with an argv (``["bash", "-lc", "cd pkg && sed -n
   '1,200p' a.ts | head -n 80"]``) and a ``workdir``, ``rg``, ``nl -ba ... |
@@ -364,6 +365,7 @@ def long_session(agent: str, seed: int = 0, calls: int = 560) -> Session:
     step = AGENTS[agent]
     per_task = max(1, calls // len(REQUESTS))
     focus: list[str] = []
+    recent: list[str] = []  # the files read last, newest first: an agent pages on and edits what it just read
     made = 0
     while s.calls < calls:
         if s.calls >= made * per_task and made < len(REQUESTS):
@@ -371,11 +373,17 @@ def long_session(agent: str, seed: int = 0, calls: int = 560) -> Session:
             focus, made = _focus(s.rng), made + 1
         action = s.rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
         if action == "parallel":  # a round of parallel reads of the task's files
-            s.round([step(s, "read", [p, *_pick(s.rng, focus, 2)]) for p in _pick(s.rng, focus, s.rng.randint(2, 5))])
+            read = _pick(s.rng, focus, s.rng.randint(2, 5))
+            s.round([step(s, "read", [p, *_pick(s.rng, focus, 2)]) for p in read])
+            recent = [*read, *(p for p in recent if p not in read)][:6]
             continue
         paths = (
             _pick(s.rng, [p for p in focus if p in TESTS] or TESTS, 1) if action == "test" else _pick(s.rng, focus, 4)
         )
+        if action in ("edit", "page") and recent and s.rng.random() < 0.85:
+            paths = [recent[min(int(s.rng.expovariate(1.2)), len(recent) - 1)], *paths[1:]]
+        if action in ("read", "page"):
+            recent = [paths[0], *(p for p in recent if p != paths[0])][:6]
         if action == "write":
             folder = _split(paths[0])[0] or "packages/core/src"
             paths = [f"{folder}/added_{s.calls}.{paths[0].rsplit('.', 1)[-1]}"]
