@@ -184,14 +184,14 @@ def _codex(s: Session, action: str, paths: list[str]) -> Call:
         first = rng.choice([121, 201, 241])
         return shell(f"sed -n '{first},{first + 119}p' {path}", s.listing(path, first, 120), [path])
     if action == "search":
-        where = folder or "."
+        where, searched = (folder, [folder]) if folder else (".", [])  # the project's root is no artifact
         out = "\n".join(f"{p}:{rng.randint(1, 300)}:  await flush(batch)" for p in paths[1:4])
         form = rng.randrange(3)
         if form == 0:
-            return shell(f"rg -n 'flush\\(' {where}", out, [where])
+            return shell(f"rg -n 'flush\\(' {where}", out, searched)
         if form == 1:
-            return shell(f"rg --files {where} | rg -i store", out, [where])
-        return shell(f"grep -rn 'writeAtomic' {where} --include='*.ts' | head -n 20", out, [where])
+            return shell(f"rg --files {where} | rg -i store", out, searched)
+        return shell(f"grep -rn 'writeAtomic' {where} --include='*.ts' | head -n 20", out, searched)
     if action == "edit":
         targets = paths[: rng.choice([1, 1, 2, 3])]
         return (
