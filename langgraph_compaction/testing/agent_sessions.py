@@ -316,8 +316,8 @@ def _gemini(s: Session, action: str, paths: list[str]) -> Call:
         if rng.random() < 0.5:
             args = {"pattern": "writeAtomic", "path": f"{root}/{folder or '.'}"}
             return "search_file_content", args, f"Found 2 matches in {full}", [], [f"{root}/{folder or '.'}"]
-        args = {"path": f"{root}/{folder}" if folder else root}
-        return "list_directory", args, "\n".join(TREE.get(folder or ".", [])), [], [args["path"]]
+        listed = f"{root}/{folder}" if folder else root
+        return "list_directory", {"path": listed}, "\n".join(TREE.get(folder or ".", [])), [], [listed]
     if action == "edit":
         args = {"file_path": full, "old_string": "retry(3)", "new_string": "retry({ attempts: 3 })"}
         return "replace", args, f"Successfully modified file: {full} (1 replacements).", [full], []
