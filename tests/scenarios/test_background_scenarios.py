@@ -247,7 +247,7 @@ def test_the_gates_dedupe_never_changes_what_a_prepared_summary_covers(tmp_path)
 
 def test_after_compaction_runs_for_each_applied_summary_and_no_other(tmp_path):
     hooked: list[str] = []
-    app = run_app(tmp_path, after_compaction=lambda info: hooked.append(info.summary_id))
+    app = run_app(tmp_path, summary={"after_compaction": lambda info: hooked.append(info.summary_id)})
     applied = {m.id for request in app.model.inputs for m in request if is_summary(m)}
     assert applied
     assert Counter(hooked) == Counter(applied), f"hook ran {len(hooked)} times for {len(applied)} applied summaries"
