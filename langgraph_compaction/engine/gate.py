@@ -224,8 +224,8 @@ def _layer_edits(
             error = f"offload before layer edits failed: {describe_error(exc)}"
             out.events.append(emit_event({"stage": "gate", "error": error}))
             return False
-        out.events.extend(emit_event(e) for e in result.pop("events") if "unencodable" in e)
-        out.compaction.update(result)
+        out.events.extend(emit_event(e) for e in result.events if "unencodable" in e)
+        out.compaction.update(offloaded_ids=list(result.offloaded_ids or ()), offload_path=result.offload_path)
     if memo is not None:
         memo.edited(plan.edits, setup.counter)
     if setup.config.mode == "view":  # the model's copy is shortened; the state keeps the message as added

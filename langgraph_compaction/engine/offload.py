@@ -7,6 +7,7 @@ message it evicts was offloaded.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,8 +46,8 @@ def transcript_records(messages: Sequence[BaseMessage], config: CompactionConfig
     return records
 
 
-def offload_messages(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict]:
-    """Append each message, or new version of one, the transcript lacks; return the ``compaction`` update (or raise).
+def offload_messages(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[OffloadResult]:
+    """Append each message, or new version of one, the transcript lacks; return what it wrote (or raise).
 
     The whole transcript is read every time, whatever the state says was
     offloaded: a run forked from an older checkpoint (time travel) or another
@@ -54,8 +55,8 @@ def offload_messages(messages: Sequence[BaseMessage], run: Run, config: Compacti
     replaced by id (``update_state``) since it was written is appended again as
     a new version; layers 1-2's own shortened copies are not (their originals
     are there), nor is a checkpoint's copy whose tuples became lists (the
-    transcript keeps the tuples it was given). The update's ``events`` hold
-    the offload event.
+    transcript keeps the tuples it was given). The result's ``events`` hold
+    the offload event, not yet emitted.
     """
     latest = {record_id(r): r for r in (yield StorageCall("read_transcript", (run.thread_id,)))}
     records = transcript_records(messages, config)
@@ -69,7 +70,7 @@ def offload_messages(messages: Sequence[BaseMessage], run: Run, config: Compacti
     event: dict[str, Any] = {"stage": "offload", "offloaded": len(fresh), "offload_path": path}
     if marked := unencodable_fields(fresh):  # written as marked reprs; compaction goes on
         event.update(note=UNENCODABLE_NOTE, unencodable=marked)
-    return {"offloaded_ids": [m.id for m in messages if m.id], "offload_path": path, "events": [event]}
+    return OffloadResult((event,), tuple(m.id for m in messages if m.id), path)
 
 
 def offload_result(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[OffloadResult]:
@@ -77,13 +78,12 @@ def offload_result(messages: Sequence[BaseMessage], run: Run, config: Compaction
     if run.storage is None:
         return OffloadResult(events=(emit_event({"stage": "offload", "note": "no storage configured"}),))
     try:
-        update = yield from offload_messages(messages, run, config)
+        result = yield from offload_messages(messages, run, config)
     except Exception as exc:  # noqa: BLE001 - summarize sees the missing ids and keeps the history
         event = emit_event({"stage": "offload", "error": describe_error(exc)})
         # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
         return OffloadResult(events=(event,), offloaded_ids=(), last_error=event["error"])
-    events = tuple(emit_event(e) for e in update["events"])
-    return OffloadResult(events, tuple(update["offloaded_ids"]), update["offload_path"])
+    return dataclasses.replace(result, events=tuple(emit_event(e) for e in result.events))
 
 
 def offload_steps(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict]:
