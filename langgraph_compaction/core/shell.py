@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from .verbs import URL, Touch, has_patch, has_revision_dots, looks_like_path, patch_touches, strings, verb_of
+from .verbs import INSPECTED, URL, Touch, has_patch, has_revision_dots, looks_like_path, patch_touches, strings, verb_of
 
 #: Programs whose first operand is a script or a pattern, not a file (unless ``-e``/``-f`` gives it).
 _SCRIPTED = frozenset({"sed", "awk", "grep", "egrep", "rg", "perl"})
@@ -59,17 +59,19 @@ _BARE_WORD = re.compile(r"^[\w.@+~/-]*[A-Za-z_][\w.@+~/-]*$")
 _GIT_VERBS = {
     "rm": "deleted",
     "mv": "moved",
-    "diff": "read",
-    "show": "read",
-    "log": "read",
+    "diff": INSPECTED,
+    "show": INSPECTED,
+    "log": INSPECTED,
     "blame": "read",
     "add": "used",
     "checkout": "edited",
     "restore": "edited",
     "ls-files": "searched",
     "grep": "searched",
-    "status": "read",
+    "status": INSPECTED,
 }
+#: Programs whose output is about a file, not its text (a count, a diff, its metadata).
+_INSPECTING = frozenset({"wc", "stat", "du", "diff", "file", "cmp", "md5sum", "sha256sum"})
 #: Programs whose operands are text or API routes (``echo a/b``, ``gh api repos/o/r``), not files.
 _TEXT_PROGRAMS = frozenset({"echo", "printf", "gh", "export"})
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
@@ -179,8 +181,12 @@ def _operands(program: str, arguments: list[str]) -> tuple[str, str, list[str]] 
         if sub not in _GIT_VERBS:  # push, rebase, switch ... name branches and remotes (``origin/main``), not files
             return None
         program, verb = ("mv" if sub == "mv" else "git"), _GIT_VERBS[sub]
-        if sub == "show":  # ``HEAD~1:src/a.ts`` is the file as it was at a revision
+        if sub == "show" and any(":" in w and not w.startswith("-") for w in arguments):
+            # ``HEAD~1:src/a.ts`` is the file's text as it was at a revision
             arguments = [w.split(":", 1)[1] if ":" in w and not w.startswith("-") else w for w in arguments]
+            verb = "read"
+    elif program in _INSPECTING:
+        verb = INSPECTED
     # a script or pattern comes first unless a flag gives it, or ``rg --files`` takes none
     if program in _SCRIPTED and not {"-e", "-f", "--regexp", "--expression", "--files"} & set(arguments):
         operands = [w for w in arguments if not w.startswith("-") and not w.isdigit()]

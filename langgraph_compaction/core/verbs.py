@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 
 #: Verbs of entries that record a change; a changed file is always named in the trail.
 CHANGE_VERBS = ("edited", "wrote", "deleted", "moved")
+#: What a command whose output is about a file, not its text, did to it (``git diff``, ``wc -l``): no read.
+INSPECTED = "inspected"
 
 #: What a call did to a path, from the words of its operation or tool name (the first group that matches wins).
 _VERBS = (

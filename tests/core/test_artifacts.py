@@ -130,7 +130,7 @@ def test_gemini_cli_and_mcp_tools_are_read_by_meaning_not_by_one_agents_names():
         "/srv/p/src/b.ts (moved)",
         "/srv/p/src/a.ts (moved)",
         "$ wc -l queue.ts",
-        "queue.ts (read)",  # relative to the directory the command ran in
+        "queue.ts (inspected)",  # relative to the directory the command ran in; wc shows a count, not the text
         "/Users/dev/proj/src/utils/retry.ts (edited, read)",  # read as src/utils/retry.ts: one file, spelled once
         "src/utils/clock.ts (read)",
         "/Users/dev/proj/src/api/server.ts (read)",

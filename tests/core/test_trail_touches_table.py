@@ -40,7 +40,22 @@ def shell(line: str) -> dict:
         # pipelines and paged reads of a shell line
         ("shell", shell("cd pkg && nl -ba a.ts | sed -n '1,160p'"), [Touch("pkg/a.ts", "read")]),
         ("shell", shell("sed -n '201,320p' src/a.ts"), [Touch("src/a.ts", "read", (201, 320))]),
-        ("shell", shell("git diff -- src/a.ts src/b.ts"), [Touch("src/a.ts", "read"), Touch("src/b.ts", "read")]),
+        # commands whose output is not the file's text inspect it: their result is no read of the file
+        (
+            "shell",
+            shell("git diff -- src/a.ts src/b.ts"),
+            [Touch("src/a.ts", "inspected"), Touch("src/b.ts", "inspected")],
+        ),
+        ("shell", shell("git log --oneline -3 -- src/a.ts"), [Touch("src/a.ts", "inspected")]),
+        ("shell", shell("git status --short src/"), [Touch("src/", "inspected")]),
+        (
+            "shell",
+            shell("wc -l src/a.ts && stat src/b.ts"),
+            [Touch("src/a.ts", "inspected"), Touch("src/b.ts", "inspected")],
+        ),
+        ("shell", shell("diff src/a.ts src/b.ts"), [Touch("src/a.ts", "inspected"), Touch("src/b.ts", "inspected")]),
+        ("shell", shell("git blame -L 1,20 src/a.ts"), [Touch("src/a.ts", "read")]),
+        ("shell", shell("head -n 40 src/a.ts | wc -l"), [Touch("src/a.ts", "read")]),
         # Copilot's and Gemini CLI's paged reads
         (
             "read_file",

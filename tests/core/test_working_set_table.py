@@ -250,6 +250,28 @@ def test_sed_pages_are_read_as_lines_from_the_shell():
     ]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git diff -- x.py",
+        "git log --oneline -- x.py",
+        "wc -l x.py",
+        "stat x.py",
+        "diff x.py y.py",
+        "git show HEAD --stat",
+    ],
+)
+def test_a_command_that_shows_no_text_of_the_file_is_no_read_of_it(command):
+    # a count, a diff or a log is not the file: the page read before stays the file's read
+    messages = [*read("r1", "x.py", (1, 10)), *shell("s1", command)]
+    assert seen(working_set(messages)) == [("x.py", (1, 10), 1, 0, 0, ())]
+
+
+def test_a_file_at_a_revision_is_a_read_of_its_text():
+    messages = [*shell("s1", "git show HEAD~1:x.py"), *shell("s2", "git blame -L 1,5 y.py")]
+    assert [(f.path, f.read) for f in working_set(messages)] == [("y.py", 3), ("x.py", 1)]
+
+
 @pytest.mark.parametrize("change", [edit, write])
 def test_an_edit_or_write_after_a_read_makes_every_read_of_the_file_stale_and_touches_it(change):
     messages = [
