@@ -411,11 +411,11 @@ def named_recall(totals: dict, kind: str) -> float | None:
     return round((totals[f"{kind}_found"] - totals[f"{kind}_counted"]) / expected, 4) if expected else None
 
 
-def stress_set(ctx) -> dict:
-    """Return the totals of each long session of the stress set, replayed at ``STRESS_WINDOW``."""
+def stress_set(ctx, agents: Sequence[str] | None = None) -> dict:
+    """Return the totals of each long session of the stress set (``agents``: all, or a quick run's), at ``STRESS_WINDOW``."""
     folder = ctx.scratch_dir / "agent_sessions"
     found: dict[str, dict] = {}
-    for agent in QUICK_STRESS if ctx.quick else AGENTS:
+    for agent in agents if agents is not None else QUICK_STRESS if ctx.quick else AGENTS:
         path = write_session(folder, agent, calls=STRESS_CALLS)
         seen = replay("ours", path, SETTINGS[STRESS_WINDOW], ctx.scratch_dir / f"fidelity-stress-{agent}")
         found[agent] = {
@@ -428,6 +428,8 @@ def stress_set(ctx) -> dict:
 
 
 def _stress_targets(stress: dict) -> list[dict]:
+    if not stress:
+        return []
     lowest = min((t["named_paths"] for t in stress.values() if t["named_paths"] is not None), default=1.0)
     return [
         check(
@@ -445,8 +447,11 @@ def _stress_targets(stress: dict) -> list[dict]:
     ]
 
 
-def run(ctx, shapes: Sequence[Path] | None = None) -> dict:
-    """Replay the trajectories (both systems) and the agent shapes (this package) at each window; ``shapes`` overrides the shape files."""
+def run(ctx, shapes: Sequence[Path] | None = None, agents: Sequence[str] | None = None) -> dict:
+    """Replay the trajectories (both systems), the agent shapes and the stress set (this package) at each window.
+
+    ``shapes`` overrides the shape files, ``agents`` the stress set's agents.
+    """
     shapes = shape_files(ctx.quick) if shapes is None else list(shapes)
     settings: dict[str, dict] = {}
     first: dict[str, dict[str, Replay]] = {}
@@ -471,7 +476,7 @@ def run(ctx, shapes: Sequence[Path] | None = None) -> dict:
             "shape_totals": {"ours": _totals([c for seen in shaped.values() for c in seen.checks])},
         }
     _plot(settings, ctx.results_dir / PLOT)
-    stress = stress_set(ctx)
+    stress = stress_set(ctx, agents)
     return {
         "stress": stress,
         "plot": PLOT,

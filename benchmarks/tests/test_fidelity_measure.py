@@ -6,6 +6,7 @@ The judge is the strict local OpenAI-compatible server, answering as a grader wo
 import json
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from support.openai_server import request_text
 
@@ -71,7 +72,7 @@ def test_the_measure_reports_recall_per_trajectory_and_runs_the_probes_only_with
 ):
     ctx = Context(quick=True, trajectories=[DATA / "oh_claude35_swebv_django-11292.jsonl"], results_dir=tmp_path)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    figures = fidelity_measure.run(ctx, shapes=[fidelity_measure.SHAPES / "opencode_export.jsonl"])
+    figures = fidelity_measure.run(ctx, shapes=[fidelity_measure.SHAPES / "opencode_export.jsonl"], agents=())
     json.dumps(figures)
     assert len(figures["targets"]) == 15 and all(t["passed"] for t in figures["targets"])
     ours = figures["settings"]["24k window"]["totals"]["ours"]
@@ -88,8 +89,21 @@ def test_the_measure_reports_recall_per_trajectory_and_runs_the_probes_only_with
     openai_server.responder = _judge_responder
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    probes = fidelity_measure.run(ctx, shapes=[])["probes"]
+    probes = fidelity_measure.run(ctx, shapes=[], agents=())["probes"]
     assert (probes["status"], probes["trajectories"], probes["probes"], probes["unusable"]) == ("ran", 1, 4, 0)
     assert "LLM-judged probe evaluation (gpt-4o-mini, 1 trajectories, 4 probes" in fidelity_measure.report(
         {**figures, "probes": probes}
     )
+
+
+@pytest.mark.slow
+def test_the_stress_set_names_95_percent_of_the_paths_of_a_long_gemini_session_after_every_compaction(tmp_path):
+    ctx = Context(quick=True, trajectories=[], results_dir=tmp_path)
+    stress = fidelity_measure.stress_set(ctx, agents=("gemini",))
+    gemini = stress["gemini"]
+    assert gemini["calls"] >= 500 and gemini["compactions"] >= 20
+    assert gemini["named_paths"] >= 0.95 and gemini["changed_found"] == gemini["changed"]
+    targets = fidelity_measure._stress_targets(stress)
+    assert [t["passed"] for t in targets] == [True, True]
+    section = fidelity_measure._stress_section({"stress": stress, "trail_tokens": 1200})
+    assert "| gemini | 560 |" in section
