@@ -59,7 +59,8 @@ def _ask(
             memory_md, ledger, day, prompt=memory.prompt, instructions=[memory.instructions]
         )
         request = [*prefix, HumanMessage(instruction)]
-        return (yield CallModel(setup.agent_model, request))
+        shared: str = yield CallModel(setup.agent_model, request)
+        return shared
     text = flush_prompt(
         todo,
         memory_md,
@@ -69,7 +70,8 @@ def _ask(
         prompt=memory.prompt,
         instructions=[memory.instructions],
     )
-    return (yield CallModel(setup.flush_model, text))
+    answer: str = yield CallModel(setup.flush_model, text)
+    return answer
 
 
 def read_memory(run: Run, now: Any) -> Steps[tuple[str, str, str]]:
@@ -88,7 +90,7 @@ def flush_steps(
     run: Run,
     commit: bool = True,
     memory: tuple[str, str, str] | None = None,
-) -> Steps[dict]:
+) -> Steps[dict[str, Any]]:
     """The flush's steps returning its update (a background job's, which keeps the update)."""
     return rendered(flush_result(setup, messages, record, run, commit, memory))
 
@@ -172,15 +174,17 @@ def write_memory(setup: Setup, run: Run, answer: str, marker: str, now: Any) -> 
         return ledger_entry(answer, current, now, redact=setup.config.guards.redactor, marker=marker)
 
     relpath = ledger_relpath(now.date().isoformat())
-    _, entry = yield StorageCall("append_memory_entry", (run.user_id, relpath, compose))
-    return entry
+    written: tuple[str, str | None] = yield StorageCall("append_memory_entry", (run.user_id, relpath, compose))
+    return written[1]
 
 
 def _day_before(now: Any) -> str:
     return ledger_relpath((now - timedelta(days=1)).date().isoformat())
 
 
-def flushed(messages: Sequence[BaseMessage], record: CompactionRecord, ids: Sequence[str], entry: str | None) -> dict:
+def flushed(
+    messages: Sequence[BaseMessage], record: CompactionRecord, ids: Sequence[str], entry: str | None
+) -> dict[str, Any]:
     """Return the ``compaction`` update of a committed flush: the cursor advanced over ``ids``, and its event."""
     done = set(record["flushed_ids"]) | set(ids)
     written = entry.count("\n- ") if entry else 0
@@ -191,8 +195,8 @@ def flushed(messages: Sequence[BaseMessage], record: CompactionRecord, ids: Sequ
 
 
 def commit_flush(
-    setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, held: dict | None, run: Run
-) -> Steps[dict]:
+    setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, held: dict[str, Any] | None, run: Run
+) -> Steps[dict[str, Any]]:
     """Write a prepared flush answer (``held``) and advance the cursor; return the ``compaction`` update.
 
     Messages flushed since it was prepared are left out by advancing the

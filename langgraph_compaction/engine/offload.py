@@ -38,7 +38,7 @@ def _shortened_by_layers(message: BaseMessage, truncation_text: str) -> bool:
     return isinstance(message, AIMessage) and truncation_text in repr((message.tool_calls, message.content))
 
 
-def transcript_records(messages: Sequence[BaseMessage], config: CompactionConfig) -> list[dict]:
+def transcript_records(messages: Sequence[BaseMessage], config: CompactionConfig) -> list[dict[str, Any]]:
     """Return the transcript records of ``messages``, redacted when ``guards.redact_transcripts`` is on."""
     records = message_records(list(messages))
     if config.guards.redact_transcripts:
@@ -86,6 +86,6 @@ def offload_result(messages: Sequence[BaseMessage], run: Run, config: Compaction
     return dataclasses.replace(result, events=tuple(emit_event(e) for e in result.events))
 
 
-def offload_steps(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict]:
+def offload_steps(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict[str, Any]]:
     """The offload's steps returning the node's update (a background job's, which keeps the update)."""
     return rendered(offload_result(messages, run, config))

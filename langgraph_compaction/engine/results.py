@@ -87,7 +87,7 @@ class Applied:
     #: The history after it (None in view mode: the state keeps every message, the record rebuilds the view).
     messages: tuple[BaseMessage, ...] | None
     summary_id: str | None
-    pins: list
+    pins: list[Any]
     cutoff_id: str | None
     offload_path: str | None
     #: The layer that made it (``summarize`` or ``extractive``), and how many messages it replaced.
@@ -96,8 +96,8 @@ class Applied:
     event: Event
     cooldown_id: str | None
     #: View mode only: the view record and the layer 1-2 edits of what it keeps.
-    view: dict | None = None
-    view_edits: dict | None = None
+    view: dict[str, Any] | None = None
+    view_edits: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         """Return the ``compaction`` update of this summary."""

@@ -44,7 +44,7 @@ class Composed:
     """One summary made from a body: its text, the pins it keeps, the message, the compacted messages, their tokens."""
 
     text: str
-    pins: list
+    pins: list[Any]
     summary: BaseMessage
     result: list[BaseMessage]
     tokens: int
@@ -58,7 +58,7 @@ class Draft:
     messages: list[BaseMessage]
     evict_ids: set[str]
     evicted: list[BaseMessage]
-    pins: list
+    pins: list[Any]
     path: str | None
     note: str
     #: The agent's context window: it sets the pins' budget (``core.pins``).
@@ -98,7 +98,7 @@ def _failed(breaker: Breaker | None, error: str) -> SummaryResult:
     return SummaryResult(events=(event,), last_error=event["error"], failed=True, breaker=breaker)
 
 
-def _ask_before(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[tuple[str | None, bool]]:
+def _ask_before(setup: Setup, info: CompactionInfo, events: list[dict[str, Any]]) -> Steps[tuple[str | None, bool]]:
     """Call ``before_summary``; return (extra instructions for this summary, skip the summarizer)."""
     if setup.config.summary.before_summary is None:
         return None, False
@@ -147,7 +147,7 @@ def _make(
     run: Run,
     extra: str | None,
     skip: bool,
-    events: list[dict],
+    events: list[dict[str, Any]],
 ) -> Steps[Made]:
     """Yield the summarizer's calls (or none) and return what was made."""
     breaker = read_breaker(record["breaker"])
@@ -179,7 +179,7 @@ def _make(
     return made
 
 
-def ask_after(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[list[BaseMessage]]:
+def ask_after(setup: Setup, info: CompactionInfo, events: list[dict[str, Any]]) -> Steps[list[BaseMessage]]:
     """Call ``after_compaction`` for the summary ``info`` names; return the messages it places right after it.
 
     Messages that would break tool-call pairing (a bare result, a call
@@ -200,7 +200,7 @@ def ask_after(setup: Setup, info: CompactionInfo, events: list[dict]) -> Steps[l
     return injected
 
 
-def record_summary(setup: Setup, summary: BaseMessage, run: Run, offload_on: bool) -> Steps[list[dict]]:
+def record_summary(setup: Setup, summary: BaseMessage, run: Run, offload_on: bool) -> Steps[list[dict[str, Any]]]:
     """Write the summary to the transcript now (it names what it covers, so recall can open it); return events.
 
     A failure is an event only: the summary stays in the state, and the next
@@ -217,7 +217,12 @@ def record_summary(setup: Setup, summary: BaseMessage, run: Run, offload_on: boo
 
 
 def _no_progress(
-    setup: Setup, messages: list[BaseMessage], made: Made, result: list[BaseMessage], run: Run, events: list[dict]
+    setup: Setup,
+    messages: list[BaseMessage],
+    made: Made,
+    result: list[BaseMessage],
+    run: Run,
+    events: list[dict[str, Any]],
 ) -> SummaryResult:
     """Return the result of a summary that would not shrink the context: the history is kept, and why."""
     before, after = setup.counter.total(messages), setup.counter.total(result)
@@ -248,7 +253,7 @@ def _history_may_stay(made: Made, pending: Pending, run: Run) -> bool:
 
 
 def _with_injected(
-    setup: Setup, draft: Draft, composed: Composed, info: CompactionInfo, events: list[dict]
+    setup: Setup, draft: Draft, composed: Composed, info: CompactionInfo, events: list[dict[str, Any]]
 ) -> Steps[tuple[Composed, list[BaseMessage]]]:
     """Call ``after_compaction``; return the summary with the messages it places after it, and those messages."""
     made_info = dataclasses.replace(info, summary=composed.text, summary_id=composed.summary.id)
@@ -269,7 +274,9 @@ def _applied_event(pending: Pending, run: Run, background: bool, problem: str | 
     return applied
 
 
-def summarize_steps(setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run) -> Steps[dict]:
+def summarize_steps(
+    setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run
+) -> Steps[dict[str, Any]]:
     """The summary's steps returning its update (a background job's, which keeps the update)."""
     return rendered(summary_result(setup, messages, record, run))
 
@@ -288,7 +295,7 @@ def summary_result(
     if offload_on and not draft.evict_ids.issubset(record["offloaded_ids"]):
         return _failed(None, "offload did not complete; nothing was removed")
     info = _info(setup, messages, draft, pending, run)
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     extra, skip = yield from _ask_before(setup, info, events)
     made = yield from _make(setup, draft, record, pending, run, extra, skip, events)
     if made.problem and made.composed is None:  # the model gave no usable answer at all
@@ -342,17 +349,17 @@ def summary_update(
     setup: Setup,
     messages: Sequence[BaseMessage],
     record: CompactionRecord,
-    evict_ids: set,
+    evict_ids: set[str],
     cutoff_id: str | None,
     summary: BaseMessage,
-    pins: list,
+    pins: list[Any],
     kind: str,
     path: str | None,
     run: Run,
-    event: dict,
+    event: dict[str, Any],
     injected: Sequence[BaseMessage] = (),
     edits: dict[str, BaseMessage] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Return the state update of ``applied_summary`` (the swap of a summary prepared in the background)."""
     applied = applied_summary(
         setup, messages, record, evict_ids, cutoff_id, summary, pins, kind, path, run, event, injected, edits
@@ -364,14 +371,14 @@ def applied_summary(
     setup: Setup,
     messages: Sequence[BaseMessage],
     record: CompactionRecord,
-    evict_ids: set,
+    evict_ids: set[str],
     cutoff_id: str | None,
     summary: BaseMessage,
-    pins: list,
+    pins: list[Any],
     kind: str,
     path: str | None,
     run: Run,
-    event: dict,
+    event: dict[str, Any],
     injected: Sequence[BaseMessage] = (),
     edits: dict[str, BaseMessage] | None = None,
 ) -> Applied:
