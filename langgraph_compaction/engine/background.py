@@ -156,11 +156,13 @@ def _count_only(gate: GateCall, plan: CompactionPlan, job: Job | None) -> Steps[
     while a job prepares the very summary a blocking compaction would make
     now (the plan's own cut, so as many messages go as without background),
     and the swap follows when it is ready. A job already being prepared, here
-    or by another worker, is not waited for. With neither a job nor a way to
-    start one (no summarizer, its breaker open), the gate compacts as blocking.
+    or by another worker, is not waited for. A job that finished without a
+    summary applied (it failed: a summarizer that calls ``interrupt()`` needs
+    the run), or no way to start one (no summarizer, its breaker open): the
+    gate compacts as blocking.
     """
-    if job is not None and not job.done():
-        return True
+    if job is not None:
+        return not job.done()
     if _lease_held_elsewhere(gate.record["lease"], gate.jobs, gate.run.storage):
         return True
     if not gate.may_prepare():
