@@ -309,21 +309,18 @@ def summary_result(
         composed, injected = yield from _with_injected(setup, draft, composed, info, events)
     if composed.tokens >= setup.counter.total(messages):  # no progress, whatever the reason (a manual request too)
         return _no_progress(setup, messages, made, composed.result, run, events)
-    applied = applied_summary(
-        setup,
-        messages,
-        record,
+    replacement = Replacement(
         draft.evict_ids,
         pending["cutoff_id"],
         composed.summary,
         composed.pins,
         made.kind,
         draft.path,
-        run,
         event=_applied_event(pending, run, background, made.problem),
         injected=injected,
         edits=window_edits(setup, composed.result, run.budget) if offload_on else {},
     )
+    applied = applied_summary(setup, messages, record, run, replacement)
     # a background job's summary is written when the gate applies it (a discarded one replaced nothing)
     written = [] if background else (yield from record_summary(setup, composed.summary, run, offload_on))
     return SummaryResult(applied=applied, events=(*events, *written), last_error=made.problem, breaker=made.breaker)
@@ -361,68 +358,69 @@ def summary_update(
     edits: dict[str, BaseMessage] | None = None,
 ) -> dict[str, Any]:
     """Return the state update of ``applied_summary`` (the swap of a summary prepared in the background)."""
-    applied = applied_summary(
-        setup, messages, record, evict_ids, cutoff_id, summary, pins, kind, path, run, event, injected, edits
-    )
-    return applied.update()
+    new = Replacement(evict_ids, cutoff_id, summary, pins, kind, path, event, injected, edits)
+    return applied_summary(setup, messages, record, run, new).update()
 
 
-def applied_summary(
-    setup: Setup,
-    messages: Sequence[BaseMessage],
-    record: CompactionRecord,
-    evict_ids: set[str],
-    cutoff_id: str | None,
-    summary: BaseMessage,
-    pins: list[Any],
-    kind: str,
-    path: str | None,
-    run: Run,
-    event: dict[str, Any],
-    injected: Sequence[BaseMessage] = (),
-    edits: dict[str, BaseMessage] | None = None,
-) -> Applied:
-    """Return the summary applied: the evicted messages replaced by it (rewrite), or its view recorded (view mode).
+@dataclass(frozen=True)
+class Replacement:
+    """A summary ready to replace the evicted messages, and what the summarize event says of it.
 
     ``event`` adds to the summarize event (what made the summary, and how); ``injected`` (an
     ``after_compaction`` hook's messages) follow the summary; ``edits`` (by message id) are layer 1-2 edits of
     what it keeps (``window_edits``).
     """
-    result = compacted_view(messages, evict_ids, summary, injected)
-    if edits:
-        result = [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
+
+    evict_ids: set[str]
+    cutoff_id: str | None
+    summary: BaseMessage
+    pins: list[Any]
+    kind: str
+    path: str | None
+    event: dict[str, Any]
+    injected: Sequence[BaseMessage] = ()
+    edits: dict[str, BaseMessage] | None = None
+
+
+def applied_summary(
+    setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, run: Run, new: Replacement
+) -> Applied:
+    """Return the summary applied: the evicted messages replaced by ``new`` (rewrite), or its view (view mode)."""
+    result = compacted_view(messages, new.evict_ids, new.summary, new.injected)
+    if new.edits:
+        result = [new.edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
     counts = setup.counter.counts(result)
     before, after = setup.counter.total(messages), sum(counts)
     why = over_budget_reason(result, counts, run.budget.trigger_tokens)  # invariant 3: say why
-    evicted = [m.id for m in messages if m.id in evict_ids]
+    evicted = [m.id for m in messages if m.id in new.evict_ids]
     view = view_edits = None
     view_mode = setup.config.mode == "view"
     if view_mode:  # the state keeps every message; the record rebuilds the model's view
-        view = view_record(messages, evict_ids, cutoff_id, summary, injected)
-        shortened = {i: message_to_dict(m) for i, m in (edits or {}).items()}
+        view = view_record(messages, new.evict_ids, new.cutoff_id, new.summary, new.injected)
+        shortened = {i: message_to_dict(m) for i, m in (new.edits or {}).items()}
         view_edits = {**kept_edits(record["view_edits"], result), **shortened}
     emitted = emit_event(
         {
             "stage": "summarize",
-            "layer": kind,
-            **event,
+            "layer": new.kind,
+            **new.event,
             "tokens_before": before,  # the state as summarize found it (the gate's edits may not have landed)
             "tokens_after": after,
             **({"over_budget": why} if why else {}),
-            "cutoff_id": cutoff_id,
+            "cutoff_id": new.cutoff_id,
             "evicted": len(evicted),
             "evicted_ids": evicted,
-            **({"injected": len(injected)} if injected else {}),
-            "offload_path": path,
+            **({"injected": len(new.injected)} if new.injected else {}),
+            "offload_path": new.path,
         }
     )
     return Applied(
         messages=None if view_mode else tuple(result),
-        summary_id=summary.id,
-        pins=pins,
-        cutoff_id=cutoff_id,
-        offload_path=path,
-        kind=kind,
+        summary_id=new.summary.id,
+        pins=new.pins,
+        cutoff_id=new.cutoff_id,
+        offload_path=new.path,
+        kind=new.kind,
         evicted=len(evicted),
         event=emitted,
         cooldown_id=result[-1].id,
