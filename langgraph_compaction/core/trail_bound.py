@@ -301,18 +301,19 @@ def _shared_changes(
     The most lines (``limit``, shrunk by a quarter at a time) that fit, and
     in them the most of ``share`` (the files worked on most) on their own lines.
     """
+    if sum(1 for e in entries if not e.is_command and not e.is_counted) > max_tokens:
+        return None  # each file named costs a token at least: a codemod's thousands of files are counted at once
+
+    def lines(k: int) -> tuple[list[TrailLine], int]:
+        return _bound_lines(entries, limit, share[:k], True)
+
     while True:
-        fit = [k for k in (0, len(share)) if size(_bound_lines(entries, limit, share[:k], True)[0]) <= max_tokens]
-        if fit:
-            low, high = fit[-1], len(share)
+        if size(lines(0)[0]) <= max_tokens:
+            low, high = 0, len(share)
             while low < high:  # the most files worked on with their own lines that fit
                 mid = (low + high + 1) // 2
-                low, high = (
-                    (mid, high)
-                    if size(_bound_lines(entries, limit, share[:mid], True)[0]) <= max_tokens
-                    else (low, mid - 1)
-                )
-            return _bound_lines(entries, limit, share[:low], True)
+                low, high = (mid, high) if size(lines(mid)[0]) <= max_tokens else (low, mid - 1)
+            return lines(low)
         if limit <= 1:
             return None
         limit = limit * 3 // 4
