@@ -457,7 +457,7 @@ def _reasons(models: dict) -> str:
         lines += [f"- {label}: {p}" for p in r["violations"][:3]]
         lines += [f"- {label}: path not in the state: {p}" for p in r["paths_missing"][:3]]
         lines += [f"- {label}: request not in the state: {p}" for p in r["requests_missing"][:3]]
-    return "\n".join(lines) or "None: every answer was used."
+    return "\n".join(" ".join(line.split()) for line in lines) or "None: every answer was used."
 
 
 def report(figures: dict) -> str:
