@@ -382,6 +382,7 @@ def run(ctx) -> dict:
     models: dict[str, Any] = {}
     for label, (name, package) in MODELS.items():
         if name not in chosen:
+            models[label] = {"skipped": "not chosen (REAL_MODEL_MODELS)"}
             continue
         if importlib.util.find_spec(package) is None:
             models[label] = {"skipped": f"{package.replace('_', '-')} not installed"}

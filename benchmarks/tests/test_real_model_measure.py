@@ -23,6 +23,15 @@ def test_a_quick_run_skips_it_even_with_llama_cpp(tmp_path, monkeypatch):
     assert real_model.run(_ctx(tmp_path, quick=True))["skipped"].startswith("a quick run")
 
 
+def test_models_left_out_by_real_model_models_are_reported_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(real_model.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setenv("REAL_MODEL_MODELS", "none")
+    figures = real_model.run(_ctx(tmp_path, quick=False))
+    assert figures["models"] == {label: {"skipped": "not chosen (REAL_MODEL_MODELS)"} for label in real_model.MODELS}
+    assert figures["targets"] == []
+    assert "| Gemma 3 270M | skipped: not chosen (REAL_MODEL_MODELS) |" in real_model.report(figures)
+
+
 def test_the_session_with_a_scripted_summarizer_keeps_every_path_and_request(tmp_path):
     result = real_model.session(ScriptedModel(), tmp_path)
 
