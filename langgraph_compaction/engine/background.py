@@ -138,7 +138,7 @@ def background_steps(
     if prepared is not None and (yield from swap(gate, prepared)):
         yield from _next_job(gate)
         return gate.finish()
-    if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens:
+    if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens and not _count_set(setup):
         if (yield from _count_only(gate, plan, job)):
             return gate.finish()
     waited = yield from _wait(gate, plan)
@@ -147,6 +147,16 @@ def background_steps(
         return gate.finish()
     gate.out.blocked = gate.out.blocked or "no summary was prepared in time"
     return gate.finish()
+
+
+def _count_set(setup: Setup) -> bool:
+    """Return True when the builder set the message trigger (``trigger_messages``, LangChain's ``("messages", n)``).
+
+    A message trigger the builder set is met where it is set, as blocking
+    compaction and LangChain's middleware meet it; the default one is a guard
+    against very long lists, which the agent may pass while a job prepares.
+    """
+    return "trigger_messages" in setup.config.model_fields_set
 
 
 def _count_only(gate: GateCall, plan: CompactionPlan, job: Job | None) -> Steps[bool]:

@@ -1,7 +1,8 @@
-"""The message-count trigger in the background: the agent goes on while the summary blocking would make is prepared.
+"""The default message-count trigger in the background: the agent goes on while blocking's summary is prepared.
 
 It counts messages, not the window: a request at it is well under the token
-trigger. Waiting there, or starting a job before it (which covers fewer
+trigger. (A message trigger the builder sets, LangChain's ``("messages", n)``,
+is met where it is set: tests/fronts/test_langchain_args.py.) Waiting there, or starting a job before it (which covers fewer
 messages, so the next compaction comes sooner), costs time or money for
 nothing the window needs.
 """
@@ -18,8 +19,7 @@ from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.testing import ScriptedModel
 
 SETTINGS = {
-    "context_window": WINDOW,
-    "trigger_messages": 24,
+    "context_window": 4 * WINDOW,  # the token trigger far: the default message trigger (50) comes first
     "guards": {"trigger_messages_min_tokens": 0},
     "summary": {"min_new_tokens": 0},
 }

@@ -262,7 +262,11 @@ def test_provider_figures_are_read_from_the_message():
 def test_a_prefix_larger_than_the_summarizers_window_is_summarized_in_parts(openai_server):
     openai_server.context_limit = 2_000
     config = CompactionConfig(
-        context_window=40_000, trigger_tokens=8_000, keep_tokens=500, summary={"context_window": 2_000}
+        context_window=40_000,
+        trigger_tokens=8_000,
+        keep_tokens=500,
+        summary={"context_window": 2_000},
+        background=False,  # the summary in this very call: at the message trigger a job would let the call go
     )
     graph, _ = _compiled(lambda state: {"messages": [AIMessage("ok")]}, _llm(openai_server), config)
     state = graph.invoke({"messages": _history(50)}, THREAD)  # ~12k tokens of prefix, 6x the summarizer's window
@@ -315,7 +319,7 @@ def test_real_trajectories_in_a_32k_window_have_no_failed_model_call(name, tmp_p
 def test_a_summarizer_with_a_smaller_window_than_configured_splits_again(openai_server):
     # nobody told compaction the summarizer's window: its 400 answers make the parts smaller
     openai_server.context_limit = 2_000
-    config = CompactionConfig(context_window=40_000, trigger_tokens=8_000, keep_tokens=500)
+    config = CompactionConfig(context_window=40_000, trigger_tokens=8_000, keep_tokens=500, background=False)
     graph, _ = _compiled(lambda state: {"messages": [AIMessage("ok")]}, _llm(openai_server), config)
     state = graph.invoke({"messages": _history(50)}, THREAD)
     # one refusal: its body names the 2,000-token window, and the parts are cut to fit it

@@ -85,8 +85,9 @@ def test_a_long_session_through_chatopenai_gets_no_400_and_stays_in_the_window(o
     values = graph.get_state(config).values
     compaction = read_compaction(values["compaction"])
     # every compaction was a real summary from the HTTP summarizer, none a fallback (a prefix
-    # over the summarizer's window is summarized in parts: more requests than compactions)
-    assert len(kinds["summary"]) >= compaction["counts"]["summarize"] >= 15
+    # over the summarizer's window is summarized in parts: more requests than compactions); 13 here, as
+    # background jobs started at the default message trigger cover what blocking would, while the agent goes on
+    assert len(kinds["summary"]) >= compaction["counts"]["summarize"] >= 12
     assert "extractive" not in compaction["counts"] and "failed" not in compaction["counts"]
     assert len(kinds["flush"]) >= 8
     # the server's usage reports calibrated the counts
