@@ -203,10 +203,12 @@ def random_config(rng: random.Random) -> CompactionConfig:
             context_window=window, trigger_messages=rng.choice([0, 8, 20, 50]), summary={"timeout": None}
         )
     trigger = rng.choice([1_500, 3_000, 6_000, 12_000, 40_000])  # 1,500: compaction on nearly every call
+    keep = rng.choice([None, trigger // 8, trigger // 3])  # None: the tail is kept by message count
     return CompactionConfig(
         context_window=rng.choice([None, trigger * 2, trigger + 20_000]),
         trigger_tokens=trigger,
-        keep_tokens=rng.choice([0, trigger // 8, trigger // 3]),
+        keep_tokens=keep,
+        keep_by="messages" if keep is None else "tokens",
         keep_messages=rng.randint(1, 12),
         trigger_messages=rng.choice([0, 8, 20, 50]),
         summary={"timeout": None},
