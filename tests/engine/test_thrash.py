@@ -48,7 +48,10 @@ def test_the_seeds_message_trigger_alone_summarizes_a_tiny_chat_again_and_again(
     # the design's rule (50 messages, no token floor), for contrast: a few hundred tokens per summary
     summarizer = ScriptedModel()
     seed = CompactionConfig(
-        context_window=128_000, summary={"min_new_tokens": 0}, guards={"trigger_messages_min_tokens": 0}
+        context_window=128_000,
+        summary={"min_new_tokens": 0},
+        guards={"trigger_messages_min_tokens": 0},
+        background=False,  # each summarizer call made in its turn, so the count below waits for no job
     )
     _chat(_chat_graph(summarizer, seed), 60)
     assert len([c for c in summarizer.calls if SUMMARY_MARK in c]) >= 3
