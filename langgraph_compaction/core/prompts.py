@@ -17,9 +17,10 @@ and what is added to them (the instructions, the focus) is never read as a
 template, whatever braces it holds.
 
 A model answers them loosely. ``is_no_reply``, ``is_error_text``,
-``refusal``, ``without_lead_in`` and ``echoed_lines`` say what in an answer
-is no answer: ``NO_REPLY`` however it is wrapped, an error, a refusal, the
-words around an answer, the prompt's own lines written back.
+``refusal``, ``without_lead_in``, ``echoed_lines`` and ``before_loop`` say
+what in an answer is no answer: ``NO_REPLY`` however it is wrapped, an error,
+a refusal, the words around an answer, the prompt's own lines written back,
+the loop a small model falls into after its useful text.
 """
 
 import re
@@ -273,3 +274,75 @@ def echoed_lines(text: str, source: str) -> list[str]:
     """
     known = set(text_lines(source))
     return [line for line in text_lines(text) if line in known]
+
+
+def without_echoes(text: str, source: str) -> str:
+    """Return ``text`` without its lines that ``echoed_lines`` finds in ``source``: what is left is the writer's own.
+
+    >>> without_echoes("## SUMMARY\\nWhat is the user's primary goal or request?\\nThe port is 8080.", SUMMARY_PROMPT)
+    '## SUMMARY\\nThe port is 8080.'
+    """
+    known = set(text_lines(source))
+    return "\n".join(line for line in text.splitlines() if _line_key(line) not in known)
+
+
+#: The same words written three times or more in a row: a phrase (two words or more) a model loops on.
+_PHRASE_LOOP = re.compile(r"(.{8,300}?)\1{2,}", re.DOTALL)
+#: One sentence or line of an answer (with its list number): up to a line's end or a ".", "!" or "?" and a space.
+_UNIT = re.compile(r"(?:^[ \t]*\d+[.)][ \t]+)?(?:[^\n.!?]|[.!?](?!\s))+[.!?]*", re.MULTILINE)
+
+
+def _phrase_loop_start(text: str) -> int | None:
+    """Return where a phrase said three times in a row to the text's end is said the second time (None: none is).
+
+    Only a run that lasts to the end (but for a last copy cut short) is a
+    loop: words said again and again in a quote, then more text, are not. A
+    phrase over lines ends where its first copy's last line ends.
+    """
+    for match in _PHRASE_LOOP.finditer(text):
+        phrase = match.group(1)
+        at_end = len(text[match.end() :].strip()) < len(phrase)
+        if at_end and len(re.findall(r"[^\W\d_]{2,}", phrase)) >= 2:  # words, not a rule of dashes or a table
+            cut = match.start() + len(phrase)
+            if "\n" in phrase and text[cut - 1] != "\n":
+                cut = text.find("\n", cut) % (len(text) + 1)
+            return cut
+    return None
+
+
+def _repeated_unit_start(text: str) -> int | None:
+    """Return where an answer's sentences start coming back (None when they do not).
+
+    The loop starts at the first sentence (three words or more, folded as
+    ``_line_key`` folds it) said before, when at least half the sentences
+    from there on were said before too: one sentence said twice is no loop.
+    """
+    units = [(m.start(), key) for m in _UNIT.finditer(text) if len((key := _line_key(m.group())).split()) >= 3]
+    seen: set[str] = set()
+    for at, (start, key) in enumerate(units):
+        if key in seen:
+            rest = units[at:]
+            again, known = 0, set(seen)
+            for _, later in rest:
+                again += later in known
+                known.add(later)
+            if again >= 2 and 2 * again >= len(rest):
+                return start
+        seen.add(key)
+    return None
+
+
+def before_loop(text: str) -> str:
+    """Return what a text says before it starts repeating itself (all of it when it does not).
+
+    >>> before_loop("The port is 8080. The host is local. The host is local. The host is local.")
+    'The port is 8080. The host is local.'
+    >>> before_loop("Port 8080 found. Next I will read the file, read the file, read the file, read the file")
+    'Port 8080 found. Next I will read the file'
+    """
+    starts = [at for at in (_phrase_loop_start(text), _repeated_unit_start(text)) if at is not None]
+    if not starts:
+        return text
+    cut = min(starts)
+    cut += len(text[cut:]) - len(text[cut:].lstrip(".!?"))  # the full stop that ends the last sentence kept
+    return text[:cut].rstrip().rstrip(",;:").rstrip()

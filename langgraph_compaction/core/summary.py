@@ -31,12 +31,14 @@ from .fidelity import complete_summary
 from .layers import prune_preview
 from .prompts import (
     SUMMARY_PROMPT,
+    before_loop,
     echoed_lines,
     is_error_text,
     is_no_reply,
     refusal,
     summary_request,
     text_lines,
+    without_echoes,
     without_lead_in,
 )
 from .sections import SECTIONS, section, summary_preamble
@@ -173,16 +175,62 @@ def _repeats_itself(text: str) -> bool:
     return len(text) >= 400 and len(zlib.compress(text.encode("utf-8"))) < len(text) // 10
 
 
+#: The fewest words a summary cut short (before its loop, without the prompt's lines) must still hold.
+MIN_KEPT_WORDS = 12
+
+
+def own_summary(text: str, prompt: str | None = None) -> tuple[str, str | None]:
+    """Return the summarizer's own text, and what was dropped from it (None when nothing was).
+
+    A small model often writes useful text, then loops: the text before the
+    loop is kept (``before_loop``). Lines that write back ``prompt`` (the
+    summary prompt's template, the built-in one by default) are the prompt's,
+    not the model's: they are dropped.
+
+    >>> kept, note = own_summary("The port is 8080, set in config.yaml.\\nNext: reply.\\nNext: reply.\\nNext: reply.")
+    >>> kept
+    'The port is 8080, set in config.yaml.\\nNext: reply.'
+    >>> note
+    "the summarizer's answer looped; its first 2 lines were kept"
+    """
+    stripped = text.strip()
+    cut = before_loop(stripped)
+    kept = without_echoes(cut, SUMMARY_PROMPT if prompt is None else prompt).strip()
+    dropped = len(text_lines(cut)) - len(text_lines(kept))
+    notes = (
+        [f"the summarizer's answer looped; its first {len(cut.splitlines())} lines were kept"]
+        if cut != stripped
+        else []
+    )
+    notes += [f"{dropped} line(s) that wrote the prompt back were dropped"] if dropped else []
+    return kept, "; ".join(notes) or None
+
+
+def _own_text_problem(text: str, kept: str, prompt: str | None) -> str | None:
+    """Return why what is left of an answer (``own_summary``) is no summary: nothing of the model's, or too little."""
+    words = len(re.findall(r"[^\W\d_]{2,}", "\n".join(line for line in kept.splitlines() if not line.startswith("#"))))
+    if kept == text or (words >= MIN_KEPT_WORDS and not _is_placeholder(kept)):
+        return None
+    looped, echoed = before_loop(text) != text, echoed_lines(text, SUMMARY_PROMPT if prompt is None else prompt)
+    if echoed and (not looped or 2 * len(echoed) >= len(text_lines(text))):
+        return (
+            f"the summarizer wrote its prompt back ({len(echoed)} of {len(text_lines(text))} lines): {echoed[0][:80]!r}"
+        )
+    return f"the summarizer's answer repeats itself; only {words} words came before its loop: {text[:80]!r}"
+
+
 def summary_problem(text: object, *, replaced: str | None = None, prompt: str | None = None) -> str | None:
     """Return why a summarizer's answer cannot be used, or None when it can.
 
     Any text that says something is used (``canonical_sections`` reads it,
-    free text becoming the SUMMARY section); refused are only: no text, an
-    empty one, ``NO_REPLY``, an error, a refusal, a placeholder ("Previous
-    conversation was too long to summarize."), a text that repeats itself,
-    one longer than ``replaced`` (the rendered messages it replaces), and one
-    that writes back ``prompt`` (the summary prompt's template, the built-in
-    one by default).
+    free text becoming the SUMMARY section); what is used is its own text
+    (``own_summary``: the text before a loop, without the prompt's lines).
+    Refused are only: no text, an empty one, ``NO_REPLY``, an error, a
+    refusal, a placeholder ("Previous conversation was too long to
+    summarize."), a text whose own text is too short (under
+    ``MIN_KEPT_WORDS`` words before its loop, or the prompt written back) or
+    still repeats itself, and one longer than ``replaced`` (the rendered
+    messages it replaces).
     """
     if not isinstance(text, str):
         return f"the summarizer returned {type(text).__name__}, not text"
@@ -195,18 +243,18 @@ def summary_problem(text: object, *, replaced: str | None = None, prompt: str | 
         return f"the summarizer returned an error text: {stripped[:80]!r}"
     if declined := refusal(stripped):
         return f"the summarizer declined: {declined!r}"
-    if _is_placeholder(stripped):
+    kept, _ = own_summary(stripped, prompt)
+    if problem := _own_text_problem(stripped, kept, prompt):
+        return problem
+    if _is_placeholder(kept):
         return f"the summarizer returned a placeholder, not a summary: {stripped[:80]!r}"
-    if _repeats_itself(stripped):
+    if _repeats_itself(kept):
         return f"the summarizer's answer repeats itself: {stripped[:80]!r}"
-    if replaced is not None and estimate_text_tokens(stripped) > estimate_text_tokens(replaced):
+    if replaced is not None and estimate_text_tokens(kept) > estimate_text_tokens(replaced):
         return (
-            f"the summarizer's answer (~{estimate_text_tokens(stripped):,} tokens) is longer than the messages it "
+            f"the summarizer's answer (~{estimate_text_tokens(kept):,} tokens) is longer than the messages it "
             f"replaces (~{estimate_text_tokens(replaced):,} tokens)"
         )
-    lines, echoed = text_lines(stripped), echoed_lines(stripped, SUMMARY_PROMPT if prompt is None else prompt)
-    if lines and 2 * len(echoed) >= len(lines):
-        return f"the summarizer wrote its prompt back ({len(echoed)} of {len(lines)} lines): {echoed[0][:80]!r}"
     return None
 
 

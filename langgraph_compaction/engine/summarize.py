@@ -22,7 +22,7 @@ from ..core.fidelity import complete_summary
 from ..core.hooks import CompactionInfo, before_summary_answer, injected_messages, pairing_problem
 from ..core.plan import compacted_view, over_budget_reason, plan_compaction
 from ..core.redact import redact_secrets
-from ..core.summary import build_summary_message, compaction_note, extractive_summary, finish_summary
+from ..core.summary import build_summary_message, compaction_note, extractive_summary, finish_summary, own_summary
 from ..core.view import kept_edits, view_record
 from ..core.working_set import working_set_note
 from .breaker import breaker_after, is_open
@@ -166,6 +166,9 @@ def _make(
         text, problem = yield from summary_text(setup, read, pending["focus"], prefix=prefix, instructions=[extra])
     made = Made("summarize", problem=problem)
     if text is not None and not problem:
+        text, dropped = own_summary(text, setup.config.summary.prompt)  # a looped tail, the prompt's lines
+        if dropped:
+            events.append(emit_event({"stage": "summarize", "note": dropped}))
         made.composed, made.problem, made.kind = _checked(
             draft, text, pending["target_tokens"] or run.budget.target_tokens
         )

@@ -18,6 +18,7 @@ from ..core.summary import (
     build_summary_message,
     chunk_for_window,
     newest_within,
+    own_summary,
     render_messages,
     summary_instruction,
     summary_problem,
@@ -125,7 +126,8 @@ def summary_text(
     # the counts are known: only a prefix that may not fit is rendered and measured piece by piece
     fits = history is not None or setup.counter.total(evicted) * 1.2 + 500 < budget
     for chunk in [list(evicted)] if fits else chunk_for_window(evicted, budget, estimate_text_tokens, shown):
-        inputs = ([build_summary_message(text)] if text else []) + list(chunk)
+        # the previous part's summary without its loop: what the model's own text is (own_summary)
+        inputs = ([build_summary_message(own_summary(text, setup.config.summary.prompt)[0])] if text else []) + chunk
         replaced = render_messages(inputs, shown)
         request = summary_prompt(replaced, focus, **_prompt(setup, instructions))
         try:

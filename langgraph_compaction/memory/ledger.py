@@ -30,6 +30,7 @@ from ..core.ledger_format import bullet_item, entry_text, normalize_bullet, pars
 from ..core.prompts import (
     MEMORY_PROMPT,
     NO_REPLY,
+    before_loop,
     is_error_text,
     is_no_reply,
     memory_request,
@@ -236,7 +237,8 @@ def memory_answer(answer: object, *, requests: Sequence[str] = (), prompt: str |
     otherwise. A line that writes back one of the user's ``requests`` or a
     line of ``prompt`` (the memory prompt's template, the built-in one by
     default) is no memory: it is left out, and an answer of nothing else is
-    unusable.
+    unusable. An answer that loops is read up to its loop (``before_loop``),
+    and a fact it states twice is one fact.
 
     >>> memory_answer("Here are the memories:\\n1. The user prefers tabs.\\n**Deploys run on Fridays**").facts
     ('The user prefers tabs.', '**Deploys run on Fridays**')
@@ -254,8 +256,8 @@ def memory_answer(answer: object, *, requests: Sequence[str] = (), prompt: str |
     echoes.update(dict.fromkeys(text_lines(MEMORY_PROMPT if prompt is None else prompt), "the prompt"))
     facts: list[str] = []
     echoed: list[str] = []
-    for line in text.splitlines():
-        if (fact := _fact(line)) is None:
+    for line in before_loop(text).splitlines():
+        if (fact := _fact(line)) is None or fact in facts:
             continue
         keys = text_lines(fact)
         (echoed if keys and keys[0] in echoes else facts).append(fact)

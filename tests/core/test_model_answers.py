@@ -19,7 +19,7 @@ from support import SMALL_WINDOW, build_graph, first_input
 from langgraph_compaction.core.fidelity import complete_summary
 from langgraph_compaction.core.prompts import MEMORY_PROMPT, SUMMARY_PROMPT
 from langgraph_compaction.core.sections import section
-from langgraph_compaction.core.summary import summary_problem
+from langgraph_compaction.core.summary import own_summary, summary_problem
 from langgraph_compaction.memory.ledger import memory_answer, parse_bullets
 from langgraph_compaction.testing import ScriptedModel
 
@@ -68,6 +68,12 @@ USED_SUMMARIES = {
         "port 8080 from config.yaml",
         "none",
     ),
+    "a-quoted-repeat-then-more-text": (
+        "The log said 'retry in 5s, retry in 5s, retry in 5s, retry in 5s' until port 8080 was free.\n\n"
+        "Next steps: check the retry loop.",
+        "'retry in 5s, retry in 5s, retry in 5s, retry in 5s' until port 8080 was free.",
+        "check the retry loop.",
+    ),
     "free-text-and-next-steps": (
         "We looked up the port in config.yaml and found 8080.\n\nNEXT STEPS\nReport it.",
         "We looked up the port in config.yaml and found 8080.",
@@ -101,6 +107,60 @@ def test_a_completed_free_form_summary_reads_back_the_same():
     assert complete_summary(once, MESSAGES).text == once
 
 
+#: Useful text, then a loop, as SmolLM2-135M writes it: (the answer, what is kept, the line looped on).
+LOOPED_SUMMARIES = {
+    "numbered-list-then-the-same-item": (
+        "1. The user asked which port the service uses.\n2. I read config.yaml: the port is 8080.\n"
+        + "".join(f"{n}. The service listens on port 8080 on host 0.0.0.0.\n" for n in range(3, 30)),
+        "I read config.yaml: the port is 8080.",
+        "The service listens on port 8080 on host 0.0.0.0.",
+    ),
+    "prose-then-the-transcript-again": (
+        "The user asked which port the service uses; config.yaml, read with read_file, sets port 8080.\n\n"
+        + "[user]\nRead config.yaml and tell me which port the service uses.\n\n" * 12,
+        "config.yaml, read with read_file, sets port 8080.",
+        "[user]",
+    ),
+    "sections-then-a-prompt-line": (
+        "## SESSION INTENT\nFind the port of the service.\n\n## SUMMARY\nconfig.yaml sets port 8080 and host "
+        "0.0.0.0; the assistant told the user.\n\n## NEXT STEPS\n"
+        + "Specific tasks remaining to achieve the session intent.\n"
+        * 15,
+        "config.yaml sets port 8080 and host 0.0.0.0; the assistant told the user.",
+        "Specific tasks remaining to achieve the session intent.",
+    ),
+    "a-phrase-without-end": (
+        "The user wants the service port. The assistant read config.yaml, which sets port 8080 on host 0.0.0.0, "
+        + "and the port and the port " * 60,
+        "which sets port 8080 on host 0.0.0.0",
+        "and the port and the port",
+    ),
+}
+
+
+@pytest.mark.parametrize("written, kept, looped", LOOPED_SUMMARIES.values(), ids=LOOPED_SUMMARIES.keys())
+def test_a_summary_that_loops_after_useful_text_keeps_the_text_before_the_loop(written, kept, looped):
+    assert summary_problem(written, replaced="x" * 8_000) is None
+    text, note = own_summary(written)
+    assert kept in text and text.count(looped) <= 1
+    assert note is not None and re.search(r"looped; its first \d+ lines were kept", note)
+    assert kept in section(complete_summary(text, MESSAGES).text, "SUMMARY")
+
+
+def test_a_looping_summary_is_used_up_to_its_loop_and_an_event_says_so(tmp_path):
+    looping = "The user asked for the next task and the assistant answered it.\n" + "Then the user asked again.\n" * 30
+    model = ScriptedModel(summary=looping)
+    graph, _ = build_graph(model, config=SMALL_WINDOW, storage=tmp_path, checkpointer=InMemorySaver())
+    for turn in range(6):
+        graph.invoke(first_input(turn), {"configurable": {"thread_id": "t"}})
+    state = graph.get_state({"configurable": {"thread_id": "t"}}).values
+    assert state["compaction"]["counts"].get("summarize", 0) >= 1
+    notes = [e.get("note") or "" for e in state["compaction"]["events"] if e["stage"] == "summarize"]
+    assert any("the summarizer's answer looped; its first 2 lines were kept" in n for n in notes)
+    summary = next(m for m in state["messages"] if m.name == "__compaction_summary__")
+    assert "the assistant answered it" in summary.content and summary.content.count("Then the user asked") == 1
+
+
 #: What cannot be used, and the words of the reason the event gives.
 _PROMPT_LINES = "\n".join(
     f"## {name}\n{line}"
@@ -128,6 +188,12 @@ REFUSED_SUMMARIES = {
     "repeated-lines": ("The user wants to read the file.\n" * 8, "repeats itself"),
     "looping-phrase": ("and then read the file " * 40, "repeats itself"),
     "prompt-echo": (_PROMPT_LINES, "wrote its prompt back"),
+    "numbered-loop-from-the-start": (
+        "".join(f"{n}. The user wants to read the file.\n" for n in range(1, 20)),
+        "repeats itself",
+    ),
+    "a-prompt-line-in-a-loop": ("What is the user's primary goal or request?\n" * 12, "wrote its prompt back"),
+    "too-little-before-the-loop": ("Port 8080.\n" + "and then read the file " * 30, "repeats itself"),
 }
 
 
@@ -182,6 +248,14 @@ USED_MEMORIES = {
     "no-reply-words": ("No reply.", ()),
     "no-reply-spaced": ("NO REPLY - nothing new in this part.", ()),
     "nothing-to-remember": ("Nothing worth remembering here.", ()),
+    "looped-bullets": (
+        "- The service port is 8080\n" + "- The host is 0.0.0.0\n" * 12,
+        ("The service port is 8080", "The host is 0.0.0.0"),
+    ),
+    "fact-then-a-prompt-line-in-a-loop": (
+        "- The service port is 8080\n" + "- Extract user preferences, personal information, project decisions\n" * 9,
+        ("The service port is 8080",),
+    ),
     "prompt-line-and-fact": (
         "- Capture important technical decisions and their rationale\n- The service port is 8080",
         ("The service port is 8080",),
