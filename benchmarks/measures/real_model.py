@@ -52,7 +52,7 @@ from langgraph_compaction.core.conversation import content_text, text_of
 from langgraph_compaction.core.fidelity import stated_rules
 from langgraph_compaction.core.prompts import MEMORY_PROMPT, SUMMARY_PROMPT, echoed_lines
 from langgraph_compaction.core.sections import section
-from langgraph_compaction.core.summary import EXTRACTIVE_MARK, render_messages
+from langgraph_compaction.core.summary import EXTRACTIVE_MARK, own_summary, render_messages
 from langgraph_compaction.invariants import history_problems
 from langgraph_compaction.localmodel import LocalChatModel
 from langgraph_compaction.memory.ledger import memory_answer
@@ -214,7 +214,8 @@ def model_text(summary: str, answers: Sequence[str]) -> str | None:
     if EXTRACTIVE_MARK in summary:
         return None
     for answer in reversed(answers):
-        own = section(answer, "SUMMARY").strip() or answer.strip()
+        kept = own_summary(answer)[0]  # what a summary takes of an answer: the text before a loop, no prompt lines
+        own = section(kept, "SUMMARY").strip() or kept.strip()
         first = next((line.strip() for line in own.splitlines() if len(line.strip()) > 20), own[:80].strip())
         if first and first in summary:
             return own
@@ -293,6 +294,7 @@ def session(model: LocalChatModel, storage: Path, tasks: int = TASKS) -> dict:
         "paths_missing": [task_path(n) for n in range(tasks) if task_path(n) not in kept],
         "requests_missing": [request_text(n) for n in range(tasks) if request_text(n) not in kept],
         "summary_refusals": refusals(log.events, "summarize"),
+        "summary_cuts": cuts(log.events),
         "flush": flushes(log.events, [a for kind, a in answers if kind == "memory"], tasks),
         "prompt_echoes": len(echoed_lines(ledger, MEMORY_PROMPT))
         + sum(len(echoed_lines(own, SUMMARY_PROMPT)) for own in applied_texts(agent_model, answers)),
@@ -309,6 +311,12 @@ def applied_texts(agent: FileReadingAgent, answers: Sequence[tuple[str, str]]) -
 def refusals(events: Sequence[dict], stage: str) -> dict[str, int]:
     """Return the errors of one stage's events, by their first 160 characters, counted."""
     return dict(Counter(str(e["error"])[:160] for e in events if e["stage"] == stage and e.get("error")))
+
+
+def cuts(events: Sequence[dict]) -> dict[str, int]:
+    """Return what was dropped from answers that were used (a looped tail, prompt lines), counted by note."""
+    notes = (str(e.get("note") or "") for e in events if e["stage"] == "summarize")
+    return dict(Counter(note[:160] for note in notes if note.startswith("the summarizer's answer")))
 
 
 def flushes(events: Sequence[dict], answers: Sequence[str], tasks: int) -> dict:
@@ -452,6 +460,7 @@ def _reasons(models: dict) -> str:
             continue
         for reason, n in r["summary_refusals"].items():
             lines.append(f"- {label}, summary refused {n}×: {reason}")
+        lines += [f"- {label}, summary used in part {n}×: {note}" for note, n in r.get("summary_cuts", {}).items()]
         for reason, n in r["flush"]["refused"].items():
             lines.append(f"- {label}, memory answer refused {n}×: {reason}")
         lines += [f"- {label}, memory flush failed {n}×: {reason}" for reason, n in r["flush"]["errors"].items()]

@@ -66,3 +66,19 @@ def test_the_model_text_is_the_summary_section_of_the_answer_an_applied_summary_
     )
     assert real_model.model_text(applied, ["Unrelated answer text of another call."]) is None
     assert real_model.model_text(f"{real_model.EXTRACTIVE_MARK}\n{applied}", [answer]) is None
+
+
+def test_the_model_text_of_a_looping_answer_is_its_text_before_the_loop():
+    answer = "## SUMMARY\nThe user read the billing handlers; each retries pending records.\n" + "[user]\nTask 5\n" * 20
+    applied = "## SESSION INTENT\n...\n## SUMMARY\nThe user read the billing handlers; each retries pending records."
+    own = real_model.model_text(applied, [answer])
+    assert own is not None and own.startswith("The user read the billing handlers") and own.count("Task 5") <= 1
+
+
+def test_a_used_answer_cut_before_its_loop_is_counted_by_its_note():
+    events = [
+        {"stage": "summarize", "note": "the summarizer's answer looped; its first 3 lines were kept"},
+        {"stage": "summarize", "note": "the summarizer's answer looped; its first 3 lines were kept"},
+        {"stage": "summarize", "hook": "before_summary", "note": "skipped the summarizer"},
+    ]
+    assert real_model.cuts(events) == {"the summarizer's answer looped; its first 3 lines were kept": 2}

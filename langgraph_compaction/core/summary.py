@@ -202,7 +202,9 @@ def own_summary(text: str, prompt: str | None = None) -> tuple[str, str | None]:
         if cut != stripped
         else []
     )
-    notes += [f"{dropped} line(s) that wrote the prompt back were dropped"] if dropped else []
+    notes += (
+        [f"the summarizer's answer wrote {dropped} line(s) of its prompt back; they were dropped"] if dropped else []
+    )
     return kept, "; ".join(notes) or None
 
 
