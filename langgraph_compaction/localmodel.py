@@ -18,7 +18,8 @@ once per process and keeps it; calls into it are serialised by a lock, as
 one llama.cpp context runs one call at a time (a memory flush and a summary
 side by side wait for each other instead of crashing the process). Answers
 are greedy (temperature 0) with a fixed seed, so a prompt gets the same
-answer every time on one machine.
+answer every time on one machine; a repeat and a frequency penalty keep a
+small model from looping on a line, and ``max_tokens`` bounds the answer.
 """
 
 from __future__ import annotations
@@ -153,20 +154,30 @@ class LocalChatModel(BaseChatModel):
         model_path: A GGUF file to run instead of a bundled model.
         n_ctx: The context, in tokens, that holds the prompt and the answer
             (SmolLM2 was trained on 8,192).
-        max_tokens: The most tokens an answer has.
+        max_tokens: The most tokens an answer has: 400, room for a summary's
+            four sections, and the most time a looping answer can take.
         temperature: 0: greedy, the same answer to the same prompt.
         seed: The sampler's seed (used when ``temperature`` is above 0).
-        repeat_penalty: Above 1 keeps a small model from repeating itself.
+        repeat_penalty: Above 1 keeps a small model from repeating itself: a
+            token among the last 64 is less likely by this factor (1.2; 1.1,
+            llama.cpp's own default, lets SmolLM2 loop on a line).
+        frequency_penalty: Lowers a token's score by this much per time it was
+            among the last 64 (0.1: a line said again and again costs more
+            each time).
+        presence_penalty: Lowers the score of any token among the last 64 by
+            this much (0: paths and names the summary must repeat stay likely).
         n_threads: CPU threads, for the prompt and the answer; None: llama.cpp's defaults.
     """
 
     model: str = "smollm2"
     model_path: str | None = None
     n_ctx: int = Field(8192, ge=256)
-    max_tokens: int = Field(512, ge=1)
+    max_tokens: int = Field(400, ge=1)
     temperature: float = Field(0.0, ge=0.0)
     seed: int = 0
-    repeat_penalty: float = Field(1.1, ge=1.0)
+    repeat_penalty: float = Field(1.2, ge=1.0)
+    frequency_penalty: float = Field(0.1, ge=0.0)
+    presence_penalty: float = Field(0.0, ge=0.0)
     n_threads: int | None = Field(None, ge=1)
 
     def model_post_init(self, context: Any) -> None:
@@ -222,6 +233,8 @@ class LocalChatModel(BaseChatModel):
                 seed=self.seed,
                 max_tokens=self.max_tokens,
                 repeat_penalty=self.repeat_penalty,
+                frequency_penalty=self.frequency_penalty,
+                presence_penalty=self.presence_penalty,
                 stop=stop or [],
             )
         choice = out["choices"][0]

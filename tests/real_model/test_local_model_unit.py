@@ -21,6 +21,7 @@ class FakeLlama:
         self.inside = 0
         self.most_inside = 0
         self.calls: list[list[dict]] = []
+        self.settings: list[dict] = []
 
     def tokenize(self, text: bytes, add_bos: bool = True) -> list[int]:
         return list(range(len(text.split())))
@@ -30,6 +31,7 @@ class FakeLlama:
         self.most_inside = max(self.most_inside, self.inside)
         time.sleep(0.05)
         self.calls.append(messages)
+        self.settings.append(settings)
         self.inside -= 1
         return {
             "choices": [{"message": {"content": "## SUMMARY\nDone."}, "finish_reason": "stop"}],
@@ -70,6 +72,24 @@ def test_the_answer_carries_its_text_and_usage_and_the_window_is_reported(fake):
     assert answer.usage_metadata["input_tokens"] == 12 and answer.usage_metadata["output_tokens"] == 3
     assert model.profile == {"max_input_tokens": 1024 - 100}
     assert llama.calls == [[{"role": "user", "content": "Summarize the session."}]]
+
+
+def test_answers_are_greedy_seeded_and_penalised_for_repeating_themselves(fake, tmp_path):
+    model, llama = fake
+    model.invoke([HumanMessage("Summarize the session.")], stop=["</summary>"])
+    assert llama.settings == [
+        {
+            "temperature": 0.0,
+            "seed": 0,
+            "max_tokens": 100,
+            "repeat_penalty": 1.2,
+            "frequency_penalty": 0.1,
+            "presence_penalty": 0.0,
+            "stop": ["</summary>"],
+        }
+    ]
+    defaults = LocalChatModel(model_path=str(tmp_path / "other.gguf"))
+    assert (defaults.max_tokens, defaults.profile) == (400, {"max_input_tokens": 8192 - 400})
 
 
 def test_calls_at_once_from_threads_and_tasks_enter_the_model_one_at_a_time(fake):
