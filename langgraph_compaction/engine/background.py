@@ -324,8 +324,8 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
     record = read_compaction({**gate.record, "pending": pending})
     snapshot = list(messages)
     read = yield from read_for_job(setup, gate.messages, run)  # the originals: layer 1-2 copies are never written
-    if read[0]:
-        record = read_compaction(merge_compaction(dict(record), read[0][0].get("compaction")))
+    if read[0] is not None:
+        record = read_compaction(merge_compaction(dict(record), read[0].record()))
     job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
     performer = Performer(job_run, setup.config.summary.timeout)
     key = gate.key

@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.callbacks.base import BaseCallbackManager
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -27,8 +27,10 @@ from langgraph.errors import GraphBubbleUp
 
 from ..core.conversation import content_text
 from .effects import CallAgent, CallHook, CallModel, Effect, Parallel, StartJob, StorageCall, WaitJob, advance
-from .events import emit_event, failed_update, stage_ended, stage_started
+from .events import emit_event, stage_ended, stage_started
 from .run import Run
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -219,20 +221,24 @@ async def adrive(steps: Generator[Effect, Any, Any], performer: Performer) -> An
     return item
 
 
-def guarded(stage: str, steps: Generator[Effect, Any, dict]) -> Generator[Effect, Any, dict]:
-    """Return a stage's steps that never fail: a failure leaves the messages alone and is recorded in the update.
+def guarded(
+    stage: str, steps: Generator[Effect, Any, R], failed: Callable[[str, Exception], R]
+) -> Generator[Effect, Any, R]:
+    """Return a stage's steps that never fail: a failure leaves the messages alone and is recorded in its result.
 
-    The side steps (flush, offload, summarize) also stream their start and
-    end (``events.stage_started``), so a UI can show "compacting...".
+    ``failed`` makes the result of a failed stage (its node update, ``events.failed_update``, or its
+    typed result, ``results.failed_result``). The
+    side steps (flush, offload, summarize) also stream their start and end
+    (``events.stage_started``), so a UI can show "compacting...".
     """
     started = stage_started(stage)
     try:
-        update = yield from steps
+        result = yield from steps
     except GraphBubbleUp:
         raise
     except asyncio.CancelledError:
         emit_event({"stage": stage, "error": "cancelled; this step wrote no state update"})
         raise
     except Exception as exc:  # noqa: BLE001 - compaction must never stop the agent
-        update = failed_update(stage, exc)
-    return stage_ended(stage, started, update)
+        result = failed(stage, exc)
+    return stage_ended(stage, started, result)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.config import get_stream_writer
 
 logger = logging.getLogger("langgraph_compaction")
+R = TypeVar("R")
 
 
 class _Fields(dict):
@@ -55,23 +56,35 @@ def stage_started(stage: str) -> float | None:
     return time.monotonic()
 
 
-def stage_ended(stage: str, started: float | None, update: Any) -> Any:
-    """Stream the end of a side step (how long it took, whether it recorded an error); return its update unchanged."""
+def stage_ended(stage: str, started: float | None, result: R) -> R:
+    """Stream the end of a side step (how long it took, whether it recorded an error); return its result unchanged.
+
+    ``result`` is a node update or a typed stage result (``results``): either says its error as ``last_error``.
+    """
     if started is not None:
-        error = ((update or {}).get("compaction") or {}).get("last_error") if isinstance(update, dict) else None
+        if isinstance(result, dict):
+            error = (result.get("compaction") or {}).get("last_error")
+        else:
+            error = getattr(result, "last_error", None)
         ms = round((time.monotonic() - started) * 1000, 1)
         emit_event(
             {"stage": "lifecycle", "phase": "end", "step": stage.removeprefix("compaction_"), "ms": ms, "ok": not error}
         )
-    return update
+    return result
 
 
 def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
-def failed_update(stage: str, exc: Exception) -> dict:
-    """Return the update of a node that failed: nothing pending, the error recorded, messages untouched."""
+def failure_event(stage: str, exc: Exception) -> dict[str, Any]:
+    """Stream and log a stage's failure (its traceback at debug level); return its event."""
     event = emit_event({"stage": stage, "error": describe_error(exc)})
     logger.debug("compaction %s failed", stage, exc_info=exc)
+    return event
+
+
+def failed_update(stage: str, exc: Exception) -> dict[str, Any]:
+    """Return the update of a node that failed: nothing pending, the error recorded, messages untouched."""
+    event = failure_event(stage, exc)
     return {"compaction": {"pending": None, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}

@@ -32,7 +32,7 @@ from ..memory.ledger import (
 from .breaker import breaker_after, is_open
 from .effects import CallModel, Steps, StorageCall
 from .events import describe_error, emit_event
-from .results import FlushResult, HeldFlush, rendered
+from .results import FlushResult, HeldFlush
 from .run import Run
 from .setup import Setup
 from .state import Breaker, CompactionRecord, Pending, read_breaker
@@ -81,18 +81,6 @@ def read_memory(run: Run, now: Any) -> Steps[tuple[str, str, str]]:
     # a retry just after midnight finds the first attempt's entry in yesterday's ledger
     yesterday = (yield StorageCall("read_memory_file", (run.user_id, _day_before(now)))) or ""
     return memory_md, ledger, yesterday
-
-
-def flush_steps(
-    setup: Setup,
-    messages: Sequence[BaseMessage],
-    record: CompactionRecord,
-    run: Run,
-    commit: bool = True,
-    memory: tuple[str, str, str] | None = None,
-) -> Steps[dict[str, Any]]:
-    """The flush's steps returning its update (a background job's, which keeps the update)."""
-    return rendered(flush_result(setup, messages, record, run, commit, memory))
 
 
 def flush_result(

@@ -27,6 +27,7 @@ from ..core.plan import CompactionPlan
 from ..core.repair import answer_unanswered
 from .driver import Performer, adrive, drive, guarded
 from .effects import Steps
+from .events import failed_update
 from .flush import FLUSH, flush_result
 from .gate import GATE, Memo, Memos, gate_steps, plan_for
 from .jobs import BackgroundJobs
@@ -218,13 +219,17 @@ class CompactionEngine:
     # -- the graph front's nodes
     def _node(self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig) -> dict:
         run = self.where(config, state)
-        return drive(guarded(stage_name(node), self._update(node, steps(state, run))), self.performer(run))
+        return drive(
+            guarded(stage_name(node), self._update(node, steps(state, run)), failed_update), self.performer(run)
+        )
 
     async def _anode(
         self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig
     ) -> dict:
         run = self.where(config, state)
-        return await adrive(guarded(stage_name(node), self._update(node, steps(state, run))), self.performer(run))
+        return await adrive(
+            guarded(stage_name(node), self._update(node, steps(state, run)), failed_update), self.performer(run)
+        )
 
     @staticmethod
     def _update(node: str, steps: Steps[Any]) -> Steps[dict]:

@@ -21,7 +21,7 @@ from ..storage import message_records, record_id, unencodable_fields
 from ..storage.codec import same_version
 from .effects import Steps, StorageCall
 from .events import describe_error, emit_event
-from .results import OffloadResult, rendered
+from .results import OffloadResult
 from .run import Run
 
 OFFLOAD = "compaction_offload"
@@ -84,8 +84,3 @@ def offload_result(messages: Sequence[BaseMessage], run: Run, config: Compaction
         # an earlier offload's ids would vouch for messages replaced by id since: none are vouched for now
         return OffloadResult(events=(event,), offloaded_ids=(), last_error=event["error"])
     return dataclasses.replace(result, events=tuple(emit_event(e) for e in result.events))
-
-
-def offload_steps(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[dict[str, Any]]:
-    """The offload's steps returning the node's update (a background job's, which keeps the update)."""
-    return rendered(offload_result(messages, run, config))

@@ -21,6 +21,7 @@ from ..storage import message_records
 from ..storage.codec import encode, revision
 from .driver import guarded
 from .effects import Parallel, Steps
+from .events import failed_update
 from .flush import FLUSH
 from .offload import OFFLOAD
 from .results import FlushResult, OffloadResult, SummaryResult, rendered
@@ -157,16 +158,20 @@ def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> 
 
     ``overflow=True`` runs the gate in overflow mode (a request the model refused as too long).
     """
-    updates = [(yield from guarded("gate", engine.gate_steps(state, run, overflow=overflow)))]
+    updates = [(yield from guarded("gate", engine.gate_steps(state, run, overflow=overflow), failed_update))]
     state = apply_update(state, updates[0])
     targets = engine.route(state)
     if targets == engine.before:
         return updates, state
     branches = ((FLUSH, engine.flush_steps), (OFFLOAD, engine.offload_steps))
-    side = tuple(guarded(stage_name(name), rendered(steps(state, run))) for name, steps in branches if name in targets)
+    side = tuple(
+        guarded(stage_name(name), rendered(steps(state, run)), failed_update)
+        for name, steps in branches
+        if name in targets
+    )
     if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
         for update in (yield Parallel(side)):
             updates.append(update)
             state = apply_update(state, update)
-    updates.append((yield from guarded("summarize", rendered(engine.summarize_steps(state, run)))))
+    updates.append((yield from guarded("summarize", rendered(engine.summarize_steps(state, run)), failed_update)))
     return updates, apply_update(state, updates[-1])

@@ -9,14 +9,16 @@ that update. The events a result holds were already streamed and logged
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, message_to_dict
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from .effects import Steps
+from .events import failure_event
 from .state import Breaker
 
 #: An event as ``emit_event`` returned it: what the state keeps of it.
@@ -86,7 +88,7 @@ class Applied:
 
     #: The history after it (None in view mode: the state keeps every message, the record rebuilds the view).
     messages: tuple[BaseMessage, ...] | None
-    summary_id: str | None
+    summary: BaseMessage
     pins: list[Any]
     cutoff_id: str | None
     offload_path: str | None
@@ -104,7 +106,7 @@ class Applied:
         view = {} if self.view is None else {"view": self.view, "view_edits": self.view_edits}
         return {
             **view,
-            "summary_id": self.summary_id,
+            "summary_id": self.summary.id,
             "pins": self.pins,
             "cutoff_id": self.cutoff_id,
             "offload_path": self.offload_path,
@@ -164,14 +166,83 @@ class SummaryResult:
 StageResult = OffloadResult | FlushResult | SummaryResult
 
 
+def failed_result(stage: str, exc: Exception) -> Any:
+    """Return the typed result of a stage that raised: it changed nothing and recorded the error (for ``guarded``)."""
+    event = failure_event(stage, exc)
+    if stage == "summarize":
+        return SummaryResult(events=(event,), last_error=event["error"], failed=True)
+    if stage == "flush":
+        return FlushResult(events=(event,), last_error=event["error"])
+    return OffloadResult(events=(event,), offloaded_ids=(), last_error=event["error"])
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a background job made of the stages it ran: the summary ready to apply, or why there is none.
+
+    ``record`` renders it once, as the job keeps it, the state holds it
+    (``compaction["prepared"]``) and the storage publishes it to the
+    thread's other workers.
+    """
+
+    #: The cut the job started with (``id``, ``covered``, ``evict_ids``, ``cutoff_id``, ``tokens_before``, ...).
+    meta: Mapping[str, Any]
+    summary: SummaryResult
+    offload: OffloadResult | None = None
+    flush: FlushResult | None = None
+    #: The compaction model's usage over the job's calls.
+    usage: Mapping[str, Any] = field(default_factory=dict)
+
+    def breakers(self) -> dict[str, Breaker]:
+        """Return the breakers the job's model calls moved, by their record key."""
+        out: dict[str, Breaker] = dict(self.flush.breakers) if self.flush is not None else {}
+        if self.summary.breaker is not None:
+            out["breaker"] = self.summary.breaker
+        return out
+
+    def notes(self) -> list[Event]:
+        """Return what the gate streams and keeps when it takes the job's outcome.
+
+        What the offload and the memory model said went wrong (a failure, an
+        open breaker), and what a provider's own compaction said (its bill,
+        what it had dropped), kept as a blocking compaction keeps it.
+        """
+        side = [r for r in (self.offload, self.flush) if r is not None]
+        notes = [e for r in side for e in r.events if e.get("note") or e.get("error")]
+        return notes + [e for e in self.summary.events if e.get("native") or e.get("observed")]
+
+    def record(self) -> dict[str, Any]:
+        """Return the job's record: the prepared summary ready to apply (``status == "ready"``), or its error."""
+        applied, usage = self.summary.applied, dict(self.usage)
+        common = {"usage": usage, "breakers": self.breakers(), "notes": self.notes()}
+        if applied is None:
+            return {"error": self._why_none(), **common}
+        held = self.flush.held if self.flush is not None else None
+        return {
+            **self.meta,
+            "status": "ready",
+            "summary": message_to_dict(applied.summary),
+            "pins": applied.pins,
+            "kind": applied.kind,
+            "offload_path": applied.offload_path,
+            "flush": None if held is None else {"text": held.text, "ids": list(held.ids), "marker": held.marker},
+            "tokens_after": applied.event.get("tokens_after"),
+            "fallback": self.summary.last_error,
+            **common,
+            "ready_at": time.time(),
+        }
+
+    def _why_none(self) -> str:
+        """Return why the job made no summary: its error, else its first note."""
+        notes = (e["note"] for e in self.summary.events if e.get("note"))
+        return self.summary.last_error or next(notes, None) or "no summary was made"
+
+
 def update_of(result: StageResult) -> dict[str, Any]:
     """Return the graph update of a stage's result."""
     if isinstance(result, SummaryResult):
         return result.update()
     record = result.record()
-    if isinstance(result, FlushResult) and result.held is not None:
-        held = {"text": result.held.text, "ids": list(result.held.ids), "marker": result.held.marker}
-        return {"compaction": record, "flush_answer": held}
     return {"compaction": record} if record else {}
 
 

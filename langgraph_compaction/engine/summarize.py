@@ -30,7 +30,7 @@ from .effects import CallHook, Steps, StorageCall
 from .events import describe_error, emit_event
 from .native import native_answer, observed
 from .offload import transcript_records
-from .results import Applied, SummaryResult, rendered
+from .results import Applied, SummaryResult
 from .run import Run
 from .setup import Setup
 from .state import Breaker, CompactionRecord, Pending, read_breaker
@@ -277,13 +277,6 @@ def _applied_event(pending: Pending, run: Run, background: bool, problem: str | 
     return applied
 
 
-def summarize_steps(
-    setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run
-) -> Steps[dict[str, Any]]:
-    """The summary's steps returning its update (a background job's, which keeps the update)."""
-    return rendered(summary_result(setup, messages, record, run))
-
-
 def summary_result(
     setup: Setup, messages: list[BaseMessage], record: CompactionRecord, run: Run
 ) -> Steps[SummaryResult]:
@@ -345,26 +338,6 @@ def window_edits(setup: Setup, result: list[BaseMessage], budget: Budget) -> dic
     return {result[i].id: m for i, m in plan.edits.items() if result[i].id is not None}  # type: ignore[misc]
 
 
-def summary_update(
-    setup: Setup,
-    messages: Sequence[BaseMessage],
-    record: CompactionRecord,
-    evict_ids: set[str],
-    cutoff_id: str | None,
-    summary: BaseMessage,
-    pins: list[Any],
-    kind: str,
-    path: str | None,
-    run: Run,
-    event: dict[str, Any],
-    injected: Sequence[BaseMessage] = (),
-    edits: dict[str, BaseMessage] | None = None,
-) -> dict[str, Any]:
-    """Return the state update of ``applied_summary`` (the swap of a summary prepared in the background)."""
-    new = Replacement(evict_ids, cutoff_id, summary, pins, kind, path, event, injected, edits)
-    return applied_summary(setup, messages, record, run, new).update()
-
-
 @dataclass(frozen=True)
 class Replacement:
     """A summary ready to replace the evicted messages, and what the summarize event says of it.
@@ -419,7 +392,7 @@ def applied_summary(
     )
     return Applied(
         messages=None if view_mode else tuple(result),
-        summary_id=new.summary.id,
+        summary=new.summary,
         pins=new.pins,
         cutoff_id=new.cutoff_id,
         offload_path=new.path,

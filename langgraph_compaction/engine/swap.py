@@ -28,7 +28,7 @@ from .prepare import published_key
 from .run import Run
 from .setup import Setup
 from .state import CompactionRecord
-from .summarize import ask_after, record_summary, summary_update
+from .summarize import Replacement, applied_summary, ask_after, record_summary
 
 
 @dataclass
@@ -186,21 +186,18 @@ def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, lis
     }
     result = compacted_view(messages, evict_ids, summary, injected)
     edits = tail_edits(setup, result, gate.budget) if offload_on else {}
-    written = summary_update(
-        setup,
-        messages,
-        gate.record,
+    replacement = Replacement(
         evict_ids,
         prepared.get("cutoff_id"),
         summary,
         prepared.get("pins") or [],
         prepared.get("kind") or "summarize",
         prepared.get("offload_path"),
-        run,
-        event=event,
-        injected=injected,
-        edits=edits,
+        event,
+        injected,
+        edits,
     )
+    applied = applied_summary(setup, messages, gate.record, run, replacement)
     # written to the transcript now that it replaces what it covers (so recall can open it)
     recorded = yield from record_summary(setup, summary, run, offload_on)
     if run.storage is not None:
@@ -208,12 +205,12 @@ def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, lis
             yield StorageCall("write_prepared", (run.thread_id, published_key(gate.key), None))
         except Exception:  # noqa: BLE001 - a later worker finds its messages gone and drops it
             pass
-    compaction = {**written["compaction"], **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
+    compaction = {**applied.record(), **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
     lease = gate.record["lease"]
     if lease is not None and lease["id"] == prepared.get("id"):
         compaction["lease"] = {**lease, "state": "applied"}
     gate.events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
-    return compaction, written.get("messages"), [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
+    return compaction, applied.update().get("messages"), [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
 
 
 def tail_edits(setup: Setup, result: list[BaseMessage], budget: Budget) -> dict[str, BaseMessage]:
