@@ -33,8 +33,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-
 from ..core.background import (
     covered,
     covers_enough,
@@ -53,9 +51,8 @@ from .effects import StartJob, Steps, WaitJob
 from .events import emit_event
 from .jobs import BackgroundJobs, Job, Published, owner_gone
 from .prepare import job_key, lease_seconds, prepare_steps, published_key, read_for_job
-from .run import Run
 from .setup import Setup
-from .state import CompactionRecord, Lease, merge_compaction, read_breaker, read_compaction
+from .state import Lease, merge_compaction, read_breaker, read_compaction
 from .swap import GateCall, Outcome, background_event, swap
 
 
@@ -72,26 +69,18 @@ def _lease_held_elsewhere(lease: Lease | None, jobs: BackgroundJobs, storage: An
     return lease["until"] > time.time() and not owner_gone(lease["owner"])
 
 
-def background_floor(jobs: BackgroundJobs, run: Run, messages: Sequence[BaseMessage], record: CompactionRecord) -> int:
+def background_floor(gate: GateCall) -> int:
     """Return where the gate's own edits may start: after the cut of a summary being prepared (it must not change)."""
-    job = jobs.get(job_key(run, messages))
-    lease = record["lease"] if _lease_held_elsewhere(record["lease"], jobs, run.storage) else None
+    job = gate.jobs.get(gate.key)
+    record = gate.record
+    lease = record["lease"] if _lease_held_elsewhere(record["lease"], gate.jobs, gate.run.storage) else None
     meta = record["prepared"] or (job.meta if job is not None else None) or lease
     if meta is None:
         return 0
-    return cut_index(messages, meta.get("cutoff_id")) or 0
+    return cut_index(gate.messages, meta.get("cutoff_id")) or 0
 
 
-def swap_coming(
-    setup: Setup,
-    jobs: BackgroundJobs,
-    messages: list[BaseMessage],
-    counts: Sequence[int],
-    record: CompactionRecord,
-    plan: CompactionPlan,
-    budget: Budget,
-    run: Run,
-) -> bool:
+def swap_coming(gate: GateCall, plan: CompactionPlan) -> bool:
     """Return True when a summary will replace the prefix soon: a job runs or is ready, or one starts now.
 
     Under prompt caching, layer 1-2 edits made only because they repay their
@@ -99,27 +88,17 @@ def swap_coming(
     they would break it twice, and a job started now would summarize messages
     the agent's cached prefix no longer holds.
     """
-    if record["prepared"] is not None or jobs.get(job_key(run, messages)) is not None:
+    if gate.record["prepared"] is not None or gate.jobs.get(gate.key) is not None:
         return True
-    start, turns = setup.config.background.start, jobs.turns_to_ready
-    return should_start(plan.tokens_before, turn_tokens(messages, counts), budget, start, turns)
+    start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
+    return should_start(plan.tokens_before, turn_tokens(gate.messages, gate.counts), gate.budget, start, turns)
 
 
-def background_steps(
-    setup: Setup,
-    jobs: BackgroundJobs,
-    messages: list[BaseMessage],
-    memo: Any,
-    record: CompactionRecord,
-    plan: CompactionPlan,
-    budget: Budget,
-    new_tokens: int | None,
-    run: Run,
-) -> Steps[Outcome]:
-    """Yield the background part of one gate call; return its ``Outcome``."""
-    key = job_key(run, messages)
-    gate = GateCall(setup, jobs, messages, memo.counts, record, budget, run, key, dict(plan.edits))
-    job = jobs.get(key)
+def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens: int | None) -> Steps[Outcome]:
+    """Yield the background part of one gate call; return its ``Outcome`` (its events go to ``gate.events``)."""
+    setup, jobs, messages, record, budget = gate.setup, gate.jobs, gate.messages, gate.record, gate.budget
+    gate.edits = dict(plan.edits)
+    job = jobs.get(gate.key)
     prepared: dict | None = record["prepared"]  # type: ignore[assignment]
     if job is not None and not job.done():
         job.calls += 1
@@ -130,23 +109,23 @@ def background_steps(
         if prepared is not None and swap_before_trigger(prepared, messages, gate.counts, keep_max):
             if (yield from swap(gate, prepared)):
                 yield from _next_job(gate)
-                return gate.finish()
+                return gate.out
             prepared = gate.out.compaction.get("prepared", prepared)  # None: discarded; else it waits
-        if job is None and prepared is None and not _lease_held_elsewhere(record["lease"], jobs, run.storage):
+        if job is None and prepared is None and not _lease_held_elsewhere(record["lease"], jobs, gate.run.storage):
             yield from _maybe_start(gate, plan, memo, new_tokens)
-        return gate.finish()
+        return gate.out
     if prepared is not None and (yield from swap(gate, prepared)):
         yield from _next_job(gate)
-        return gate.finish()
+        return gate.out
     if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens and not _count_set(setup):
         if (yield from _count_only(gate, plan, job)):
-            return gate.finish()
+            return gate.out
     waited = yield from _wait(gate, plan)
     if waited is not None and (yield from swap(gate, waited)):
         yield from _next_job(gate)
-        return gate.finish()
+        return gate.out
     gate.out.blocked = gate.out.blocked or "no summary was prepared in time"
-    return gate.finish()
+    return gate.out
 
 
 def _count_set(setup: Setup) -> bool:
@@ -222,12 +201,12 @@ def _next_job(gate: GateCall) -> Steps[None]:
     if not should_start(tokens, turn_tokens(after, counts), budget, start, turns):
         return
     at = start_budget(budget, min(1.0, tokens / budget.trigger_tokens))
-    post = GateCall(gate.setup, gate.jobs, after, counts, gate.record, budget, gate.run, job_key(gate.run, after))
+    key = job_key(gate.run, after)
+    post = GateCall(gate.setup, gate.jobs, after, counts, gate.record, budget, gate.run, key, events=gate.events)
     planned = plan_compaction(after, counts, at, gate.setup.config, gate.setup.counter.message)
     if planned.summarize and covers_enough(_evicted_tokens(planned, counts), budget):
         yield from _start(post, planned)
         gate.out.compaction.update(post.out.compaction)
-        gate.events.extend(post.events)
 
 
 def _plan(gate: GateCall, budget: Budget, memo: Any, new_tokens: int | None) -> CompactionPlan:

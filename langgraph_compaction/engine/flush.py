@@ -9,6 +9,7 @@ others. Memory is best effort: a failure is recorded and summarizing goes on.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -147,8 +148,7 @@ def flush_result(
             }
         return FlushResult(events=(event,), breakers=tripped, last_error=event["error"])
     ids = [m.id for m in todo if m.id is not None]  # all of them: they were picked by id
-    done = flushed(messages, record, ids, entry)
-    return FlushResult(events=tuple(done["events"]), flushed_ids=tuple(done["flushed_ids"]), breakers=tripped)
+    return dataclasses.replace(flushed(messages, record, ids, entry), breakers=tripped)
 
 
 def write_memory(setup: Setup, run: Run, answer: str, marker: str, now: Any) -> Steps[str | None]:
@@ -172,31 +172,29 @@ def _day_before(now: Any) -> str:
 
 def flushed(
     messages: Sequence[BaseMessage], record: CompactionRecord, ids: Sequence[str], entry: str | None
-) -> dict[str, Any]:
-    """Return the ``compaction`` update of a committed flush: the cursor advanced over ``ids``, and its event."""
+) -> FlushResult:
+    """Return the result of a committed flush: the cursor advanced over ``ids``, and its event."""
     done = set(record["flushed_ids"]) | set(ids)
     written = entry.count("\n- ") if entry else 0
-    return {
-        "flushed_ids": [m.id for m in messages if m.id in done],
-        "events": [emit_event({"stage": "flush", "flushed_messages": len(ids), "memories": written})],
-    }
+    event = emit_event({"stage": "flush", "flushed_messages": len(ids), "memories": written})
+    return FlushResult(events=(event,), flushed_ids=tuple(m.id for m in messages if m.id in done))
 
 
 def commit_flush(
     setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, held: dict[str, Any] | None, run: Run
-) -> Steps[dict[str, Any]]:
-    """Write a prepared flush answer (``held``) and advance the cursor; return the ``compaction`` update.
+) -> Steps[FlushResult]:
+    """Write a prepared flush answer (``held``) and advance the cursor; return what it did.
 
     Messages flushed since it was prepared are left out by advancing the
     cursor only; a failed write is recorded and the messages stay unflushed,
     so the next compaction asks again.
     """
     if not held or run.storage is None:
-        return {}
+        return FlushResult()
     try:
         now = local_now(setup.config.memory.timezone)
         entry = yield from write_memory(setup, run, held["text"], held["marker"], now)
     except Exception as exc:  # noqa: BLE001 - memory is best effort; the summary is applied all the same
         event = emit_event({"stage": "flush", "error": describe_error(exc)})
-        return {"last_error": event["error"], "events": [event]}
+        return FlushResult(events=(event,), last_error=event["error"])
     return flushed(messages, record, held["ids"], entry)

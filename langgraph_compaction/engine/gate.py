@@ -31,9 +31,11 @@ from .events import describe_error, emit_event
 from .jobs import BackgroundJobs
 from .offload import offload_messages
 from .passes import message_writes
+from .prepare import job_key
 from .run import RUN_THREAD, Run
 from .setup import Setup
 from .state import COMPACTION_REFRESH_MESSAGES, CompactionRecord, Pending
+from .swap import GateCall
 
 GATE = "compaction_gate"
 
@@ -208,15 +210,10 @@ class GateUpdate:
 
 
 def _layer_edits(
-    setup: Setup,
-    memo: Memo | None,
-    plan: CompactionPlan,
-    messages: Sequence[BaseMessage],
-    record: CompactionRecord,
-    run: Run,
-    out: GateUpdate,
+    call: GateCall, memo: Memo | None, plan: CompactionPlan, messages: Sequence[BaseMessage], out: GateUpdate
 ) -> Steps[bool]:
     """Yield the offload of the originals, then write layers 1-2's edits; return False when the offload failed."""
+    setup, record, run = call.setup, call.record, call.run
     if setup.config.offload_before_compact and run.storage is not None:
         try:
             result = yield from offload_messages(messages, run, setup.config)
@@ -257,21 +254,19 @@ def _write_repair(repaired: Sequence[BaseMessage], added: Sequence[ToolMessage],
     out.events.append(emit_event({"stage": "gate", "repaired": calls, "note": note}))
 
 
-def _after_swap(
-    setup: Setup, after: list[BaseMessage], record: CompactionRecord, budget: Budget, run: Run, out: GateUpdate
-) -> Steps[None]:
+def _after_swap(call: GateCall, after: list[BaseMessage], out: GateUpdate) -> Steps[None]:
     """Bring a request a swapped-in summary left over the trigger under it: layers 1-2, then a summary now.
 
     The prefix changed with the swap, so edits cost no extra cache break. The
     summary made now chains on the one just applied.
     """
-    plan = plan_for(setup, after, budget=budget)
+    plan = plan_for(call.setup, after, budget=call.budget)
     if plan.reason != "tokens":
         return
-    if plan.edits and setup.config.mode != "view":
-        yield from _layer_edits(setup, None, plan, after, record, run, out)
+    if plan.edits and call.setup.config.mode != "view":
+        yield from _layer_edits(call, None, plan, after, out)
     if plan.summarize:
-        _ask_for_summary(plan, after, budget, None, "the applied summary left the request over the trigger", out)
+        _ask_for_summary(plan, after, call.budget, None, "the applied summary left the request over the trigger", out)
 
 
 def _ask_for_summary(
@@ -321,8 +316,10 @@ def gate_steps(
     memo = memos.get(run.thread_id, messages, setup.counter, run.threadless)
     budget, calibration = calibrated(setup, messages, record, run.budget, memo.counts)
     new_tokens = tokens_since(messages, memo.counts, record["cooldown_id"])
+    out = GateUpdate(compaction={"calibration": calibration} if calibration else {})
+    call = GateCall(setup, jobs, messages, memo.counts, record, budget, run, job_key(run, messages), events=out.events)
     background = setup.config.background.enabled and not overflow and not manual
-    floor = background_floor(jobs, run, messages, record) if background else 0
+    floor = background_floor(call) if background else 0
     plan = plan_for(
         setup,
         messages,
@@ -333,25 +330,23 @@ def gate_steps(
         memo=memo,
         floor=floor,
     )
-    deferred = background and _defer_edits(setup, jobs, messages, memo, record, plan, budget, run)
+    deferred = background and _defer_edits(call, plan)
     if deferred:  # the swap makes them at no extra break (see swap_coming)
         plan = dataclasses.replace(plan, edits={}, layer_counts={}, tokens_after_layers=plan.tokens_before)
-    out = GateUpdate(compaction={"calibration": calibration} if calibration else {})
     if repair is not None:
         _write_repair(*repair, out)
     _announce(plan, calibration, new_tokens)
     outcome = None
     if background:
-        outcome = yield from background_steps(setup, jobs, messages, memo, record, plan, budget, new_tokens, run)
-        out.events.extend(outcome.compaction.pop("events", []))
+        outcome = yield from background_steps(call, memo, plan, new_tokens)
         out.compaction.update(outcome.compaction)
         out.messages.extend(outcome.messages or [])
     applied = outcome is not None and outcome.applied
     settled = not plan.edits or applied
     if plan.edits and not applied:  # a summary applied now replaces what the edits would shorten
-        settled = yield from _layer_edits(setup, memo, plan, messages, record, run, out)
+        settled = yield from _layer_edits(call, memo, plan, messages, out)
     if outcome is not None and outcome.applied and outcome.after is not None:
-        yield from _after_swap(setup, outcome.after, record, budget, run, out)
+        yield from _after_swap(call, outcome.after, out)
     if settled and not deferred:
         memo.settled = plan.settled
     if run.threadless:
@@ -379,23 +374,14 @@ def _summary_request(
         out.events.append(emit_event({"stage": "gate", "layer": "manual", "note": "nothing to compact"}))
 
 
-def _defer_edits(
-    setup: Setup,
-    jobs: BackgroundJobs,
-    messages: list[BaseMessage],
-    memo: Memo,
-    record: CompactionRecord,
-    plan: CompactionPlan,
-    budget: Budget,
-    run: Run,
-) -> bool:
+def _defer_edits(call: GateCall, plan: CompactionPlan) -> bool:
     """Return True when the plan's layer 1-2 edits should wait for a coming swap (see ``swap_coming``)."""
     return (
-        setup.config.prompt_cache
+        call.setup.config.prompt_cache
         and bool(plan.edits)
         and plan.reason in (None, "messages")
-        and plan.tokens_before < budget.trigger_tokens
-        and swap_coming(setup, jobs, messages, memo.counts, record, plan, budget, run)
+        and plan.tokens_before < call.budget.trigger_tokens
+        and swap_coming(call, plan)
     )
 
 

@@ -70,16 +70,18 @@ class FlushResult:
     breakers: Mapping[str, Breaker] = field(default_factory=dict)
     last_error: str | None = None
 
+    def fields(self) -> dict[str, Any]:
+        """Return the ``compaction`` update of this flush, but for its events."""
+        out: dict[str, Any] = dict(self.breakers)
+        if self.last_error is not None:
+            out["last_error"] = self.last_error
+        elif self.flushed_ids is not None:
+            out["flushed_ids"] = list(self.flushed_ids)
+        return out
+
     def record(self) -> dict[str, Any]:
         """Return the ``compaction`` update of this flush."""
-        if self.last_error is not None:
-            return {"last_error": self.last_error, "events": list(self.events), **self.breakers}
-        out: dict[str, Any] = dict(self.breakers)
-        if self.flushed_ids is not None:
-            out["flushed_ids"] = list(self.flushed_ids)
-        if self.events:
-            out["events"] = list(self.events)
-        return out
+        return {**self.fields(), **({"events": list(self.events)} if self.events else {})}
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class Applied:
     view_edits: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
-        """Return the ``compaction`` update of this summary."""
+        """Return the ``compaction`` update of this summary, but for its event (``event``)."""
         view = {} if self.view is None else {"view": self.view, "view_edits": self.view_edits}
         return {
             **view,
@@ -112,15 +114,13 @@ class Applied:
             "offload_path": self.offload_path,
             "counts": {self.kind: 1},
             "edited_messages": {self.kind: self.evicted},
-            "events": [self.event],
             "cooldown_id": self.cooldown_id,
             "prepared": None,  # a summary prepared in the background covered what this one replaced
         }
 
-    def update(self) -> dict[str, Any]:
-        """Return the state update of this summary alone (the swap of a summary prepared in the background)."""
-        rewrite = {} if self.messages is None else {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *self.messages]}
-        return {**rewrite, "compaction": self.record()}
+    def writes(self) -> list[BaseMessage] | None:
+        """Return the ``messages`` writes of this summary: the history rewritten (None in view mode)."""
+        return None if self.messages is None else [RemoveMessage(id=REMOVE_ALL_MESSAGES), *self.messages]
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,8 @@ class SummaryResult:
         """Return the state update of this summarize step."""
         if not self.acted:
             return {}
-        rewrite = self.applied.update() if self.applied is not None else {}
-        return {**({"messages": rewrite["messages"]} if "messages" in rewrite else {}), "compaction": self.record()}
+        writes = self.applied.writes() if self.applied is not None else None
+        return {**({"messages": writes} if writes is not None else {}), "compaction": self.record()}
 
 
 StageResult = OffloadResult | FlushResult | SummaryResult

@@ -42,7 +42,7 @@ class Outcome:
     """
 
     compaction: dict[str, Any] = field(default_factory=dict)
-    messages: list | None = None
+    messages: list[BaseMessage] | None = None
     after: list[BaseMessage] | None = None
     applied: bool = False
     blocked: str | None = None
@@ -54,7 +54,11 @@ def background_event(name: str, **fields: Any) -> dict:
 
 @dataclass
 class GateCall:
-    """One gate call's view of background compaction (what ``background_steps`` works with)."""
+    """One gate call: what it works on, built once per pass (``gate.gate_steps``), and its background part.
+
+    ``events`` is the list the call's update keeps: every step of the call
+    appends to it.
+    """
 
     setup: Setup
     jobs: BackgroundJobs
@@ -63,16 +67,11 @@ class GateCall:
     record: CompactionRecord
     budget: Budget
     run: Run
-    key: tuple
+    key: tuple[str, str | None]
     #: The gate's own layer 1-2 edits of this call, by index: a job started now covers the messages as edited.
     edits: dict[int, BaseMessage] = field(default_factory=dict)
     out: Outcome = field(default_factory=Outcome)
-    events: list[dict] = field(default_factory=list)
-
-    def finish(self) -> Outcome:
-        if self.events:
-            self.out.compaction["events"] = self.events
-        return self.out
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     def may_prepare(self) -> bool:
         """Return False when a job would only fail: no summarizer, or its breaker is open (blocking has a fallback)."""
@@ -205,12 +204,12 @@ def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, lis
             yield StorageCall("write_prepared", (run.thread_id, published_key(gate.key), None))
         except Exception:  # noqa: BLE001 - a later worker finds its messages gone and drops it
             pass
-    compaction = {**applied.record(), **{k: v for k, v in flushed.items() if k != "events"}, "pending": None}
+    compaction = {**applied.record(), **flushed.fields(), "pending": None}
     lease = gate.record["lease"]
     if lease is not None and lease["id"] == prepared.get("id"):
         compaction["lease"] = {**lease, "state": "applied"}
-    gate.events.extend([*flushed.get("events", []), *recorded, *compaction.pop("events")])
-    return compaction, applied.update().get("messages"), [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
+    gate.events.extend([*flushed.events, *recorded, applied.event])
+    return compaction, applied.writes(), [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
 
 
 def tail_edits(setup: Setup, result: list[BaseMessage], budget: Budget) -> dict[str, BaseMessage]:
