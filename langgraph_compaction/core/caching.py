@@ -26,7 +26,7 @@ EPHEMERAL = {"type": "ephemeral"}
 CACHE_DEPTH = 4
 
 
-def cache_key(message: BaseMessage) -> tuple:
+def cache_key(message: BaseMessage) -> tuple[Any, ...]:
     """Return what a provider's cache compares of a message: role, content, tool calls, tool call id, name."""
     calls = tuple((c.get("name"), c.get("args"), c.get("id")) for c in getattr(message, "tool_calls", None) or ())
     return message.type, message.content, calls, getattr(message, "tool_call_id", None), message.name
@@ -64,7 +64,7 @@ def with_cache_breakpoints(
 def _marked(message: BaseMessage, control: dict[str, Any]) -> BaseMessage:
     content = message.content
     if isinstance(content, str):
-        blocks: list = [{"type": "text", "text": content}] if content else []
+        blocks: list[Any] = [{"type": "text", "text": content}] if content else []
     else:
         blocks = [dict(b) if isinstance(b, dict) else {"type": "text", "text": str(b)} for b in content]
     if not blocks:

@@ -34,7 +34,7 @@ DECAY = 0.5
 _DEFAULT: dict[str, Any] = {"ratio": 1.0, "samples": 0, "last_id": None, "window": None}
 
 
-def read_calibration(raw: Any) -> dict:
+def read_calibration(raw: Any) -> dict[str, Any]:
     """Return the stored calibration with every key present and of the right type (defaults otherwise)."""
     out = dict(_DEFAULT)
     if not isinstance(raw, dict):
@@ -66,7 +66,7 @@ def read_usage(raw: Any) -> dict[str, int]:
     return counts if len(counts) == len(values) else {}
 
 
-def add_usage(usage: dict, reported: int, cache: dict[str, int]) -> dict[str, int]:
+def add_usage(usage: dict[str, Any], reported: int, cache: dict[str, int]) -> dict[str, int]:
     """Return the usage totals with one more call of ``reported`` input tokens and its cache figures."""
     totals = read_usage(usage) or dict.fromkeys(USAGE_KEYS, 0)
     return {
@@ -77,7 +77,7 @@ def add_usage(usage: dict, reported: int, cache: dict[str, int]) -> dict[str, in
     }
 
 
-def usage_event(calibration: dict) -> dict[str, Any]:
+def usage_event(calibration: dict[str, Any]) -> dict[str, Any]:
     """Return the figures of a calibration just observed, for an event.
 
     They are the reply's input and cache figures and the thread's totals.
@@ -91,7 +91,7 @@ def usage_event(calibration: dict) -> dict[str, Any]:
     return figures
 
 
-def billed_input(usage: dict, cached_price: float = CACHED_PRICE, write_price: float = 1.0) -> float:
+def billed_input(usage: dict[str, Any], cached_price: float = CACHED_PRICE, write_price: float = 1.0) -> float:
     """Return the input tokens ``usage`` bills at full price.
 
     That is uncached x 1 + cache reads x ``cached_price`` + writes x ``write_price``.
@@ -103,7 +103,7 @@ def billed_input(usage: dict, cached_price: float = CACHED_PRICE, write_price: f
     return uncached + cached_price * totals["cache_read"] + write_price * totals["cache_creation"]
 
 
-def bound_tools(model: Any) -> list:
+def bound_tools(model: Any) -> list[Any]:
     """Return the tool schemas a model was bound with (``model.bind_tools(...)``), else ``[]``."""
     while model is not None:
         tools = (getattr(model, "kwargs", None) or {}).get("tools")
@@ -131,7 +131,7 @@ def fixed_tokens(model: Any = None, system_prompt: Any = None) -> int:
     return tokens
 
 
-def observe(calibration: dict, reported: int, estimate: int, **extra: Any) -> dict:
+def observe(calibration: dict[str, Any], reported: int, estimate: int, **extra: Any) -> dict[str, Any]:
     """Return the calibration after one observation: the model reported ``reported`` for ``estimate``."""
     current = read_calibration(calibration)
     sample = min(RATIO_MAX, max(RATIO_MIN, reported / max(1, estimate)))
@@ -152,7 +152,9 @@ def _input_tokens(message: BaseMessage) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def observe_usage(calibration: dict, messages: Sequence[BaseMessage], counts: Sequence[int], fixed: int) -> dict | None:
+def observe_usage(
+    calibration: dict[str, Any], messages: Sequence[BaseMessage], counts: Sequence[int], fixed: int
+) -> dict[str, Any] | None:
     """Return the calibration updated from the newest reply's ``input_tokens``, or None when there is nothing new.
 
     The newest assistant message that reports usage answered the messages in
@@ -194,12 +196,13 @@ def cache_details(message: BaseMessage) -> dict[str, int]:
     }
 
 
-def calibrated_tokens(estimate: int, calibration: dict, fixed: int = 0) -> int:
+def calibrated_tokens(estimate: int, calibration: dict[str, Any], fixed: int = 0) -> int:
     """Return the estimated real input size of a request whose messages were estimated at ``estimate``."""
-    return round((estimate + fixed) * read_calibration(calibration)["ratio"])
+    ratio: float = read_calibration(calibration)["ratio"]
+    return round((estimate + fixed) * ratio)
 
 
-def calibrated_budget(budget: Budget, calibration: dict, fixed: int = 0) -> Budget:
+def calibrated_budget(budget: Budget, calibration: dict[str, Any], fixed: int = 0) -> Budget:
     """Return the budget in estimator units for the messages alone.
 
     Every threshold is a real-token figure: it is divided by the learned

@@ -103,7 +103,7 @@ class Completed(NamedTuple):
     """A summary with its deterministic parts, and the pin updates to store in ``compaction["pins"]``."""
 
     text: str
-    pins: list[dict]
+    pins: list[dict[str, Any]]
 
 
 # --- pins ---------------------------------------------------------------------
@@ -114,7 +114,7 @@ def pin_id(text: str) -> str:
     return "pin-" + hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:12]
 
 
-def pin_constraint(text: str, *, message_id: str | None = None, max_tokens: int | None = None) -> dict:
+def pin_constraint(text: str, *, message_id: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
     """Return the state update that pins ``text``: it stays verbatim in every later summary until unpinned.
 
     Return it from a node, or pass it to ``graph.update_state(config, ...)``;
@@ -140,7 +140,7 @@ def pin_constraint(text: str, *, message_id: str | None = None, max_tokens: int 
     return {"compaction": {"pins": [pin]}}
 
 
-def unpin_constraint(pin: str) -> dict:
+def unpin_constraint(pin: str) -> dict[str, Any]:
     """Return the state update that unpins a constraint, given its id (``pin-...``) or its text.
 
     Unpinning a text that was never pinned also keeps it from being pinned
@@ -157,7 +157,7 @@ def unpin_constraint(pin: str) -> dict:
     return {"compaction": {"pins": [{"id": pin if _PIN_ID.fullmatch(pin) else pin_id(pin), "active": False}]}}
 
 
-def clean_pins(raw: Any) -> list[dict]:
+def clean_pins(raw: Any) -> list[dict[str, Any]]:
     """Return the well-formed pin records of a ``pins`` value (dicts with a string ``id``); the rest is dropped."""
     if not isinstance(raw, list):
         return []
@@ -169,7 +169,7 @@ def clean_pins(raw: Any) -> list[dict]:
     return pins
 
 
-def merge_pins(current: Any, update: Any) -> list[dict]:
+def merge_pins(current: Any, update: Any) -> list[dict[str, Any]]:
     """Return the pins after an update: records are matched by id and the update's fields win (in order)."""
     pins = {p["id"]: p for p in clean_pins(current)}
     for p in clean_pins(update):
@@ -177,7 +177,7 @@ def merge_pins(current: Any, update: Any) -> list[dict]:
     return list(pins.values())
 
 
-def active_pins(pins: Any) -> list[dict]:
+def active_pins(pins: Any) -> list[dict[str, Any]]:
     """Return the pins in force (pinned and not unpinned), oldest first."""
     return [p for p in clean_pins(pins) if p.get("active", True) and (p.get("text") or "").strip()]
 
@@ -216,7 +216,7 @@ def auto_pins(
     max_auto_pins: int,
     budget: PinBudget | None = None,
     count_tokens: Callable[[str], int] = estimate_text_tokens,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Return the pin updates for the rules stated in the messages: new automatic pins, and the oldest retired.
 
     A rule whose id is already known (pinned, or unpinned by the user) is left
@@ -313,7 +313,7 @@ def _escape_request(text: str) -> str:
     return text.replace("</request>", "<\\/request>")
 
 
-def _pins_block(pins: Sequence[dict], budget: PinBudget, count_tokens: Callable[[str], int]) -> str:
+def _pins_block(pins: Sequence[dict[str, Any]], budget: PinBudget, count_tokens: Callable[[str], int]) -> str:
     shown, left_out = bounded_pins(pins, budget, count_tokens)
     header = PINS_HEADER
     if left_out:
@@ -324,7 +324,7 @@ def _pins_block(pins: Sequence[dict], budget: PinBudget, count_tokens: Callable[
 def intent_section(
     own: str,
     messages: Sequence[BaseMessage],
-    pins: Sequence[dict],
+    pins: Sequence[dict[str, Any]],
     budget_tokens: int,
     count_tokens: Callable[[str], int] = estimate_text_tokens,
     pins_budget: PinBudget | None = None,

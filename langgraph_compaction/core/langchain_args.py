@@ -111,7 +111,7 @@ def trigger_settings(trigger: Any) -> dict[str, Any]:
             "({'messages': 10, 'tokens': 4000}); say the others as pairs, or set CompactionConfig("
             "trigger_messages=..., guards={'trigger_messages_min_tokens': ...}) yourself"
         )
-    sizes: dict[str, list] = {"tokens": [], "messages": [], "fraction": []}
+    sizes: dict[str, list[Any]] = {"tokens": [], "messages": [], "fraction": []}
     for clause in clauses:
         if "messages" not in clause:
             for kind, size in clause.items():

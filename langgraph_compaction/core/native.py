@@ -49,7 +49,7 @@ class Billed(NamedTuple):
     context_tokens: int | None
 
 
-def _figures(usage: dict) -> tuple[int, int, int, int]:
+def _figures(usage: dict[str, Any]) -> tuple[int, int, int, int]:
     return (
         int(usage.get("input_tokens") or 0),
         int(usage.get("output_tokens") or 0),
@@ -58,7 +58,7 @@ def _figures(usage: dict) -> tuple[int, int, int, int]:
     )
 
 
-def billed(usage: dict) -> Billed:
+def billed(usage: dict[str, Any]) -> Billed:
     """Return what an Anthropic ``usage`` bills: every ``usage.iterations`` entry, else the top-level figures.
 
     A ``compaction`` entry is not in the top-level figures, so the provider's
@@ -75,7 +75,7 @@ def billed(usage: dict) -> Billed:
     return Billed(inp, out, read, write, context)
 
 
-def compaction_block(message: BaseMessage) -> dict | None:
+def compaction_block(message: BaseMessage) -> dict[str, Any] | None:
     """Return the provider's compaction block (Anthropic) or item (OpenAI Responses) an AI message holds, else None."""
     if not isinstance(message, AIMessage) or not isinstance(message.content, list):
         return None
@@ -87,7 +87,7 @@ def provider_reads_from(messages: Sequence[BaseMessage]) -> int:
     return next((i for i in range(len(messages) - 1, -1, -1) if compaction_block(messages[i])), 0)
 
 
-def readable_text(block: dict) -> str | None:
+def readable_text(block: dict[str, Any]) -> str | None:
     """Return a compaction block's readable summary; None for an opaque item or a failed compaction."""
     content = block.get("content")
     return content.strip() if isinstance(content, str) and content.strip() else None
@@ -98,7 +98,7 @@ def native_body(readable: str) -> str:
     return f"## SESSION INTENT\nNone\n\n## SUMMARY\n{readable}\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nNone"
 
 
-def native_of(message: BaseMessage) -> dict | None:
+def native_of(message: BaseMessage) -> dict[str, Any] | None:
     """Return what a summary message keeps of a provider's compaction: ``{"provider", "model", "block"}``, or None."""
     if not is_summary(message):
         return None
@@ -107,7 +107,7 @@ def native_of(message: BaseMessage) -> dict | None:
     return native if isinstance(native, dict) and isinstance(native.get("block"), dict) else None
 
 
-def with_native(summary: BaseMessage, provider: str, model: str | None, block: dict) -> BaseMessage:
+def with_native(summary: BaseMessage, provider: str, model: str | None, block: dict[str, Any]) -> BaseMessage:
     """Return the summary message with the provider's block kept verbatim in its compaction marker."""
     marker = dict(summary.additional_kwargs.get(COMPACTION_MARKER) or {})
     marker[NATIVE_KEY] = {"provider": provider, "model": model, "block": block}

@@ -20,7 +20,7 @@ PinBudget(pin=1000, pins=4000)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .config import FidelityConfig
 from .tokens import estimate_text_tokens
@@ -54,13 +54,13 @@ def pin_budget(settings: FidelityConfig | None = None, window: int | None = None
     )
 
 
-def pins_tokens(pins: Sequence[dict], count_tokens: Count = estimate_text_tokens) -> int:
+def pins_tokens(pins: Sequence[dict[str, Any]], count_tokens: Count = estimate_text_tokens) -> int:
     """Return the tokens the pins' texts take."""
     return sum(count_tokens(p.get("text") or "") for p in pins)
 
 
 def pin_refusal(
-    text: str, held: Sequence[dict], budget: PinBudget, count_tokens: Count = estimate_text_tokens
+    text: str, held: Sequence[dict[str, Any]], budget: PinBudget, count_tokens: Count = estimate_text_tokens
 ) -> str | None:
     """Return why ``text`` may not be pinned next to the pins ``held`` (the agent's and the application's), or None."""
     tokens = count_tokens(text.strip())
@@ -93,7 +93,7 @@ def shortened_pin(text: str, budget_tokens: int, count_tokens: Count = estimate_
 
 
 def bounded_pins(
-    pins: Sequence[dict], budget: PinBudget, count_tokens: Count = estimate_text_tokens
+    pins: Sequence[dict[str, Any]], budget: PinBudget, count_tokens: Count = estimate_text_tokens
 ) -> tuple[list[str], int]:
     """Return the pins' texts a summary shows (oldest first, each within ``budget.pin``) and how many it leaves out.
 
@@ -114,7 +114,10 @@ def bounded_pins(
 
 
 def auto_pins_within(
-    in_force: Sequence[dict], others: Sequence[dict], budget: PinBudget, count_tokens: Count = estimate_text_tokens
+    in_force: Sequence[dict[str, Any]],
+    others: Sequence[dict[str, Any]],
+    budget: PinBudget,
+    count_tokens: Count = estimate_text_tokens,
 ) -> int:
     """Return how many of the oldest automatic pins ``in_force`` to unpin for them and ``others`` to fit the budget."""
     total = pins_tokens(others, count_tokens) + pins_tokens(in_force, count_tokens)

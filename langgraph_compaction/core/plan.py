@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
@@ -390,7 +391,7 @@ def cache_aware_edits(
 
 
 def compacted_view(
-    messages: Sequence[BaseMessage], evict_ids: set, summary: BaseMessage, after: Sequence[BaseMessage] = ()
+    messages: Sequence[BaseMessage], evict_ids: set[Any], summary: BaseMessage, after: Sequence[BaseMessage] = ()
 ) -> list[BaseMessage]:
     """Return the messages after a compaction: what is kept, with the summary right after the leading system messages.
 

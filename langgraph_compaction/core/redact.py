@@ -138,7 +138,7 @@ def _redact_value(value: Any, redactor: Callable[[str], str]) -> Any:
 _RECORD_TEXT_FIELDS = ("content", "tool_calls", "invalid_tool_calls", "additional_kwargs", "artifact")
 
 
-def redact_record(record: dict, redactor: Callable[[str], str]) -> dict:
+def redact_record(record: dict[str, Any], redactor: Callable[[str], str]) -> dict[str, Any]:
     """Return a ``messages_to_dict`` record with its content and tool arguments redacted.
 
     Ids, types, names and ``tool_call_id`` are left alone, so the record

@@ -339,7 +339,7 @@ def _carried_counts(summary_section: str) -> tuple[int, int, str]:
 
 
 def extractive_summary(
-    messages: Sequence[BaseMessage], *, pins: Sequence[dict] = (), settings: FidelityConfig | None = None
+    messages: Sequence[BaseMessage], *, pins: Sequence[dict[str, Any]] = (), settings: FidelityConfig | None = None
 ) -> str:
     """Return a four-section summary copied from the messages, for when the model fails.
 

@@ -129,7 +129,7 @@ def _one_line(value: str) -> bool:
     return bool(stripped) and "\n" not in stripped and len(stripped) <= 500
 
 
-def _walk(args: dict, depth: int = 0) -> list[tuple[str | None, str, Any]]:
+def _walk(args: dict[str, Any], depth: int = 0) -> list[tuple[str | None, str, Any]]:
     """Return (kind, key, value) for every argument, nested ones included; ``kind`` is what the key says it holds."""
     found: list[tuple[str | None, str, Any]] = []
     for key, value in args.items():
@@ -161,7 +161,7 @@ def _number(value: Any) -> int | None:
     return int(value) if isinstance(value, str) and value.strip().isdigit() else None
 
 
-def _read_lines(args: dict) -> tuple[int, int | None] | None:
+def _read_lines(args: dict[str, Any]) -> tuple[int, int | None] | None:
     """Return the lines a read asks for (``offset``/``limit``, ``start_line``/``end_line``, ``view_range``), else None.
 
     An offset is taken as the line the read starts at (1 when it is 0).

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from .trail import FolderLine, TrailEntry, TrailLine
 
@@ -72,7 +73,7 @@ def _merge_folders(folders: Sequence[str], room: int) -> tuple[dict[str, str], l
         if _parent(f) is not None:
             heapq.heappush(heap, (-(f.count("/") + (f != ".")), -rank[f], f))
 
-    heap: list = []
+    heap: list[Any] = []
     for f in folders:
         push(f)
     while len(left) > room and heap:
@@ -185,7 +186,7 @@ def _counted_lines(
     homes: dict[
         TrailEntry, tuple[str, int, int]
     ] = {}  # entry -> (its folder, changed files, other files it stands for)
-    units: dict[TrailEntry, tuple] = {}  # entry -> the units (folder, changed?) whose counting counts it
+    units: dict[TrailEntry, tuple[Any, ...]] = {}  # entry -> the units (folder, changed?) whose counting counts it
     costs: dict[tuple[str, bool], int] = {}  # unit -> the tokens its entries take
     for e in entries:
         if e.is_command or e in own:

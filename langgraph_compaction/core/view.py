@@ -25,7 +25,7 @@ from .plan import compacted_view
 logger = logging.getLogger("langgraph_compaction")
 
 
-def kept_edits(edits: Any, view: Sequence[BaseMessage]) -> dict:
+def kept_edits(edits: Any, view: Sequence[BaseMessage]) -> dict[str, Any]:
     """Return the layer edits of the messages still in ``view`` (the others left it with a summary)."""
     ids = {m.id for m in view}
     return {i: e for i, e in edits.items() if i in ids} if isinstance(edits, dict) else {}
@@ -33,11 +33,11 @@ def kept_edits(edits: Any, view: Sequence[BaseMessage]) -> dict:
 
 def view_record(
     messages: Sequence[BaseMessage],
-    evict_ids: set,
+    evict_ids: set[Any],
     cutoff_id: str | None,
     summary: BaseMessage,
     after: Sequence[BaseMessage] = (),
-) -> dict:
+) -> dict[str, Any]:
     """Return the JSON-native record of a compaction of ``messages`` (themselves a view or the whole history).
 
     ``cutoff_id`` is the first message of the kept tail (None: nothing after

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -202,7 +203,7 @@ def keep_working_set(
     return frozenset(chosen)
 
 
-def working_set_note(messages: Sequence[BaseMessage], evict_ids: set) -> str:
+def working_set_note(messages: Sequence[BaseMessage], evict_ids: set[Any]) -> str:
     """Return the summary's lines on the working set: files kept after it, files it took and how to get them back.
 
     Empty when no file was read. The kept files are named with a word when

@@ -99,7 +99,7 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     setup, jobs, messages, record, budget = gate.setup, gate.jobs, gate.messages, gate.record, gate.budget
     gate.edits = dict(plan.edits)
     job = jobs.get(gate.key)
-    prepared: dict | None = record["prepared"]  # type: ignore[assignment]
+    prepared: dict[str, Any] | None = record["prepared"]  # type: ignore[assignment]
     if job is not None and not job.done():
         job.calls += 1
     elif job is not None:
@@ -222,7 +222,7 @@ def _plan(gate: GateCall, budget: Budget, memo: Any, new_tokens: int | None) -> 
     )
 
 
-def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict | None]:
+def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict[str, Any] | None]:
     """Wait for the summary being prepared (here, or by the lease's worker); return it, or None when none comes.
 
     The request is at or over the trigger, which is the user's budget: rather
@@ -268,7 +268,7 @@ def _release(gate: GateCall, prepared_id: str) -> None:
 FOREIGN_WAIT_SECONDS = 60.0
 
 
-def _discarded(why: str, meta: dict, tokens_before: int) -> dict:
+def _discarded(why: str, meta: dict[str, Any], tokens_before: int) -> dict[str, Any]:
     return background_event(
         "compaction_discarded", why=why, prepared_id=meta["id"], tokens_before=tokens_before, usage={}
     )
@@ -340,7 +340,7 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
     gate.events.append(background_event("compaction_started", mode="background", **started))
 
 
-def _harvest(gate: GateCall, job: Job, prepared: dict | None) -> dict | None:
+def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[str, Any] | None:
     """Return the ready record (the state's or the job's), recording a finished job's outcome in the update."""
     gate.jobs.drop(job)
     gate.jobs.observe(job)
@@ -369,7 +369,7 @@ def _harvest(gate: GateCall, job: Job, prepared: dict | None) -> dict | None:
     return outcome
 
 
-def _breakers(gate: GateCall, reported: dict) -> dict:
+def _breakers(gate: GateCall, reported: dict[str, Any]) -> dict[str, Any]:
     """Return the breakers after a job's model calls: each one's success or failure applied to the breaker as it is now.
 
     The job saw the breakers as they were when it started; what failed since

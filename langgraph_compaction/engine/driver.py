@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from langchain_core.callbacks.base import BaseCallbackManager
 from langchain_core.messages import BaseMessage, HumanMessage
@@ -190,7 +190,7 @@ async def aperform(effect: Effect, performer: Performer) -> Any:
     raise TypeError(f"not a compaction effect: {effect!r}")
 
 
-def drive(steps: Generator[Effect, Any, Any], performer: Performer) -> Any:
+def drive(steps: Generator[Effect, Any, R], performer: Performer) -> R:
     """Run a step to its end, performing each effect synchronously; return the step's result."""
     done, item = advance(steps, None, None)
     while not done:
@@ -201,10 +201,10 @@ def drive(steps: Generator[Effect, Any, Any], performer: Performer) -> Any:
         except Exception as exc:  # noqa: BLE001 - handed to the step, which decides
             value, error = None, exc
         done, item = advance(steps, value, error)
-    return item
+    return cast(R, item)  # done: the step's return value
 
 
-async def adrive(steps: Generator[Effect, Any, Any], performer: Performer) -> Any:
+async def adrive(steps: Generator[Effect, Any, R], performer: Performer) -> R:
     """Run a step to its end, awaiting each effect; return the step's result."""
     done, item = advance(steps, None, None)
     while not done:
@@ -218,7 +218,7 @@ async def adrive(steps: Generator[Effect, Any, Any], performer: Performer) -> An
         except Exception as exc:  # noqa: BLE001 - handed to the step, which decides
             value, error = None, exc
         done, item = advance(steps, value, error)
-    return item
+    return cast(R, item)  # done: the step's return value
 
 
 def guarded(

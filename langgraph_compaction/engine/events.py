@@ -17,7 +17,7 @@ logger = logging.getLogger("langgraph_compaction")
 R = TypeVar("R")
 
 
-class _Fields(dict):
+class _Fields(dict[str, Any]):
     """An event's fields in a log record: a dict to read back, one readable line when printed."""
 
     def __str__(self) -> str:
@@ -28,7 +28,7 @@ class _Fields(dict):
         return f"{said} [{tags}]" if tags else str(said)
 
 
-def emit_event(event: dict) -> dict:
+def emit_event(event: dict[str, Any]) -> dict[str, Any]:
     """Send a compaction event to ``stream_mode="custom"`` and the log (one line); return it for the state."""
     event = {"type": "compaction", "time": time.time(), **event}
     log = logger.warning if event.get("error") or event.get("warning") else logger.info

@@ -25,7 +25,7 @@ from ..core.config import Budget
 from ..core.plan import CompactionPlan, plan_compaction, tokens_since
 from ..core.tokens import TokenCounter, fingerprint
 from ..core.view import kept_edits
-from .background import Outcome, background_floor, background_steps, swap_coming
+from .background import background_floor, background_steps, swap_coming
 from .effects import Steps
 from .events import describe_error, emit_event
 from .jobs import BackgroundJobs
@@ -35,7 +35,7 @@ from .prepare import job_key
 from .run import RUN_THREAD, Run
 from .setup import Setup
 from .state import COMPACTION_REFRESH_MESSAGES, CompactionRecord, Pending
-from .swap import GateCall
+from .swap import GateCall, Outcome
 
 GATE = "compaction_gate"
 
@@ -87,7 +87,7 @@ class Memo:
         return memo
 
 
-def history_key(messages: Sequence[BaseMessage]) -> tuple | None:
+def history_key(messages: Sequence[BaseMessage]) -> tuple[Any, ...] | None:
     """Return what names a conversation sent whole at every call: the ids of its first messages (None: no ids)."""
     ids = tuple(m.id for m in messages[:HEAD_MESSAGES])
     return ids if ids and None not in ids else None
@@ -106,7 +106,7 @@ class Memos:
 
     def __init__(self) -> None:
         self._memos: OrderedDict[str, Memo] = OrderedDict()
-        self._histories: OrderedDict[tuple, Memo] = OrderedDict()
+        self._histories: OrderedDict[tuple[Any, ...], Memo] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(
@@ -132,7 +132,7 @@ class Memos:
                 _keep(self._histories, key, copy)
 
 
-def _keep(memos: OrderedDict, key: Any, memo: Memo) -> None:
+def _keep(memos: OrderedDict[Any, Memo], key: Any, memo: Memo) -> None:
     """Put ``memo`` last (most recently used) in ``memos``, dropping the oldest past ``MEMO_THREADS``."""
     memos.pop(key, None)
     memos[key] = memo
@@ -173,7 +173,7 @@ def plan_for(
 
 def calibrated(
     setup: Setup, messages: Sequence[BaseMessage], record: CompactionRecord, budget: Budget, counts: Sequence[int]
-) -> tuple[Budget, dict | None]:
+) -> tuple[Budget, dict[str, Any] | None]:
     """Return the budget in estimator units for this thread, and the calibration when it just changed."""
     calibration = read_calibration(record["calibration"])
     observed = None
@@ -204,9 +204,9 @@ def new_pending(
 class GateUpdate:
     """What one gate call writes: messages, the ``compaction`` delta, and the events it keeps."""
 
-    messages: list = field(default_factory=list)
+    messages: list[Any] = field(default_factory=list)
     compaction: dict[str, Any] = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _layer_edits(
@@ -273,7 +273,7 @@ def _ask_for_summary(
     plan: CompactionPlan,
     messages: Sequence[BaseMessage],
     budget: Budget,
-    manual: dict | None,
+    manual: dict[str, Any] | None,
     blocked: str | None,
     out: GateUpdate,
 ) -> None:
@@ -304,7 +304,7 @@ def gate_steps(
     run: Run,
     overflow: bool = False,
     repair: tuple[Sequence[BaseMessage], Sequence[ToolMessage]] | None = None,
-) -> Steps[dict]:
+) -> Steps[dict[str, Any]]:
     """The gate's steps over the messages compaction works on; return the node's update.
 
     ``repair`` is the state's history with its unanswered tool calls answered
@@ -360,7 +360,7 @@ def _summary_request(
     plan: CompactionPlan,
     messages: Sequence[BaseMessage],
     budget: Budget,
-    manual: dict | None,
+    manual: dict[str, Any] | None,
     outcome: Outcome | None,
     out: GateUpdate,
 ) -> None:
@@ -385,7 +385,7 @@ def _defer_edits(call: GateCall, plan: CompactionPlan) -> bool:
     )
 
 
-def _announce(plan: CompactionPlan, calibration: dict | None, new_tokens: int | None) -> None:
+def _announce(plan: CompactionPlan, calibration: dict[str, Any] | None, new_tokens: int | None) -> None:
     """Stream (and log, not keep) why a due summary is held, and the newest reply's usage."""
     if plan.held:  # it can repeat on every call of a cooldown
         emit_event({"stage": "gate", "held": plan.held, "new_tokens": new_tokens, "tokens": plan.tokens_after_layers})
@@ -401,7 +401,7 @@ def _mark_run(record: CompactionRecord, run: Run, out: GateUpdate) -> None:
         out.compaction[RUN_THREAD] = run.thread_id
 
 
-def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> dict:
+def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> dict[str, Any]:
     """Return the gate's node update, with ``seen_messages`` refreshed when the record is due to be written."""
     update: dict[str, Any] = {"messages": message_writes(out.messages)} if out.messages else {}
     compaction = out.compaction

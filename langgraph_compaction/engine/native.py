@@ -60,7 +60,7 @@ class NativeAnswer:
     """The provider's compaction of an evicted prefix: the summary body, the block, the model that wrote it."""
 
     text: str
-    block: dict
+    block: dict[str, Any]
     model: str | None
 
     def kept_in(self, composed: Any) -> Any:
@@ -80,7 +80,7 @@ def compact(model: Any, betas: Sequence[str], messages: list[BaseMessage], instr
     compaction = {"type": "summarize", **({"instructions": instructions} if instructions else {})}
     runnable = model.with_config(tags=[TAG_NOSTREAM], run_name="compaction_native")
     # no context_management (the API refuses both) and no forced tool choice (a compaction samples no reply)
-    return runnable.invoke(
+    answer: AIMessage = runnable.invoke(
         messages,
         compaction=compaction,
         betas=list(dict.fromkeys([*betas, ON_DEMAND_BETA])),
@@ -88,6 +88,7 @@ def compact(model: Any, betas: Sequence[str], messages: list[BaseMessage], instr
         tool_choice=None,
         stream=False,
     )
+    return answer
 
 
 def _refusal(setup: Setup) -> tuple[Any, str | None]:
@@ -101,7 +102,7 @@ def _refusal(setup: Setup) -> tuple[Any, str | None]:
     return chat, on_demand_refusal(getattr(chat, "model", None))
 
 
-def refuse_on_demand(setup: Setup) -> dict | None:
+def refuse_on_demand(setup: Setup) -> dict[str, Any] | None:
     """Say (a log line and an event) why ``summary={"native": True}`` cannot be native with this summarizer."""
     if setup.config.summary.native is not True or setup.model is None:
         return None
@@ -109,7 +110,7 @@ def refuse_on_demand(setup: Setup) -> dict | None:
     return emit_event({"stage": "native", "native": "refused", "error": refusal}) if refusal else None
 
 
-def refuse_threshold(agent_model: Any) -> dict | None:
+def refuse_threshold(agent_model: Any) -> dict[str, Any] | None:
     """Say (a log line and an event) why Anthropic refuses the threshold compaction the agent's model is set up with.
 
     A ``ChatAnthropic`` agent whose ``context_management`` holds a
@@ -121,7 +122,7 @@ def refuse_threshold(agent_model: Any) -> dict | None:
     return emit_event({"stage": "native", "native": "refused", "error": refusal}) if refusal else None
 
 
-def _add_billed(run: Run, usage: dict) -> dict:
+def _add_billed(run: Run, usage: dict[str, Any]) -> dict[str, Any]:
     """Add what the provider bills for a compaction (its ``usage.iterations``) to the run's usage; return it."""
     bill = billed(usage)._asdict()
     read = bill["input_tokens"] + bill["cache_read_tokens"] + bill["cache_write_tokens"]
@@ -138,7 +139,7 @@ def native_answer(
     focus: str | None,
     instructions: Sequence[str | None],
     run: Run,
-    events: list[dict],
+    events: list[dict[str, Any]],
 ) -> Steps[NativeAnswer | None]:
     """Yield the on-demand compaction of ``evicted``; return its answer, or None when the package's summary is used.
 
@@ -177,7 +178,7 @@ def native_answer(
     return NativeAnswer(native_body(text), block, model) if block is not None and text is not None else None
 
 
-def observed(evicted: Sequence[BaseMessage], events: list[dict]) -> list[BaseMessage]:
+def observed(evicted: Sequence[BaseMessage], events: list[dict[str, Any]]) -> list[BaseMessage]:
     """Return what the summarizer reads of ``evicted``: what a provider compacted, as its own summary.
 
     The newest compaction block an agent's answer holds stands for every

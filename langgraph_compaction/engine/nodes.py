@@ -48,17 +48,17 @@ __all__ = ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionEngine", "PassRes
 class PassResult:
     """What one compaction pass did: ``update`` applies it, ``state`` is the state after it."""
 
-    update: dict
+    update: dict[str, Any]
     state: Any
-    events: list[dict]
+    events: list[dict[str, Any]]
 
     @property
-    def messages(self) -> list:
+    def messages(self) -> list[Any]:
         """Return the state's messages after the pass (in view mode the whole history, not what the model is sent)."""
         return list(state_value(self.state, "messages") or [])
 
 
-def combined(updates: Sequence[dict]) -> dict:
+def combined(updates: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Return one state update equal to applying ``updates`` in order."""
     update: dict[str, Any] = {}
     writes = [m for u in updates for m in (u.get("messages") or [])]
@@ -177,7 +177,7 @@ class CompactionEngine:
         record = read_compaction(state_value(state, "compaction"))
         return self.setup.messages_of(state_value(state, "messages") or [], record), record
 
-    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict]:
+    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict[str, Any]]:
         """The gate's steps over ``state``: answer calls left unanswered, layers 1-2 and the decision to summarize."""
         record = read_compaction(state_value(state, "compaction"))
         repaired, added = answer_unanswered(state_value(state, "messages") or [])
@@ -217,7 +217,9 @@ class CompactionEngine:
         return self.memos.get(thread_id, messages, self.setup.counter)
 
     # -- the graph front's nodes
-    def _node(self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig) -> dict:
+    def _node(
+        self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig
+    ) -> dict[str, Any]:
         run = self.where(config, state)
         return drive(
             guarded(stage_name(node), self._update(node, steps(state, run)), failed_update), self.performer(run)
@@ -225,43 +227,43 @@ class CompactionEngine:
 
     async def _anode(
         self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig
-    ) -> dict:
+    ) -> dict[str, Any]:
         run = self.where(config, state)
         return await adrive(
             guarded(stage_name(node), self._update(node, steps(state, run)), failed_update), self.performer(run)
         )
 
     @staticmethod
-    def _update(node: str, steps: Steps[Any]) -> Steps[dict]:
+    def _update(node: str, steps: Steps[Any]) -> Steps[dict[str, Any]]:
         """Return a node's steps returning its graph update (the gate's steps return it; the others, their result)."""
         return steps if node == GATE else rendered(steps)
 
-    def gate(self, state: Any, config: RunnableConfig) -> dict:
+    def gate(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The gate node: layers 1-2 and the decision, before every model call (no LLM)."""
         return self._node(GATE, self.gate_steps, state, config)
 
-    async def agate(self, state: Any, config: RunnableConfig) -> dict:
+    async def agate(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return await self._anode(GATE, self.gate_steps, state, config)
 
-    def offload(self, state: Any, config: RunnableConfig) -> dict:
+    def offload(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The offload node: append every message not yet in the transcript (each message once per thread)."""
         return self._node(OFFLOAD, self.offload_steps, state, config)
 
-    async def aoffload(self, state: Any, config: RunnableConfig) -> dict:
+    async def aoffload(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return await self._anode(OFFLOAD, self.offload_steps, state, config)
 
-    def flush(self, state: Any, config: RunnableConfig) -> dict:
+    def flush(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The flush node: extract long-term memories from the evicted prefix into today's ledger."""
         return self._node(FLUSH, self.flush_steps, state, config)
 
-    async def aflush(self, state: Any, config: RunnableConfig) -> dict:
+    async def aflush(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return await self._anode(FLUSH, self.flush_steps, state, config)
 
-    def summarize(self, state: Any, config: RunnableConfig) -> dict:
+    def summarize(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         """The summarize node: replace the evicted prefix by one structured summary (the join of flush and offload)."""
         return self._node(SUMMARIZE, self.summarize_steps, state, config)
 
-    async def asummarize(self, state: Any, config: RunnableConfig) -> dict:
+    async def asummarize(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
         return await self._anode(SUMMARIZE, self.summarize_steps, state, config)
 
     def route(self, state: Any) -> list[str] | str:
@@ -291,7 +293,7 @@ class CompactionEngine:
         return self._result(updates, after)
 
     @staticmethod
-    def _result(updates: list[dict], state: Any) -> PassResult:
+    def _result(updates: list[dict[str, Any]], state: Any) -> PassResult:
         update = combined(updates)
         return PassResult(update=update, state=state, events=list((update.get("compaction") or {}).get("events") or []))
 

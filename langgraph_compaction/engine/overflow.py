@@ -35,7 +35,7 @@ from .state import read_compaction
 
 
 def smallest_request_problem(
-    messages: Sequence[BaseMessage], counts: Sequence[int], window: int, fixed: int, calibration: dict
+    messages: Sequence[BaseMessage], counts: Sequence[int], window: int, fixed: int, calibration: dict[str, Any]
 ) -> str:
     """Return why the compacted request is still over ``window`` tokens: its size and its largest part."""
     total = calibrated_tokens(sum(counts), calibration, fixed)
@@ -55,7 +55,7 @@ def smallest_request_problem(
     )
 
 
-def in_front(update: dict, output: Any) -> Any:
+def in_front(update: dict[str, Any], output: Any) -> Any:
     """Return a model node's output with a compaction ``update`` applied before it.
 
     The output may be a dict, a ``Command`` or a list of them (what
@@ -83,7 +83,7 @@ def in_front(update: dict, output: Any) -> Any:
     return merged
 
 
-def _merged(output: Any, messages: list, compaction: dict) -> Any:
+def _merged(output: Any, messages: list[Any], compaction: dict[str, Any]) -> Any:
     """Return the retried node's output with the compacted history written in front of its messages."""
     return in_front({"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages], "compaction": compaction}, output)
 
@@ -111,7 +111,7 @@ def recovery_steps(engine: Stages, state: Any, run: Run) -> Steps[Any]:
     if requested:
         calibration = observe(calibration, requested, sum(counts) + engine.fixed_tokens, window=window)
     window = window or calibration["window"] or run.budget.hard_limit
-    updates: list[dict] = [{"compaction": {"calibration": calibration}}]
+    updates: list[dict[str, Any]] = [{"compaction": {"calibration": calibration}}]
     working = apply_update(state, updates[0])
 
     compacted_updates, working = yield from pass_steps(engine, working, run, overflow=True)
@@ -146,7 +146,7 @@ def recovery_steps(engine: Stages, state: Any, run: Run) -> Steps[Any]:
     return _merged(output, list(state_value(working, "messages") or []), update_delta(updates))
 
 
-def _request(system_prompt: Any, messages: list) -> list:
+def _request(system_prompt: Any, messages: list[Any]) -> list[Any]:
     if not system_prompt:
         return messages
     system = system_prompt if isinstance(system_prompt, SystemMessage) else SystemMessage(content=system_prompt)
@@ -155,7 +155,7 @@ def _request(system_prompt: Any, messages: list) -> list:
 
 def invoke_with_recovery(
     nodes: Any, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
-) -> dict:
+) -> dict[str, Any]:
     """Call ``model`` on the state's messages and return the node update ``{"messages": [reply]}``.
 
     For a node that calls the model itself: when the model refuses the request
@@ -172,15 +172,16 @@ def invoke_with_recovery(
     """
     config = config or {}
 
-    def call(s: Any) -> dict:
+    def call(s: Any) -> dict[str, Any]:
         return {"messages": [model.invoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
-    return nodes.recover(state, nodes.where(config, state), call)
+    update: dict[str, Any] = nodes.recover(state, nodes.where(config, state), call)
+    return update
 
 
 async def ainvoke_with_recovery(
     nodes: Any, model: Any, state: Any, config: RunnableConfig | None = None, *, system_prompt: Any = None
-) -> dict:
+) -> dict[str, Any]:
     """Return ``invoke_with_recovery``'s update, calling the model with ``ainvoke``.
 
     Args:
@@ -192,7 +193,8 @@ async def ainvoke_with_recovery(
     """
     config = config or {}
 
-    async def call(s: Any) -> dict:
+    async def call(s: Any) -> dict[str, Any]:
         return {"messages": [await model.ainvoke(_request(system_prompt, nodes.messages_of(s)), config)]}
 
-    return await nodes.arecover(state, nodes.where(config, state), call)
+    update: dict[str, Any] = await nodes.arecover(state, nodes.where(config, state), call)
+    return update

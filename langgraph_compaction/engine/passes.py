@@ -45,7 +45,7 @@ class Stages(Protocol):
 
     def messages_of(self, state: Any) -> list[BaseMessage]: ...
 
-    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict]: ...
+    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict[str, Any]]: ...
 
     def offload_steps(self, state: Any, run: Run) -> Steps[OffloadResult]: ...
 
@@ -63,7 +63,7 @@ def replaced_state(state: Any, **values: Any) -> Any:
     return dataclasses.replace(state, **values)
 
 
-def apply_update(state: Any, update: dict) -> Any:
+def apply_update(state: Any, update: dict[str, Any]) -> Any:
     """Return the state after a compaction node's update (the graph's reducers, applied in place of the graph)."""
     values = {}
     if update.get("messages"):
@@ -95,7 +95,7 @@ def stable_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
-def with_message_ids(state: Any) -> tuple[Any, list]:
+def with_message_ids(state: Any) -> tuple[Any, list[Any]]:
     """Return the state with an id on every message, and the writes that put those ids in the graph's state.
 
     A channel that adds no ids (deepagents' messages channel, given a
@@ -133,7 +133,7 @@ def added_messages(writes: Sequence[BaseMessage]) -> list[BaseMessage]:
     return cast(list[BaseMessage], add_messages([], given))
 
 
-def update_delta(updates: list[dict]) -> dict:
+def update_delta(updates: list[dict[str, Any]]) -> dict[str, Any]:
     """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
     out: dict[str, Any] = {"counts": {}, "edited_messages": {}, "events": []}
     for update in updates:
@@ -153,7 +153,7 @@ def stage_name(node: str) -> str:
     return node.removeprefix("compaction_")
 
 
-def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> Steps[tuple[list[dict], Any]]:
+def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> Steps[tuple[list[dict[str, Any]], Any]]:
     """The whole pass as one step; return the updates in the order applied, and the state after them.
 
     ``overflow=True`` runs the gate in overflow mode (a request the model refused as too long).

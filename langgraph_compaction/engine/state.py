@@ -340,7 +340,9 @@ class CompactionState(TypedDict):
     messages: Annotated[
         list[AnyMessage], DeltaChannel(messages_delta_reducer, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY)
     ]
-    compaction: Annotated[dict, DeltaChannel(merge_compaction_writes, snapshot_frequency=COMPACTION_SNAPSHOT_EVERY)]
+    compaction: Annotated[
+        dict[str, Any], DeltaChannel(merge_compaction_writes, snapshot_frequency=COMPACTION_SNAPSHOT_EVERY)
+    ]
 
 
 class CompactionInput(TypedDict):
@@ -354,4 +356,4 @@ class CompactionInput(TypedDict):
 class CompactionChannel(TypedDict):
     """Just the ``compaction`` key, added to a user's graph that lacks it."""
 
-    compaction: Annotated[dict, merge_compaction]
+    compaction: Annotated[dict[str, Any], merge_compaction]

@@ -11,6 +11,7 @@ the model refuses a part as too long.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -38,7 +39,9 @@ PREFIX_ALLOWANCE = 4_000
 Answer = tuple[str | None, str | None]
 
 
-def cached_prefix(setup: Setup, messages: Sequence[BaseMessage], pending: Pending | dict) -> list[BaseMessage] | None:
+def cached_prefix(
+    setup: Setup, messages: Sequence[BaseMessage], pending: Pending | dict[str, Any]
+) -> list[BaseMessage] | None:
     """Return the agent's own request up to the cut (system prompt first), or None when it cannot be reused.
 
     It cannot after an overflow (the agent's request was refused as too
@@ -60,7 +63,7 @@ def summarizer_budget(setup: Setup) -> int:
     return max(1_000, window - min(setup.config.reserved, window // 2) - 1_500)
 
 
-def _prompt(setup: Setup, instructions: Sequence[str | None]) -> dict:
+def _prompt(setup: Setup, instructions: Sequence[str | None]) -> dict[str, Any]:
     config = setup.config
     return {"prompt": config.summary.prompt, "instructions": [config.summary.instructions, *instructions]}
 

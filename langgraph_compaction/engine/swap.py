@@ -48,7 +48,7 @@ class Outcome:
     blocked: str | None = None
 
 
-def background_event(name: str, **fields: Any) -> dict:
+def background_event(name: str, **fields: Any) -> dict[str, Any]:
     return emit_event({"stage": "background", "event": name, **fields})
 
 
@@ -75,11 +75,11 @@ class GateCall:
 
     def may_prepare(self) -> bool:
         """Return False when a job would only fail: no summarizer, or its breaker is open (blocking has a fallback)."""
-        breaker: dict = dict(self.record["breaker"] or {})
+        breaker: dict[str, Any] = dict(self.record["breaker"] or {})
         return self.setup.model is not None and not (breaker.get("open_until") or 0) > time.time()
 
 
-def swap(gate: GateCall, prepared: dict) -> Steps[bool]:
+def swap(gate: GateCall, prepared: dict[str, Any]) -> Steps[bool]:
     """Yield the swap of a ready summary; return True when it was applied.
 
     False: it was discarded (``compaction["prepared"]`` is None in the
@@ -98,7 +98,7 @@ def swap(gate: GateCall, prepared: dict) -> Steps[bool]:
     return True
 
 
-def _check(gate: GateCall, prepared: dict) -> tuple[BaseMessage | None, str | None]:
+def _check(gate: GateCall, prepared: dict[str, Any]) -> tuple[BaseMessage | None, str | None]:
     """Return (the summary message, None) when a prepared summary may replace what it covers now, else (None, why)."""
     problem = record_problem(prepared) or prepared_problem(prepared, gate.messages)
     if problem is not None:
@@ -108,7 +108,9 @@ def _check(gate: GateCall, prepared: dict) -> tuple[BaseMessage | None, str | No
     return summary, new_pairing_problem(gate.messages, result)
 
 
-def _hook_messages(gate: GateCall, prepared: dict, summary: BaseMessage, evict_ids: set) -> Steps[list[BaseMessage]]:
+def _hook_messages(
+    gate: GateCall, prepared: dict[str, Any], summary: BaseMessage, evict_ids: set[Any]
+) -> Steps[list[BaseMessage]]:
     """Call ``after_compaction`` for a summary being applied; return its messages, unless they undo the shrink."""
     setup, messages, counts, run = gate.setup, gate.messages, gate.counts, gate.run
     info = CompactionInfo(
@@ -131,10 +133,12 @@ def _hook_messages(gate: GateCall, prepared: dict, summary: BaseMessage, evict_i
 
 
 #: What ``_apply`` returns for a summary that waits for a later call (the transcript failed).
-_LATER: tuple[dict, list | None, list[BaseMessage]] = ({}, None, [])
+_LATER: tuple[dict[str, Any], list[Any] | None, list[BaseMessage]] = ({}, None, [])
 
 
-def _apply(gate: GateCall, prepared: dict) -> Steps[tuple[dict, list | None, list[BaseMessage]] | None]:
+def _apply(
+    gate: GateCall, prepared: dict[str, Any]
+) -> Steps[tuple[dict[str, Any], list[Any] | None, list[BaseMessage]] | None]:
     """Yield the application of a ready summary (its hook, the transcript, the ledger); return its update, or None.
 
     The summary may replace what it covers when that is unchanged and what it

@@ -145,7 +145,7 @@ def flush_input(messages: Sequence[BaseMessage], flushed_ids: Sequence[str]) -> 
     return [m for m in messages if not is_summary(m) and not is_injected(m) and m.id not in done]
 
 
-def _ledger_values(memory_md: str, ledger: str, day: str) -> dict:
+def _ledger_values(memory_md: str, ledger: str, day: str) -> dict[str, Any]:
     return {
         "ledger_path": ledger_relpath(day),
         "today": day,
@@ -363,7 +363,7 @@ def pending_entries(ledgers: dict[str, str], watermark: dict[str, Any]) -> dict[
     return out
 
 
-def advanced_watermark(ledgers: dict[str, str]) -> dict[str, dict]:
+def advanced_watermark(ledgers: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Return the watermark that marks these ledger texts as consolidated."""
     return {path: {"chars": len(text), "sha256": _sha(text)} for path, text in ledgers.items()}
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 
-def message_records(messages: list[Any]) -> list[dict]:
+def message_records(messages: list[Any]) -> list[dict[str, Any]]:
     """Return ``messages_to_dict`` records that keep each field's values as they are.
 
     ``messages_to_dict`` dumps nested models (a pydantic artifact becomes a
@@ -36,7 +36,7 @@ def message_records(messages: list[Any]) -> list[dict]:
     return [{"type": m.type, "data": dict(m)} for m in messages]
 
 
-def record_id(record: dict) -> str | None:
+def record_id(record: dict[str, Any]) -> str | None:
     """Return the message id of a ``messages_to_dict`` record (None when it has none)."""
     data = record.get("data")
     return data.get("id") if isinstance(data, dict) else None
@@ -58,14 +58,14 @@ class CompactionStorage(Protocol):
     def transcript_location(self, thread_id: str) -> str:
         """Return where an operator finds the thread's transcript (a file's absolute path, a store namespace)."""
 
-    def append_transcript(self, thread_id: str, records: list[dict]) -> str:
+    def append_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         """Append the records not stored yet (by message id and revision) and return the transcript's location.
 
         The location is what the summary, its compaction note and the context
         status name: relative to the storage or a logical name.
         """
 
-    def read_transcript(self, thread_id: str) -> list[dict]:
+    def read_transcript(self, thread_id: str) -> list[dict[str, Any]]:
         """Return every stored version of every message, in the order first written."""
 
     def read_memory_file(self, user_id: str, relpath: str) -> str | None:
@@ -96,14 +96,14 @@ class CompactionStorage(Protocol):
     def memory_location(self, user_id: str, relpath: str) -> str:
         """Return where an operator finds a memory file (a file's absolute path, a store key), for provenance."""
 
-    def read_prepared(self, thread_id: str, key: str) -> dict | None:
+    def read_prepared(self, thread_id: str, key: str) -> dict[str, Any] | None:
         """Return the summary prepared in the background for a conversation of the thread, or None."""
 
-    def write_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+    def write_prepared(self, thread_id: str, key: str, record: dict[str, Any] | None) -> None:
         """Keep (or, with None, remove) the summary prepared for a conversation of the thread, replacing any."""
 
-    async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str: ...
-    async def aread_transcript(self, thread_id: str) -> list[dict]: ...
+    async def aappend_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str: ...
+    async def aread_transcript(self, thread_id: str) -> list[dict[str, Any]]: ...
     async def aread_memory_file(self, user_id: str, relpath: str) -> str | None: ...
     async def aappend_memory_file(self, user_id: str, relpath: str, text: str) -> str: ...
     async def aappend_memory_entry(
@@ -112,5 +112,5 @@ class CompactionStorage(Protocol):
     async def areplace_memory_file(self, user_id: str, relpath: str, text: str) -> str: ...
     async def adelete_memory_file(self, user_id: str, relpath: str) -> None: ...
     async def alist_memory_files(self, user_id: str) -> list[str]: ...
-    async def aread_prepared(self, thread_id: str, key: str) -> dict | None: ...
-    async def awrite_prepared(self, thread_id: str, key: str, record: dict | None) -> None: ...
+    async def aread_prepared(self, thread_id: str, key: str) -> dict[str, Any] | None: ...
+    async def awrite_prepared(self, thread_id: str, key: str, record: dict[str, Any] | None) -> None: ...

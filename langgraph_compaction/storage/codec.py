@@ -158,7 +158,7 @@ def checkpointed(value: Any) -> Any:
 
 def same_version(a: Any, b: Any) -> bool:
     """Return True when two records are equal, or equal once both are in their checkpointed form."""
-    return a == b or checkpointed(a) == checkpointed(b)
+    return bool(a == b or checkpointed(a) == checkpointed(b))
 
 
 def revision(encoded: Any) -> str:
@@ -166,13 +166,13 @@ def revision(encoded: Any) -> str:
     return hashlib.sha256(_canonical(encoded).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def versioned(record: dict) -> tuple[str | None, str, Any]:
+def versioned(record: dict[str, Any]) -> tuple[str | None, str, Any]:
     """Return (message id, revision, encoded record) of a transcript record: how both backends key and store it."""
     encoded = encode(record)
     return record_id(record), revision(encoded), encoded
 
 
-def unencodable_fields(records: list[dict]) -> list[str]:
+def unencodable_fields(records: list[dict[str, Any]]) -> list[str]:
     """Return the fields of these records that only a marked repr can store (the offload event names them)."""
     marked: list[str] = []
     for record in records:

@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .base import record_id
 from .codec import decode, revision, versioned
@@ -31,12 +32,12 @@ from .names import DEFAULT_USER, check_relpath, safe_label
 _LINE_HEAD = re.compile(rb'\{"id":(null|"(?:[^"\\]|\\.)*"),"rev":"([0-9a-f]+)"')
 
 
-def _version(line: dict) -> tuple[str | None, str]:
+def _version(line: dict[str, Any]) -> tuple[str | None, str]:
     """Return (message id, revision) of a stored line; lines written before revisions get theirs computed."""
     return (record_id(line), line["rev"]) if "rev" in line else (record_id(line), revision(line))
 
 
-def _encoded_lines(records: list[dict]) -> list[tuple[tuple[str | None, str], str]]:
+def _encoded_lines(records: list[dict[str, Any]]) -> list[tuple[tuple[str | None, str], str]]:
     """Return each record's (id, revision) and its JSON line: typed-encoded, led by the id and revision."""
     out = []
     for record in records:
@@ -46,11 +47,12 @@ def _encoded_lines(records: list[dict]) -> list[tuple[tuple[str | None, str], st
     return out
 
 
-def _decoded(line: dict) -> dict:
+def _decoded(line: dict[str, Any]) -> dict[str, Any]:
     """Return the ``messages_to_dict`` record of a stored line (lines without a revision were plain JSON)."""
     if "rev" not in line:
         return line
-    return decode({k: v for k, v in line.items() if k not in ("id", "rev")})
+    record: dict[str, Any] = decode({k: v for k, v in line.items() if k not in ("id", "rev")})
+    return record
 
 
 def _make_dirs(path: Path) -> Path:
@@ -145,7 +147,7 @@ class FileStorage:
             later ``chdir`` (an agent's shell tool) does not move it.
     """
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.abspath(root))
 
     # -- paths
@@ -179,7 +181,7 @@ class FileStorage:
         return str(self._memory_path(user_id, relpath))
 
     # -- transcripts
-    def append_transcript(self, thread_id: str, records: list[dict]) -> str:
+    def append_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         path = self._transcript_path(thread_id)
         _make_dirs(path.parent)
         lines = _encoded_lines(records)
@@ -199,7 +201,7 @@ class FileStorage:
             os.close(fd)
         return self._transcript_name(thread_id)
 
-    def read_transcript(self, thread_id: str) -> list[dict]:
+    def read_transcript(self, thread_id: str) -> list[dict[str, Any]]:
         path = self._transcript_path(thread_id)
         if not path.exists():
             return []
@@ -281,14 +283,14 @@ class FileStorage:
         path = self.root / "prepared" / safe_label(thread_id) / f"{safe_label(key)}.json"
         return self._contained(path, "a prepared summary")
 
-    def read_prepared(self, thread_id: str, key: str) -> dict | None:
+    def read_prepared(self, thread_id: str, key: str) -> dict[str, Any] | None:
         try:
             value = json.loads(self._prepared_path(thread_id, key).read_text(encoding="utf-8"))
         except (FileNotFoundError, ValueError):
             return None
         return value if isinstance(value, dict) else None
 
-    def write_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+    def write_prepared(self, thread_id: str, key: str, record: dict[str, Any] | None) -> None:
         path = self._prepared_path(thread_id, key)
         if record is None:
             path.unlink(missing_ok=True)
@@ -303,10 +305,10 @@ class FileStorage:
         os.replace(tmp, path)
 
     # -- async twins: the same methods in a worker thread, off the event loop
-    async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str:
+    async def aappend_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         return await asyncio.to_thread(self.append_transcript, thread_id, records)
 
-    async def aread_transcript(self, thread_id: str) -> list[dict]:
+    async def aread_transcript(self, thread_id: str) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.read_transcript, thread_id)
 
     async def aread_memory_file(self, user_id: str, relpath: str) -> str | None:
@@ -329,8 +331,8 @@ class FileStorage:
     async def alist_memory_files(self, user_id: str) -> list[str]:
         return await asyncio.to_thread(self.list_memory_files, user_id)
 
-    async def aread_prepared(self, thread_id: str, key: str) -> dict | None:
+    async def aread_prepared(self, thread_id: str, key: str) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.read_prepared, thread_id, key)
 
-    async def awrite_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+    async def awrite_prepared(self, thread_id: str, key: str, record: dict[str, Any] | None) -> None:
         await asyncio.to_thread(self.write_prepared, thread_id, key, record)

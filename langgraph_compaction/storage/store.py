@@ -33,16 +33,16 @@ def _bullet_key(relpath: str, bullet: str) -> str:
     return hashlib.sha256(f"{relpath}\x00{normalize_bullet(bullet)}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _transcript_items(records: list[dict]) -> list[tuple[str, dict]]:
+def _transcript_items(records: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """Return the (key, value) items of these records, each version once, in the order given."""
-    stamp, items = time.time_ns(), dict[str, dict]()
+    stamp, items = time.time_ns(), dict[str, dict[str, Any]]()
     for i, record in enumerate(records):
         rid, rev, encoded = versioned(record)
         items.setdefault(f"{rid or ''}@{rev}", {"id": rid, "rev": rev, "record": encoded, "order": [stamp, i]})
     return list(items.items())
 
 
-def _missing(items: list[tuple[str, dict]], found: list[Any]) -> list[tuple[str, dict]]:
+def _missing(items: list[tuple[str, dict[str, Any]]], found: list[Any]) -> list[tuple[str, dict[str, Any]]]:
     """Return the items not stored yet: neither under their key nor as the same version under the bare id.
 
     ``found`` holds the reads ``_version_reads`` asked for: each item's key,
@@ -57,11 +57,11 @@ def _missing(items: list[tuple[str, dict]], found: list[Any]) -> list[tuple[str,
     ]
 
 
-def _version_reads(ns: tuple[str, ...], items: list[tuple[str, dict]]) -> list[GetOp]:
+def _version_reads(ns: tuple[str, ...], items: list[tuple[str, dict[str, Any]]]) -> list[GetOp]:
     return [GetOp(ns, key) for key, _ in items] + [GetOp(ns, value["id"] or "@") for _, value in items]
 
 
-def _sorted(items: list[Any]) -> list[dict]:
+def _sorted(items: list[Any]) -> list[dict[str, Any]]:
     ordered = sorted(items, key=lambda it: tuple(it.value.get("order", (0, 0))))
     return [decode(it.value["record"]) if "rev" in it.value else it.value["record"] for it in ordered]
 
@@ -81,7 +81,7 @@ def _file_text(base: Any, entries: list[Any]) -> str | None:
     return text
 
 
-def _entry_items(relpath: str, entry: str | None) -> list[tuple[str, dict]]:
+def _entry_items(relpath: str, entry: str | None) -> list[tuple[str, dict[str, Any]]]:
     """Return the (key, value) items of a ledger entry's bullets, each sharing the entry's header."""
     if not entry:
         return []
@@ -146,24 +146,24 @@ class StoreStorage:
         return items
 
     # -- transcripts
-    def append_transcript(self, thread_id: str, records: list[dict]) -> str:
+    def append_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         ns = self._tns(thread_id)
         items = _transcript_items(records)
         for key, value in _missing(items, self.store.batch(_version_reads(ns, items)) if items else []):
             self.store.put(ns, key, value, index=False)
         return self.transcript_location(thread_id)
 
-    async def aappend_transcript(self, thread_id: str, records: list[dict]) -> str:
+    async def aappend_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         ns = self._tns(thread_id)
         items = _transcript_items(records)
         for key, value in _missing(items, await self.store.abatch(_version_reads(ns, items)) if items else []):
             await self.store.aput(ns, key, value, index=False)
         return self.transcript_location(thread_id)
 
-    def read_transcript(self, thread_id: str) -> list[dict]:
+    def read_transcript(self, thread_id: str) -> list[dict[str, Any]]:
         return _sorted(self._search_all(self._tns(thread_id)))
 
-    async def aread_transcript(self, thread_id: str) -> list[dict]:
+    async def aread_transcript(self, thread_id: str) -> list[dict[str, Any]]:
         return _sorted(await self._asearch_all(self._tns(thread_id)))
 
     # -- memory files
@@ -241,21 +241,21 @@ class StoreStorage:
     def _pns(self, thread_id: str) -> tuple[str, ...]:
         return (*_PREPARED, safe_label(thread_id))
 
-    def read_prepared(self, thread_id: str, key: str) -> dict | None:
+    def read_prepared(self, thread_id: str, key: str) -> dict[str, Any] | None:
         item = self.store.get(self._pns(thread_id), safe_label(key))
         return dict(item.value) if item is not None else None
 
-    async def aread_prepared(self, thread_id: str, key: str) -> dict | None:
+    async def aread_prepared(self, thread_id: str, key: str) -> dict[str, Any] | None:
         item = await self.store.aget(self._pns(thread_id), safe_label(key))
         return dict(item.value) if item is not None else None
 
-    def _ttl(self, record: dict) -> dict[str, float]:
+    def _ttl(self, record: dict[str, Any]) -> dict[str, float]:
         """Return the ``ttl`` to put a record with (minutes, up to its ``expires_at``) when the store keeps one."""
         if not getattr(self.store, "supports_ttl", False) or "expires_at" not in record:
             return {}
         return {"ttl": max(1.0, math.ceil((record["expires_at"] - time.time()) / 60))}
 
-    def write_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+    def write_prepared(self, thread_id: str, key: str, record: dict[str, Any] | None) -> None:
         if record is None:
             self.store.delete(self._pns(thread_id), safe_label(key))
             return
@@ -263,7 +263,7 @@ class StoreStorage:
         for item in self.store.search(_PREPARED, filter=_expired(), limit=_SWEEP):
             self.store.delete(item.namespace, item.key)
 
-    async def awrite_prepared(self, thread_id: str, key: str, record: dict | None) -> None:
+    async def awrite_prepared(self, thread_id: str, key: str, record: dict[str, Any] | None) -> None:
         if record is None:
             await self.store.adelete(self._pns(thread_id), safe_label(key))
             return
@@ -277,5 +277,5 @@ class StoreStorage:
 _PREPARED, _SWEEP = (_NS_ROOT, "prepared"), 50
 
 
-def _expired() -> dict:
+def _expired() -> dict[str, Any]:
     return {"expires_at": {"$lt": time.time()}}
