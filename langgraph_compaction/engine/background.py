@@ -124,6 +124,8 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     if waited is not None and (yield from swap(gate, waited)):
         yield from _next_job(gate)
         return gate.out
+    if record["lease"] is not None:  # compacted blocking, the prefix goes: its job's summary is looked for no more
+        _release(gate, record["lease"]["id"])
     gate.out.blocked = gate.out.blocked or "no summary was prepared in time"
     return gate.out
 

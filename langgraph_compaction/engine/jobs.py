@@ -152,7 +152,10 @@ class Published(Runner):
     """Waits for a summary another worker prepares: it reads the storage where that worker publishes it.
 
     The job's ``meta`` names the lease (its ``id``); the job is done when a
-    record of that id is published (its outcome) or the wait runs out.
+    record of that id is published (its outcome) or the wait runs out. A read
+    that fails (the storage restarting) is one look missed, not the end of
+    the wait: failing the gate would leave the lease in place, and the next
+    gate call would wait for it again.
     """
 
     def __init__(self, storage: object, thread_id: str, key: str) -> None:
@@ -164,9 +167,21 @@ class Published(Runner):
             job.future.set_result(record)
         return job.future is not None
 
+    def _read(self) -> object:
+        try:
+            return self.storage.read_prepared(self.thread_id, self.key)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the storage restarting: look again at the next poll
+            return None
+
+    async def _aread(self) -> object:
+        try:
+            return await self.storage.aread_prepared(self.thread_id, self.key)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - the storage restarting: look again at the next poll
+            return None
+
     def wait_sync(self, job: Job, timeout: float | None) -> bool:
         deadline = time.monotonic() + (timeout if timeout is not None else 0.0)
-        while not self._found(job, self.storage.read_prepared(self.thread_id, self.key)):  # type: ignore[attr-defined]
+        while not self._found(job, self._read()):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(POLL_SECONDS)
@@ -174,7 +189,7 @@ class Published(Runner):
 
     async def wait_async(self, job: Job, timeout: float | None) -> bool:
         deadline = time.monotonic() + (timeout if timeout is not None else 0.0)
-        while not self._found(job, await self.storage.aread_prepared(self.thread_id, self.key)):  # type: ignore[attr-defined]
+        while not self._found(job, await self._aread()):
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(POLL_SECONDS)

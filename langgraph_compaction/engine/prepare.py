@@ -90,13 +90,20 @@ def prepare_steps(
     summary, *flushed = yield Parallel(tuple(steps))
     made = JobResult(meta, summary, offloaded, flushed[0] if flushed else None, run.usage).record()
     if run.storage is not None and getattr(run.storage, "shared", True):
-        try:
-            yield StorageCall("write_prepared", (run.thread_id, published_key(key), published(setup, meta, made)))
-        except Exception as exc:  # noqa: BLE001 - this worker's own gate still finds the record in its job
-            emit_event(
-                {"stage": "background", "error": f"the prepared summary was not published: {describe_error(exc)}"}
-            )
+        shared = published(setup, meta, made)
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):  # a worker waiting for it finds nothing else: it would time out
+            try:
+                yield StorageCall("write_prepared", (run.thread_id, published_key(key), shared))
+                break
+            except Exception as exc:  # noqa: BLE001 - this worker's own gate still finds the record in its job
+                if attempt == PUBLISH_ATTEMPTS:
+                    error = f"the prepared summary was not published: {describe_error(exc)}"
+                    emit_event({"stage": "background", "error": error})
     return made
+
+
+#: How many times a job tries to publish what it made (the storage may be restarting) before giving up.
+PUBLISH_ATTEMPTS = 3
 
 
 def published(setup: Setup, meta: dict[str, Any], made: dict[str, Any]) -> dict[str, Any]:
