@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from langgraph.config import get_stream_writer
 
+from .state import GraphUpdate
+
 logger = logging.getLogger("langgraph_compaction")
 R = TypeVar("R")
 
@@ -84,7 +86,7 @@ def failure_event(stage: str, exc: Exception) -> dict[str, Any]:
     return event
 
 
-def failed_update(stage: str, exc: Exception) -> dict[str, Any]:
+def failed_update(stage: str, exc: Exception) -> GraphUpdate:
     """Return the update of a node that failed: nothing pending, the error recorded, messages untouched."""
     event = failure_event(stage, exc)
     return {"compaction": {"pending": None, "last_error": event["error"], "events": [event], "counts": {"failed": 1}}}

@@ -34,7 +34,7 @@ from .passes import message_writes
 from .prepare import job_key
 from .run import RUN_THREAD, Run
 from .setup import Setup
-from .state import COMPACTION_REFRESH_MESSAGES, CompactionRecord, Pending
+from .state import COMPACTION_REFRESH_MESSAGES, CompactionRecord, GraphUpdate, Pending
 from .swap import GateCall, Outcome
 
 GATE = "compaction_gate"
@@ -304,7 +304,7 @@ def gate_steps(
     run: Run,
     overflow: bool = False,
     repair: tuple[Sequence[BaseMessage], Sequence[ToolMessage]] | None = None,
-) -> Steps[dict[str, Any]]:
+) -> Steps[GraphUpdate]:
     """The gate's steps over the messages compaction works on; return the node's update.
 
     ``repair`` is the state's history with its unanswered tool calls answered
@@ -401,9 +401,9 @@ def _mark_run(record: CompactionRecord, run: Run, out: GateUpdate) -> None:
         out.compaction[RUN_THREAD] = run.thread_id
 
 
-def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> dict[str, Any]:
+def _finish(out: GateUpdate, record: CompactionRecord, messages: Sequence[BaseMessage]) -> GraphUpdate:
     """Return the gate's node update, with ``seen_messages`` refreshed when the record is due to be written."""
-    update: dict[str, Any] = {"messages": message_writes(out.messages)} if out.messages else {}
+    update: GraphUpdate = {"messages": message_writes(out.messages)} if out.messages else {}
     compaction = out.compaction
     if out.events:
         compaction["events"] = out.events

@@ -15,7 +15,7 @@ recovery wraps the agent's model call (``recover``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,7 +38,7 @@ from .passes import message_writes, pass_steps, stage_name, update_delta
 from .results import FlushResult, OffloadResult, SummaryResult, rendered
 from .run import CONTEXT_THRESHOLDS, Run, context_value, current_runtime, run_thread_id, run_user_id, state_value
 from .setup import EngineOptions, Setup, storage_for
-from .state import read_compaction
+from .state import GraphUpdate, read_compaction
 from .summarize import SUMMARIZE, summary_result
 
 __all__ = ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionEngine", "PassResult"]
@@ -48,7 +48,7 @@ __all__ = ["FLUSH", "GATE", "OFFLOAD", "SUMMARIZE", "CompactionEngine", "PassRes
 class PassResult:
     """What one compaction pass did: ``update`` applies it, ``state`` is the state after it."""
 
-    update: dict[str, Any]
+    update: GraphUpdate
     state: Any
     events: list[dict[str, Any]]
 
@@ -58,9 +58,9 @@ class PassResult:
         return list(state_value(self.state, "messages") or [])
 
 
-def combined(updates: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def combined(updates: Sequence[Mapping[str, Any]]) -> GraphUpdate:
     """Return one state update equal to applying ``updates`` in order."""
-    update: dict[str, Any] = {}
+    update: GraphUpdate = {}
     writes = [m for u in updates for m in (u.get("messages") or [])]
     if writes:
         # a rewrite (the summary) makes every earlier edit part of it: what follows the last one is the history
@@ -177,7 +177,7 @@ class CompactionEngine:
         record = read_compaction(state_value(state, "compaction"))
         return self.setup.messages_of(state_value(state, "messages") or [], record), record
 
-    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict[str, Any]]:
+    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[GraphUpdate]:
         """The gate's steps over ``state``: answer calls left unanswered, layers 1-2 and the decision to summarize."""
         record = read_compaction(state_value(state, "compaction"))
         repaired, added = answer_unanswered(state_value(state, "messages") or [])
@@ -219,7 +219,7 @@ class CompactionEngine:
     # -- the graph front's nodes
     def _node(
         self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig
-    ) -> dict[str, Any]:
+    ) -> GraphUpdate:
         run = self.where(config, state)
         return drive(
             guarded(stage_name(node), self._update(node, steps(state, run)), failed_update), self.performer(run)
@@ -227,43 +227,43 @@ class CompactionEngine:
 
     async def _anode(
         self, node: str, steps: Callable[[Any, Run], Steps[Any]], state: Any, config: RunnableConfig
-    ) -> dict[str, Any]:
+    ) -> GraphUpdate:
         run = self.where(config, state)
         return await adrive(
             guarded(stage_name(node), self._update(node, steps(state, run)), failed_update), self.performer(run)
         )
 
     @staticmethod
-    def _update(node: str, steps: Steps[Any]) -> Steps[dict[str, Any]]:
+    def _update(node: str, steps: Steps[Any]) -> Steps[GraphUpdate]:
         """Return a node's steps returning its graph update (the gate's steps return it; the others, their result)."""
         return steps if node == GATE else rendered(steps)
 
-    def gate(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    def gate(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         """The gate node: layers 1-2 and the decision, before every model call (no LLM)."""
         return self._node(GATE, self.gate_steps, state, config)
 
-    async def agate(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    async def agate(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         return await self._anode(GATE, self.gate_steps, state, config)
 
-    def offload(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    def offload(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         """The offload node: append every message not yet in the transcript (each message once per thread)."""
         return self._node(OFFLOAD, self.offload_steps, state, config)
 
-    async def aoffload(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    async def aoffload(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         return await self._anode(OFFLOAD, self.offload_steps, state, config)
 
-    def flush(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    def flush(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         """The flush node: extract long-term memories from the evicted prefix into today's ledger."""
         return self._node(FLUSH, self.flush_steps, state, config)
 
-    async def aflush(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    async def aflush(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         return await self._anode(FLUSH, self.flush_steps, state, config)
 
-    def summarize(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    def summarize(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         """The summarize node: replace the evicted prefix by one structured summary (the join of flush and offload)."""
         return self._node(SUMMARIZE, self.summarize_steps, state, config)
 
-    async def asummarize(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    async def asummarize(self, state: Any, config: RunnableConfig) -> GraphUpdate:
         return await self._anode(SUMMARIZE, self.summarize_steps, state, config)
 
     def route(self, state: Any) -> list[str] | str:
@@ -293,7 +293,7 @@ class CompactionEngine:
         return self._result(updates, after)
 
     @staticmethod
-    def _result(updates: list[dict[str, Any]], state: Any) -> PassResult:
+    def _result(updates: list[GraphUpdate], state: Any) -> PassResult:
         update = combined(updates)
         return PassResult(update=update, state=state, events=list((update.get("compaction") or {}).get("events") or []))
 

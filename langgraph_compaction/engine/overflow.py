@@ -31,7 +31,7 @@ from .errors import ContextTooLongError, is_context_overflow, overflow_figures
 from .events import describe_error, emit_event
 from .passes import Stages, apply_update, pass_steps, update_delta
 from .run import Run, state_value
-from .state import read_compaction
+from .state import GraphUpdate, read_compaction
 
 
 def smallest_request_problem(
@@ -55,7 +55,7 @@ def smallest_request_problem(
     )
 
 
-def in_front(update: dict[str, Any], output: Any) -> Any:
+def in_front(update: GraphUpdate, output: Any) -> Any:
     """Return a model node's output with a compaction ``update`` applied before it.
 
     The output may be a dict, a ``Command`` or a list of them (what
@@ -111,7 +111,7 @@ def recovery_steps(engine: Stages, state: Any, run: Run) -> Steps[Any]:
     if requested:
         calibration = observe(calibration, requested, sum(counts) + engine.fixed_tokens, window=window)
     window = window or calibration["window"] or run.budget.hard_limit
-    updates: list[dict[str, Any]] = [{"compaction": {"calibration": calibration}}]
+    updates: list[GraphUpdate] = [{"compaction": {"calibration": calibration}}]
     working = apply_update(state, updates[0])
 
     compacted_updates, working = yield from pass_steps(engine, working, run, overflow=True)

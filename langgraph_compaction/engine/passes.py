@@ -11,7 +11,7 @@ never run the stages in different orders.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
 
 from langchain_core.messages import BaseMessage, MessageLikeRepresentation, RemoveMessage
@@ -26,7 +26,7 @@ from .flush import FLUSH
 from .offload import OFFLOAD
 from .results import FlushResult, OffloadResult, SummaryResult, rendered
 from .run import Run, state_value
-from .state import merge_compaction
+from .state import GraphUpdate, merge_compaction
 
 
 class Stages(Protocol):
@@ -45,7 +45,7 @@ class Stages(Protocol):
 
     def messages_of(self, state: Any) -> list[BaseMessage]: ...
 
-    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[dict[str, Any]]: ...
+    def gate_steps(self, state: Any, run: Run, overflow: bool = False) -> Steps[GraphUpdate]: ...
 
     def offload_steps(self, state: Any, run: Run) -> Steps[OffloadResult]: ...
 
@@ -63,11 +63,12 @@ def replaced_state(state: Any, **values: Any) -> Any:
     return dataclasses.replace(state, **values)
 
 
-def apply_update(state: Any, update: dict[str, Any]) -> Any:
+def apply_update(state: Any, update: GraphUpdate) -> Any:
     """Return the state after a compaction node's update (the graph's reducers, applied in place of the graph)."""
     values = {}
     if update.get("messages"):
-        values["messages"] = add_messages(list(state_value(state, "messages") or []), update["messages"])
+        writes: list[MessageLikeRepresentation] = list(update["messages"])
+        values["messages"] = add_messages(list(state_value(state, "messages") or []), writes)
     if update.get("compaction"):
         values["compaction"] = merge_compaction(state_value(state, "compaction"), update["compaction"])
     return replaced_state(state, **values) if values else state
@@ -133,7 +134,7 @@ def added_messages(writes: Sequence[BaseMessage]) -> list[BaseMessage]:
     return cast(list[BaseMessage], add_messages([], given))
 
 
-def update_delta(updates: list[dict[str, Any]]) -> dict[str, Any]:
+def update_delta(updates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Return one ``compaction`` update equal to applying ``updates`` in order (counts add, events append)."""
     out: dict[str, Any] = {"counts": {}, "edited_messages": {}, "events": []}
     for update in updates:
@@ -153,7 +154,7 @@ def stage_name(node: str) -> str:
     return node.removeprefix("compaction_")
 
 
-def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> Steps[tuple[list[dict[str, Any]], Any]]:
+def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> Steps[tuple[list[GraphUpdate], Any]]:
     """The whole pass as one step; return the updates in the order applied, and the state after them.
 
     ``overflow=True`` runs the gate in overflow mode (a request the model refused as too long).

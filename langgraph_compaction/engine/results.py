@@ -19,7 +19,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from .effects import Steps
 from .events import failure_event
-from .state import Breaker
+from .state import Breaker, GraphUpdate
 
 #: An event as ``emit_event`` returned it: what the state keeps of it.
 Event = dict[str, Any]
@@ -155,7 +155,7 @@ class SummaryResult:
             out["last_error"] = self.last_error
         return out
 
-    def update(self) -> dict[str, Any]:
+    def update(self) -> GraphUpdate:
         """Return the state update of this summarize step."""
         if not self.acted:
             return {}
@@ -238,7 +238,7 @@ class JobResult:
         return self.summary.last_error or next(notes, None) or "no summary was made"
 
 
-def update_of(result: StageResult) -> dict[str, Any]:
+def update_of(result: StageResult) -> GraphUpdate:
     """Return the graph update of a stage's result."""
     if isinstance(result, SummaryResult):
         return result.update()
@@ -246,6 +246,6 @@ def update_of(result: StageResult) -> dict[str, Any]:
     return {"compaction": record} if record else {}
 
 
-def rendered(steps: Steps[Any]) -> Steps[dict[str, Any]]:
+def rendered(steps: Steps[Any]) -> Steps[GraphUpdate]:
     """Return ``steps`` (a stage's, returning its typed result) returning the graph update it renders to."""
     return update_of((yield from steps))

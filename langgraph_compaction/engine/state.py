@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.channels.delta import DeltaChannel
 
 from ..core.calibration import read_calibration
@@ -320,6 +320,17 @@ def merge_compaction_writes(value: dict[str, Any] | None, writes: Sequence[Any])
     One at a time, so a replay of many steps' writes in one batch gives what the steps gave one by one.
     """
     return functools.reduce(merge_compaction, writes, value)  # type: ignore[arg-type]
+
+
+class GraphUpdate(TypedDict, total=False):
+    """What a compaction node writes to the graph's state: ``messages`` writes and the ``compaction`` delta.
+
+    The ``compaction`` delta is a part of a ``CompactionRecord``, merged by
+    ``merge_compaction`` (counts add up, events append).
+    """
+
+    messages: list[BaseMessage]
+    compaction: dict[str, Any]
 
 
 class CompactionState(TypedDict):

@@ -24,7 +24,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
@@ -38,7 +38,7 @@ from ..engine.nesting import check_nesting
 from ..engine.nodes import CompactionEngine, combined
 from ..engine.passes import with_message_ids
 from ..engine.setup import EngineOptions
-from ..engine.state import merge_compaction
+from ..engine.state import GraphUpdate, merge_compaction
 from .models import named_models
 from .summarizers import deprecated_arguments, learn_window, summarizer_model, with_window_of
 from .tools import chosen_tools, make_compaction_tools
@@ -56,11 +56,11 @@ class CompactionAgentState(AgentState):
     compaction: NotRequired[Annotated[dict, PrivateStateAttr, merge_compaction]]
 
 
-def _with_writes(writes: list, update: dict) -> dict | None:
+def _with_writes(writes: list[BaseMessage], update: GraphUpdate) -> dict[str, Any] | None:
     """Return the pass's update after the writes that gave the state's messages their ids (None: nothing to write)."""
     if writes:
-        update = {**update, "messages": [*writes, *(update.get("messages") or [])]}
-    return update or None
+        update = {**update, "messages": [*writes, *update.get("messages", [])]}
+    return {**update} or None
 
 
 def _tool_schema(tool: Any) -> Any:
@@ -201,14 +201,14 @@ class CompactionMiddleware(AgentMiddleware):
             return self._levels[key]
 
     # -- before every model call
-    def before_model(self, state: Any, runtime: Any) -> dict | None:
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
         state, writes = with_message_ids(state)
         return _with_writes(writes, nodes.run_pass(state, nodes.where(config, state)).update)
 
-    async def abefore_model(self, state: Any, runtime: Any) -> dict | None:
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         config = get_config()
         nodes, _ = self._level(config)
         check_nesting(nodes, state, config)
@@ -238,7 +238,9 @@ class CompactionMiddleware(AgentMiddleware):
         counted[0] = key
         return narrowed
 
-    def _state_to_send(self, request: ModelRequest, config: RunnableConfig) -> tuple[CompactionEngine, Any, dict]:
+    def _state_to_send(
+        self, request: ModelRequest, config: RunnableConfig
+    ) -> tuple[CompactionEngine, Any, GraphUpdate]:
         """Return the call's engine, the state to send and its update: compacted now when the window just narrowed."""
         nodes, counted = self._level(config)
         if not self._count_request(request, nodes, counted):
@@ -248,7 +250,7 @@ class CompactionMiddleware(AgentMiddleware):
 
     async def _astate_to_send(
         self, request: ModelRequest, config: RunnableConfig
-    ) -> tuple[CompactionEngine, Any, dict]:
+    ) -> tuple[CompactionEngine, Any, GraphUpdate]:
         """Return ``_state_to_send``'s answer, the pass awaited."""
         nodes, counted = self._level(config)
         if not self._count_request(request, nodes, counted):
@@ -270,7 +272,7 @@ class CompactionMiddleware(AgentMiddleware):
         return request if state is request.state else request.override(messages=list(state["messages"]), state=state)
 
     @staticmethod
-    def _response(first: dict, output: dict, response: ModelResponse) -> Any:
+    def _response(first: GraphUpdate, output: Mapping[str, Any], response: ModelResponse) -> Any:
         output = combined([first, output]) if first else output  # compacted before the call, then its reply
         if "compaction" not in output:  # the first call went through
             return response

@@ -98,9 +98,9 @@ def make_pre_model_hook(
         named_models(EngineOptions("agent", model, config, storage, flush_model, agent_model, system_prompt))
     )
 
-    def update(result: PassResult) -> dict:
+    def update(result: PassResult) -> dict[str, Any]:
         if not nodes.sends_other_messages():
-            return result.update
+            return {**result.update}
         # the state keeps every message; the agent node is sent the view (create_react_agent's llm_input_messages)
         return {**result.update, "llm_input_messages": nodes.model_messages(result.state)}
 
