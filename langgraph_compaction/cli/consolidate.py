@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -80,29 +80,33 @@ def _open_cli_storage(spec: str, stack: ExitStack) -> Any:
             raise ValueError(
                 f"{spec}: the folder {folder} does not exist; create it or pass a file in a folder that does"
             )
-        try:
-            store = stack.enter_context(SqliteStore.from_conn_string(path))
-            store.setup()
-        except sqlite3.Error as exc:
-            raise ValueError(
-                f"{spec}: cannot open the SQLite store ({exc}); pass a file you may read and write"
-            ) from exc
-        return store
+        why = f"{spec}: cannot open the SQLite store ({{}}); pass a file you may read and write"
+        return _set_up(stack, lambda: SqliteStore.from_conn_string(path), sqlite3.Error, lambda exc: why.format(exc))
     if kind == "postgres":
         require(f"storage {shown_dsn(spec)}", POSTGRES_EXTRA, "psycopg", "langgraph.store.postgres")
         import psycopg
         from langgraph.store.postgres import PostgresStore
 
-        try:
-            postgres = stack.enter_context(PostgresStore.from_conn_string(spec))
-            postgres.setup()
-        except psycopg.Error as exc:
-            raise ValueError(
+        def refused(exc: Exception) -> str:
+            return (
                 f"{shown_dsn(spec)}: cannot open the PostgreSQL store ({driver_reason(exc, spec)}); "
                 "check the DSN and that the server is running"
-            ) from exc
-        return postgres
+            )
+
+        return _set_up(stack, lambda: PostgresStore.from_conn_string(spec), psycopg.Error, refused)
     return str(existing_storage(spec))
+
+
+def _set_up(
+    stack: ExitStack, opened: Callable[[], Any], errors: type[Exception], why: Callable[[Exception], str]
+) -> Any:
+    """Return the store ``opened`` makes, entered on ``stack`` and set up; a driver error raises ValueError(why)."""
+    try:
+        store = stack.enter_context(opened())
+        store.setup()
+    except errors as exc:
+        raise ValueError(why(exc)) from exc
+    return store
 
 
 def consolidate_main(argv: Sequence[str] | None = None) -> int:
