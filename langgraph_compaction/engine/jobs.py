@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 #: How many jobs one engine keeps (the oldest are forgotten: their threads finish, nobody applies them).
 MAX_JOBS = 256
@@ -52,19 +53,19 @@ class Job:
 
     def __init__(
         self,
-        key: tuple,
-        meta: dict,
+        key: tuple[str, str | None],
+        meta: dict[str, Any],
         runner: Runner,
-        work: Callable[[], dict] | None = None,
-        awork: Callable[[], Awaitable[dict]] | None = None,
+        work: Callable[[], dict[str, Any]] | None = None,
+        awork: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.key = key
         self.meta = meta
         self.runner = runner
         self.work = work
         self.awork = awork
-        self.future: Future | None = None
-        self.task: asyncio.Task | None = None
+        self.future: Future[Any] | None = None
+        self.task: asyncio.Task[Any] | None = None
         #: Gate calls of its conversation while it was being prepared (how many turns a job takes, learned).
         self.calls = 0
 
@@ -72,14 +73,15 @@ class Job:
         """Return True once the job has finished (its outcome is ready)."""
         return self.runner.is_done(self)
 
-    def outcome(self) -> dict:
+    def outcome(self) -> dict[str, Any]:
         """Return the job's record (``status == "ready"``) or ``{"error": ...}``; only once ``done()``."""
         work = self.future or self.task
         try:
             if self.task is not None and self.task.cancelled():
                 return {"error": "the task preparing it was cancelled (its event loop ended)"}
             assert work is not None
-            return work.result()
+            record: dict[str, Any] = work.result()
+            return record
         except Exception as exc:  # noqa: BLE001 - a failed job is a discarded summary, never a failed agent
             return {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
@@ -100,11 +102,15 @@ class Runner:
         work = job.future or job.task
         return work is not None and work.done()
 
-    def start_sync(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
+    def start_sync(
+        self, job: Job, work: Callable[[], dict[str, Any]], awork: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> None:
         """Start the job in a thread of the pool."""
         job.future = self._pool.submit(contextvars.Context().run, work)
 
-    def start_async(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
+    def start_async(
+        self, job: Job, work: Callable[[], dict[str, Any]], awork: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> None:
         """Start the job as a task of the running event loop."""
         job.task = asyncio.get_running_loop().create_task(awork(), context=contextvars.Context())  # type: ignore[arg-type]
 
@@ -136,9 +142,11 @@ class InstantRunner(Runner):
     for tests and replays (``with use_runner(InstantRunner()): ...``).
     """
 
-    def start_sync(self, job: Job, work: Callable[[], dict], awork: Callable[[], Awaitable[dict]]) -> None:
+    def start_sync(
+        self, job: Job, work: Callable[[], dict[str, Any]], awork: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> None:
         """Run the job now; its outcome (or failure) is ready at once."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         try:
             future.set_result(contextvars.Context().run(work))
         except Exception as exc:  # noqa: BLE001 - the job's own failure, for outcome() to report
@@ -249,7 +257,7 @@ class BackgroundJobs:
     def __init__(self) -> None:
         with _REGISTRIES_LOCK:
             _REGISTRIES.add(self)
-        self._jobs: OrderedDict[tuple, Job] = OrderedDict()
+        self._jobs: OrderedDict[tuple[str, str | None], Job] = OrderedDict()
         self._lock = threading.Lock()
         #: How many turns a job took to be ready, lately (a moving average; one until a job has been seen).
         self.turns_to_ready = 1.0
@@ -265,7 +273,7 @@ class BackgroundJobs:
         """Return the runner new jobs start with: the one chosen for this context, else the process's thread pool."""
         return _CHOSEN_RUNNER.get() or _DEFAULT_RUNNER
 
-    def get(self, key: tuple) -> Job | None:
+    def get(self, key: tuple[str, str | None]) -> Job | None:
         """Return the job of a conversation, or None."""
         with self._lock:
             return self._jobs.get(key)
