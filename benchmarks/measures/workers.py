@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import multiprocessing.connection
 import os
-import queue
 import random
 import statistics
 import time
@@ -196,7 +196,12 @@ def _summary_or_503(rate: float, rng: random.Random) -> Any:
 
 
 def serve_faulty(dsn: str, seed: int, fail_rate: float, outage_rate: float, inbox: Any, outbox: Any) -> None:
-    """One worker process of the faulty fleet: run each ``(thread, n)`` request, reporting its time and sizes."""
+    """One worker process of the faulty fleet: run each ``(thread, n)`` request, reporting its time and sizes.
+
+    ``outbox`` is this worker's own pipe to the dispatcher: a worker killed in
+    the middle of an answer leaves a torn message (or, on a queue the workers
+    shared, its lock taken) in its own pipe only, which the dispatcher drops.
+    """
     from langchain.agents import create_agent
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
@@ -216,7 +221,7 @@ def serve_faulty(dsn: str, seed: int, fail_rate: float, outage_rate: float, inbo
                 agent.invoke(request(n), {"configurable": {"thread_id": thread, "user_id": thread}})
             except Exception as exc:  # noqa: BLE001 - a failed request is retried by the dispatcher, as a client would
                 error = f"{type(exc).__name__}: {exc}"[:300]
-            outbox.put((thread, ticket, error, time.perf_counter() - began, max(model.sizes, default=0)))
+            outbox.send((thread, ticket, error, time.perf_counter() - began, max(model.sizes, default=0)))
             model.sizes.clear()
 
 
@@ -243,18 +248,19 @@ def run_faulty_workers(
     """
     context = multiprocessing.get_context("spawn")
     rng = random.Random(seed)
-    outbox = context.Queue()
-    slots: list[tuple[Any, Any]] = []
+    slots: list[tuple[Any, Any, Any]] = []  # (process, inbox, the reading end of its answers' pipe)
 
     def start(slot: int | None = None) -> None:
         inbox = context.Queue()
+        answers, outbox = context.Pipe(duplex=False)
         args = (dsn, rng.randrange(1 << 30), fail_rate, outage_rate, inbox, outbox)
         process = context.Process(target=serve_faulty, args=args)
         process.start()
+        outbox.close()  # the worker's end
         if slot is None:
-            slots.append((process, inbox))
+            slots.append((process, inbox, answers))
         else:
-            slots[slot] = (process, inbox)
+            slots[slot] = (process, inbox, answers)
 
     for _ in range(workers):
         start()
@@ -263,6 +269,7 @@ def run_faulty_workers(
     done = dict.fromkeys(names, 0)
     faulted = dict.fromkeys(names, 0)  # requests left to watch for a stall after a fault
     durations, after_fault, errors, over = [], [], [], 0
+    slowest: list[tuple[float, str]] = []  # (seconds, which request) of every request answered
     kill_at = sorted(rng.sample(range(threads * 2, threads * requests - threads), kills))
 
     tickets = itertools.count()
@@ -282,15 +289,20 @@ def run_faulty_workers(
                 slot = flight[rng.choice(sorted(flight))][0]
                 slots[slot][0].kill()  # kill -9 in the middle of a request
                 slots[slot][0].join()
+                slots[slot][2].close()  # what it was answering is dropped with it
                 start(slot)  # restarted in its place
                 for other, (s, m, _) in list(flight.items()):  # its requests are sent again
                     if s == slot:
                         faulted[other] = 3
                         send(other, m)
-            try:
-                name, ticket, error, seconds, largest = outbox.get(timeout=300)
-            except queue.Empty:
+            ready: list[Any] = multiprocessing.connection.wait([answers for _, _, answers in slots], timeout=300)
+            if not ready:
                 errors.append("no worker answered for 300 s")
+                break
+            try:
+                name, ticket, error, seconds, largest = ready[0].recv()
+            except (EOFError, OSError):  # a worker died unasked: nothing restarts it
+                errors.append("a worker died")
                 break
             if name not in flight or flight[name][2] != ticket:
                 continue  # the answer of a killed worker's request, already sent again
@@ -303,6 +315,7 @@ def run_faulty_workers(
                 send(name, n)
                 continue
             durations.append(seconds)
+            slowest.append((seconds, f"{name} request {n}" + (" (after a fault)" if faulted[name] else "")))
             if faulted[name]:
                 faulted[name] -= 1
                 after_fault.append(seconds)
@@ -311,12 +324,13 @@ def run_faulty_workers(
             if n + 1 < requests:
                 send(name, n + 1)
     finally:
-        for _, inbox in slots:
+        for _, inbox, _ in slots:
             inbox.put(None)
-        for process, _ in slots:
+        for process, _, answers in slots:
             process.join(timeout=60)
             if process.is_alive():
                 process.kill()
+            answers.close()
     return {
         "workers": workers,
         "threads": threads,
@@ -329,6 +343,7 @@ def run_faulty_workers(
         "longest_stall": _stall(durations, durations),
         "longest_stall_after_fault": _stall(after_fault, durations),
         "summary_call": SUMMARIZER_LATENCY,
+        "slowest": [f"{which}: {seconds:.2f} s" for seconds, which in sorted(slowest, reverse=True)[:3]],
         "unfinished": [n for n in names if done[n] < requests],
     }
 
