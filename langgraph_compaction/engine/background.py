@@ -52,7 +52,7 @@ from .events import emit_event
 from .jobs import BackgroundJobs, Job, Published, owner_gone
 from .prepare import job_key, lease_seconds, prepare_steps, published_key, read_for_job
 from .setup import Setup
-from .state import Lease, merge_compaction, read_breaker, read_compaction
+from .state import Breaker, Lease, merge_compaction, read_breaker, read_compaction
 from .swap import GateCall, Outcome, background_event, swap
 
 
@@ -371,14 +371,14 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
     return outcome
 
 
-def _breakers(gate: GateCall, reported: dict[str, Any]) -> dict[str, Any]:
+def _breakers(gate: GateCall, reported: dict[str, Any]) -> dict[str, Breaker]:
     """Return the breakers after a job's model calls: each one's success or failure applied to the breaker as it is now.
 
     The job saw the breakers as they were when it started; what failed since
     (a blocking summary, another job) still counts.
     """
     cfg = gate.setup.config
-    out = {}
+    out: dict[str, Breaker] = {}
     for key, seen in reported.items():
         if key not in ("breaker", "flush_breaker") or not isinstance(seen, dict):
             continue
