@@ -49,7 +49,14 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from .conversation import ToolRound, answered_call_id, starts_with_thinking, tool_calls_of, tool_rounds
+from .conversation import (
+    ToolRound,
+    answered_call_id,
+    content_text,
+    starts_with_thinking,
+    tool_calls_of,
+    tool_rounds,
+)
 from .touches import normalise_path, touches
 
 #: Verbs after which the file's latest read no longer shows it (it is stale until read again).
@@ -167,13 +174,31 @@ def _latest_reads_first(files: list[WorkingFile]) -> list[WorkingFile]:
     return [f for f in files if latest[f.path] is f] + [f for f in files if latest[f.path] is not f]
 
 
-def keep_working_set(
+#: What a result costs once cleared to a placeholder (``layers.MICRO_PLACEHOLDER``, about 30 tokens and the tool's
+#: name): a result kept only to answer its call, in the round of a read the working set keeps.
+CLEARED_TOKENS = 60
+#: Results of at most this many characters are never cleared: the placeholder would save nothing.
+CLEARABLE_CHARS = 400
+
+
+@dataclass(frozen=True)
+class WorkingSetChoice:
+    """The messages the working set keeps: ``kept`` (calls and results), of which ``cleared`` are results kept
+    only to answer their call (the other calls of a parallel round), to be cleared to a placeholder."""
+
+    kept: frozenset[int] = frozenset()
+    cleared: frozenset[int] = frozenset()
+
+
+def choose_working_set(
     messages: Sequence[BaseMessage],
     counts: Sequence[int],
     budget_tokens: int,
     evict: Sequence[int] | None = None,
-) -> frozenset[int]:
-    """Return the indices of the working set's reads that stay out of the summary.
+    *,
+    clear: bool = True,
+) -> WorkingSetChoice:
+    """Return the working set's reads that stay out of the summary, and the results kept only to answer a call.
 
     Newest touched files come first, each by its latest read, then the other
     pages of files read in pages, within ``budget_tokens``.
@@ -184,23 +209,64 @@ def keep_working_set(
     fits may still come in after a newer one that does not. With ``evict``
     None every message counts as evicted and no order is checked: the
     messages the working set would keep, which layers 1-2 must not shorten.
+
+    A read made in a round of parallel calls stays with its call and every
+    result of the round (the pairing providers require); with ``clear`` the
+    other results, unless they are reads the working set keeps too, count
+    ``CLEARED_TOKENS`` each: they are ``cleared``, a placeholder in their
+    place, so a large test log next to a read does not keep the read out.
     """
     checking = evict is not None
     evicted = set(range(len(messages))) if evict is None else set(evict)
     thinking = checking and any(starts_with_thinking(m) for m in messages)
     humans = {i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and i not in evicted}
+
+    def cleared_cost(i: int) -> int:
+        long = clear and len(content_text(messages[i].content)) > CLEARABLE_CHARS
+        return min(counts[i], CLEARED_TOKENS) if long else counts[i]
+
     chosen: set[int] = set()
+    cleared: set[int] = set()
     used = 0
     for f in _latest_reads_first(working_set(messages)):
-        need = [i for i in f.indices() if i in evicted and i not in chosen]
-        cost = sum(counts[i] for i in need)
+        r = f.read_round
+        cost, adds, upgrade = 0, [], False
+        for i in f.indices():
+            if i not in evicted:
+                continue
+            if i == f.read and i in cleared:  # kept so far only to answer its call: now whole
+                cost += counts[i] - cleared_cost(i)
+                upgrade = True
+            elif i not in chosen:
+                cost += counts[i] if i in (f.read, r.call_index) else cleared_cost(i)
+                adds.append(i)
         if used + cost > budget_tokens:
             continue
-        if checking and need and not _round_keepable(messages, f.read_round, humans, thinking):
+        if checking and adds and not _round_keepable(messages, r, humans, thinking):
             continue
-        chosen.update(need)
+        chosen.update(adds)
+        cleared.update(i for i in adds if i not in (f.read, r.call_index) and cleared_cost(i) < counts[i])
+        if upgrade:
+            cleared.discard(f.read)
         used += cost
-    return frozenset(chosen)
+    return WorkingSetChoice(frozenset(chosen), frozenset(cleared))
+
+
+def keep_working_set(
+    messages: Sequence[BaseMessage],
+    counts: Sequence[int],
+    budget_tokens: int,
+    evict: Sequence[int] | None = None,
+) -> frozenset[int]:
+    """Return the indices of the working set's reads that stay out of the summary (``choose_working_set``).
+
+    With ``evict`` every message the cut keeps for the working set (the
+    results kept only to answer their call included); with ``evict`` None the
+    messages layers 1-2 must not shorten: the reads and their calls, not the
+    results a placeholder may replace.
+    """
+    choice = choose_working_set(messages, counts, budget_tokens, evict)
+    return choice.kept if evict is not None else choice.kept - choice.cleared
 
 
 def working_set_note(messages: Sequence[BaseMessage], evict_ids: set[Any]) -> str:

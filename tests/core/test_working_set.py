@@ -300,3 +300,63 @@ def test_each_files_latest_read_comes_before_the_earlier_pages_of_another():
     plan, _ = _plan(messages, working_set_tokens=two_reads)
     kept = {messages[i].id for i in plan.cut.working_set}
     assert {"t-y", "t-r2"} <= kept and not {"t-r0", "t-r1"} & kept
+
+
+LOG = "F" * 40 + "\n" + "log line of a long test run\n" * 400  # about 2,800 tokens
+
+
+def _parallel_session(*, second: tuple[str, dict, str]) -> list:
+    """Return a session: a round reading src/a.py in parallel with ``second`` (name, args, result), then tests."""
+    name, args, result = second
+    messages = [SystemMessage("You are a coding agent.", id="sys"), HumanMessage("fix a.py", id="h")]
+    calls = [
+        {"name": "Read", "args": {"file_path": "src/a.py"}, "id": "ra"},
+        {"name": name, "args": args, "id": "rb"},
+    ]
+    messages += [
+        AIMessage("", tool_calls=calls, id="a-par"),
+        ToolMessage(BODY, tool_call_id="ra", name="Read", id="t-ra"),
+        ToolMessage(result, tool_call_id="rb", name=name, id="t-rb"),
+    ]
+    for i in range(20):
+        messages += _round(f"p{i}", "Bash", {"command": "pytest -q"}, "F" * 40 + "\n" + "log line\n" * 200)
+    return messages
+
+
+def _applied(messages, plan) -> list:
+    """Return the messages after the plan: its edits made, the evicted ones gone, a summary in their place."""
+    evicted = {messages[i].id for i in plan.cut.evict}
+    view = [plan.edits.get(i, m) for i, m in enumerate(messages) if m.id not in evicted]
+    view.insert(1, HumanMessage("## SUMMARY\n...", id="s"))
+    return view
+
+
+def test_a_read_made_in_parallel_with_a_large_result_stays_whole_and_the_other_result_is_cleared():
+    messages = _parallel_session(second=("Bash", {"command": "pytest -q tests/test_a.py"}, LOG))
+    counts = TokenCounter().counts(messages)
+    read = counts[2] + counts[3]
+    assert counts[4] > 2 * read  # the whole round is far over the budget below
+    plan, counter = _plan(messages, working_set_tokens=read + 100)
+    assert plan.summarize
+    assert [messages[i].id for i in plan.cut.working_set] == ["a-par", "t-ra", "t-rb"]
+    view = _applied(messages, plan)
+    assert openai_violations(view) == [] and anthropic_violations(view) == []
+    by_id = {m.id: m for m in view}
+    assert by_id["t-ra"].content == BODY  # the read, whole
+    assert "cleared to save context" in by_id["t-rb"].content  # the test log, only answering its call
+    kept = sum(counter.message(by_id[i]) for i in ("a-par", "t-ra", "t-rb"))
+    assert kept <= read + 100
+
+
+def test_two_files_read_in_one_round_stay_whole_when_both_fit():
+    messages = _parallel_session(second=("Read", {"file_path": "src/b.py"}, BODY))
+    counts = TokenCounter().counts(messages)
+    plan, _ = _plan(messages, working_set_tokens=sum(counts[2:5]) + 10)
+    assert [messages[i].id for i in plan.cut.working_set] == ["a-par", "t-ra", "t-rb"]
+    assert not {3, 4} & set(plan.edits)  # neither read is shortened
+
+
+def test_layers_1_2_may_shorten_a_result_kept_only_to_answer_its_call():
+    messages = _parallel_session(second=("Bash", {"command": "pytest -q tests/test_a.py"}, LOG))
+    protected = keep_working_set(messages, TokenCounter().counts(messages), 5_000)
+    assert {2, 3} <= protected and 4 not in protected
