@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from langgraph.store.base import GetOp
+from langgraph.store.base import GetOp, PutOp
 
 from ..core.ledger_format import entry_parts, entry_text, normalize_bullet
 from .codec import decode, revision, versioned
@@ -149,15 +149,17 @@ class StoreStorage:
     def append_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         ns = self._tns(thread_id)
         items = _transcript_items(records)
-        for key, value in _missing(items, self.store.batch(_version_reads(ns, items)) if items else []):
-            self.store.put(ns, key, value, index=False)
+        missing = _missing(items, self.store.batch(_version_reads(ns, items)) if items else [])
+        if missing:  # one round trip for the lot, as for the reads
+            self.store.batch([PutOp(ns, key, value, index=False) for key, value in missing])
         return self.transcript_location(thread_id)
 
     async def aappend_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         ns = self._tns(thread_id)
         items = _transcript_items(records)
-        for key, value in _missing(items, await self.store.abatch(_version_reads(ns, items)) if items else []):
-            await self.store.aput(ns, key, value, index=False)
+        missing = _missing(items, await self.store.abatch(_version_reads(ns, items)) if items else [])
+        if missing:
+            await self.store.abatch([PutOp(ns, key, value, index=False) for key, value in missing])
         return self.transcript_location(thread_id)
 
     def read_transcript(self, thread_id: str) -> list[dict[str, Any]]:

@@ -304,3 +304,30 @@ def test_redacted_transcripts_keep_ids_and_pairing(tmp_path):
     restored = {m.id: m for m in load_transcript(tmp_path, "thread-1")}
     assert restored["t1"].tool_call_id == restored["a1"].tool_calls[0]["id"] == "c1"
     assert restored["a1"].tool_calls[0]["args"] == {"cmd": "export OPENAI_API_KEY=[REDACTED]"}
+
+
+class _CountingStore(InMemoryStore):
+    """An in-memory store that counts the batches it is sent (one round trip each on a server)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+
+    def batch(self, ops):
+        ops = list(ops)
+        self.batches.append(len(ops))
+        return super().batch(ops)
+
+
+def test_a_transcript_append_reaches_the_store_in_two_round_trips_however_many_records():
+    """One read of what is there, one write of the rest: a store failing one operation in fifty fails a write of
+    forty records once in fifty, not two times in three."""
+    store = _CountingStore()
+    storage = StoreStorage(store)
+    records = messages_to_dict([HumanMessage(f"request {n}", id=f"m{n}") for n in range(40)])
+    storage.append_transcript("t", records)
+    assert store.batches == [80, 40]  # each record's key and bare id read; the 40 missing written
+    assert [r["data"]["id"] for r in storage.read_transcript("t")] == [f"m{n}" for n in range(40)]
+    store.batches.clear()
+    storage.append_transcript("t", records)  # all there: nothing written
+    assert store.batches == [80]
