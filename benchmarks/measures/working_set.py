@@ -12,8 +12,8 @@ it, two ways:
   billed-cost measure's working-set recall, ``testing.ledger``);
 - every page: each page of the file the agent read (a read of lines 1-200,
   then 201-400: ``offset``/``limit``, ``startLine``/``endLine``, ``sed -n``,
-  ``view_range``), its latest read per range, unless a later read showed
-  those lines again, is in the request whole.
+  ``view_range``), its latest read per range, unless later reads showed
+  those lines again (one or together), is in the request whole.
 
 Target: 97 % of the edits, both ways, at both windows.
 """
@@ -31,6 +31,7 @@ from benchmarks.report import check, table, targets_table
 from langgraph_compaction.core.config import CompactionConfig
 from langgraph_compaction.core.conversation import tool_calls_of
 from langgraph_compaction.core.touches import normalise_path, touches
+from langgraph_compaction.core.working_set import Lines, shown_again
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.testing.agent_sessions import AGENTS, write_session
 from langgraph_compaction.testing.ledger import read_in_view, working_set_edits
@@ -39,24 +40,16 @@ NAME = "working_set"
 TARGET = 0.97
 #: Agents of the stress set replayed in a quick run.
 QUICK_AGENTS = ("codex", "gemini")
-Lines = tuple[int, int | None] | None
-
-
-def _covers(outer: Lines, inner: Lines) -> bool:
-    if outer is None:
-        return True
-    if inner is None:
-        return False
-    return outer[0] <= inner[0] and (outer[1] is None or inner[1] is not None and inner[1] <= outer[1])
 
 
 def paged_edits(turns: Sequence[tuple[Sequence[BaseMessage], BaseMessage]]) -> list[tuple[int, list[ToolMessage]]]:
     """Return every edit of a file read before, as (the call that edits, the file's pages then).
 
-    The pages are the latest read of each range the agent read, less those a
-    later read showed again; a deleted or moved file has none.
+    The pages are the latest read of each range the agent read, less those
+    later reads showed again (one or together, ``working_set.shown_again``); a
+    deleted or moved file has none.
     """
-    pages: dict[str, dict[Lines, ToolMessage]] = {}
+    pages: dict[str, dict[Lines, tuple[ToolMessage, list[Lines]]]] = {}  # each page's read, lines read since
     reading: dict[str, list[tuple[str, Lines]]] = {}  # call id -> (path, lines) it reads, until its result
     found: list[tuple[int, list[ToolMessage]]] = []
     for k, (pending, reply) in enumerate(turns):
@@ -64,15 +57,17 @@ def paged_edits(turns: Sequence[tuple[Sequence[BaseMessage], BaseMessage]]) -> l
             if isinstance(m, ToolMessage):
                 for path, lines in reading.pop(m.tool_call_id, ()):
                     kept = pages.setdefault(path, {})
-                    for shown in [r for r in kept if _covers(lines, r)]:
-                        del kept[shown]
-                    kept[lines] = m
+                    for page, (_, since) in list(kept.items()):
+                        since.append(lines)
+                        if shown_again(page, since):
+                            del kept[page]
+                    kept[lines] = (m, [])
         for call in tool_calls_of(reply):
             done = touches(call.get("name") or "tool", call.get("args"))
             for t in done:
                 path = normalise_path(t.target)
                 if t.verb in ("edited", "wrote") and pages.get(path):
-                    found.append((k, list(pages[path].values())))
+                    found.append((k, [m for m, _ in pages[path].values()]))
                 elif t.verb in ("deleted", "moved"):
                     pages.pop(path, None)
             reading[call.get("id") or ""] = [(normalise_path(t.target), t.lines) for t in done if t.verb == "read"]
@@ -176,7 +171,7 @@ def report(figures: dict) -> str:
 Every edit of a file the agent read before, in the real trajectories and the stress set (one long generated
 session per agent: Codex, Copilot, OpenCode, Gemini CLI, with paged reads), replayed through this package at
 its defaults: is the file's latest read in the request that makes the edit, unshortened ("latest read"), and
-is every page of it there ("every page": each range read, its latest read, unless a later read showed those
+is every page of it there ("every page": each range read, its latest read, unless later reads showed those
 lines again)? Target: {100 * TARGET:.0f} % both ways.
 
 {targets_table(figures["targets"])}

@@ -43,3 +43,14 @@ def test_a_read_that_shows_the_lines_again_replaces_the_pages_it_covers():
     )
     # lines 1-15 replace the page 1-10 only; the whole file replaces both; a deleted file has no read
     assert _pages(turns) == [(3, ["t1", "t2"]), (5, ["t4"])]
+
+
+def test_a_page_whose_lines_later_reads_show_again_together_is_not_needed():
+    turns = _turns(
+        ("Read", {"file_path": "a.py", "offset": 1, "limit": 10}),
+        ("Read", {"file_path": "a.py", "offset": 5, "limit": 16}),
+        ("shell", {"command": "sed -n '1,6p' a.py"}),
+        ("Edit", {"file_path": "a.py", "old_string": "a", "new_string": "b"}),
+    )
+    # lines 1-10: 5-20 and then 1-6 showed them again, neither alone
+    assert _pages(turns) == [(3, ["t1", "t2"])]

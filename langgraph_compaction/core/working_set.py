@@ -103,13 +103,24 @@ class WorkingFile:
         return sorted({self.read_round.call_index, *self.read_round.result_indices})
 
 
-def _covers(outer: Lines, inner: Lines) -> bool:
-    """Return True when a read of lines ``outer`` shows all that a read of ``inner`` showed (None: the whole file)."""
-    if outer is None:
-        return True
-    if inner is None:
-        return False
-    return outer[0] <= inner[0] and (outer[1] is None or inner[1] is not None and inner[1] <= outer[1])
+def shown_again(lines: Lines, later: Sequence[Lines]) -> bool:
+    """Return True when the reads of ``later`` together show every line a read of ``lines`` showed.
+
+    ``None`` is the whole file; ``(first, None)`` runs to the end, so a read
+    from line 1 to the end shows the whole file again.
+    """
+    first, last = (1, None) if lines is None else lines
+    spans = sorted(((1, None) if shown is None else shown for shown in later), key=lambda span: span[0])
+    at = first  # the first line not shown again yet
+    for start, end in spans:
+        if start > at:
+            return False
+        if end is None:
+            return True
+        at = max(at, end + 1)
+        if last is not None and at > last:
+            return True
+    return False
 
 
 def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
@@ -117,13 +128,14 @@ def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
 
     A read is a call whose trail verb is ``read`` (``touches.touches``) and
     that has a result; a read of some lines (``offset``/``limit``, ``sed -n
-    'a,bp'``) is one entry per range, and a later read that shows those lines
-    again replaces it. A change (``edited``, ``wrote``) after a read is
+    'a,bp'``) is one entry per range, and later reads that show those lines
+    again, one or together (``shown_again``), replace it. A change (``edited``, ``wrote``) after a read is
     recorded with every read of the file (they are then stale); ``deleted``
     and ``moved`` take the path out. A file changed but never read has no
     result that shows it and is not in the set.
     """
     files: dict[tuple[str, Lines], WorkingFile] = {}
+    since: dict[tuple[str, Lines], list[Lines]] = {}  # the lines read of the file since each read
     for r in tool_rounds(messages):
         answered = {answered_call_id(messages[j]): j for j in r.result_indices}
         for call in tool_calls_of(messages[r.call_index]):
@@ -133,10 +145,12 @@ def working_set(messages: Sequence[BaseMessage]) -> list[WorkingFile]:
                 same = [key for key in files if key[0] == path]
                 if touch.verb == "read" and result is not None:
                     for key in same:
-                        if _covers(touch.lines, key[1]):
+                        since[key].append(touch.lines)
+                        if shown_again(key[1], since[key]):
                             del files[key]
                     files.pop((path, touch.lines), None)  # re-inserted: the dict stays in order of the latest touch
                     files[(path, touch.lines)] = WorkingFile(path, result, r, (), r.call_index, touch.lines)
+                    since[(path, touch.lines)] = []
                 elif touch.verb in _STALE_VERBS:
                     for key in same:
                         known = files.pop(key)

@@ -360,3 +360,17 @@ def test_layers_1_2_may_shorten_a_result_kept_only_to_answer_its_call():
     messages = _parallel_session(second=("Bash", {"command": "pytest -q tests/test_a.py"}, LOG))
     protected = keep_working_set(messages, TokenCounter().counts(messages), 5_000)
     assert {2, 3} <= protected and 4 not in protected
+
+
+def test_a_page_whose_lines_later_reads_show_again_together_leaves_the_set():
+    messages = [
+        HumanMessage("fix x.py", id="h"),
+        *_round("r0", "Bash", {"command": "sed -n '1,10p' src/x.py"}, PAGE),
+        *_round("r1", "Bash", {"command": "sed -n '5,20p' src/x.py"}, PAGE),
+        *_round("r2", "Bash", {"command": "sed -n '1,6p' src/x.py"}, PAGE),
+    ]
+    assert [f.lines for f in working_set(messages)] == [(1, 6), (5, 20)]
+    # a read from line 1 to the end shows what a read of the whole file showed
+    whole = messages[:1] + _round("w", "Read", {"file_path": "src/x.py"}, PAGE)
+    to_end = whole + _round("e", "Read", {"file_path": "src/x.py", "offset": 1}, PAGE)
+    assert [(f.lines, to_end[f.read].id) for f in working_set(to_end)] == [((1, None), "t-e")]

@@ -13,11 +13,11 @@ from langgraph_compaction.core.working_set import (
     NAMED_LEFT_OUT,
     WorkingFile,
     _by_path,
-    _covers,
     _in_view,
     _latest_reads_first,
     _round_keepable,
     keep_working_set,
+    shown_again,
     working_set,
     working_set_note,
 )
@@ -141,11 +141,12 @@ def test_a_working_file_defaults_to_no_edits_touched_zero_and_the_whole_file():
 @pytest.mark.parametrize(
     ("outer", "inner", "covers"),
     [
-        # the whole file shows everything; a page never shows the whole file
+        # the whole file shows everything; a page never shows the whole file, a read from line 1 to the end does
         (None, None, True),
         (None, (1, 10), True),
         (None, (5, None), True),
-        ((1, None), None, False),
+        ((1, None), None, True),
+        ((2, None), None, False),
         ((1, 10), None, False),
         # pages with both ends
         ((1, 10), (1, 10), True),
@@ -173,7 +174,23 @@ def test_a_working_file_defaults_to_no_edits_touched_zero_and_the_whole_file():
     ],
 )
 def test_a_read_covers_another_when_its_lines_include_them(outer, inner, covers):
-    assert _covers(outer, inner) is covers
+    assert shown_again(inner, [outer]) is covers
+
+
+@pytest.mark.parametrize(
+    ("later", "lines", "shown"),
+    [
+        ([(5, 20), (1, 6)], (1, 10), True),  # overlapping
+        ([(1, 5), (6, 10)], (1, 10), True),  # adjacent
+        ([(1, 5), (7, 10)], (1, 10), False),  # line 6 not shown again
+        ([(6, None), (1, 5)], None, True),  # together from line 1 to the end: the whole file
+        ([(2, None), (3, 9)], None, False),
+        ([(1, 4), (3, 8), (8, 12)], (2, 11), True),
+        ([], (1, 10), False),
+    ],
+)
+def test_reads_together_show_a_page_again_when_their_lines_include_it(later, lines, shown):
+    assert shown_again(lines, later) is shown
 
 
 # --- working_set ----------------------------------------------------------------------------------------------------
