@@ -125,6 +125,25 @@ def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_
     return tokens >= trigger * start or tokens + turn * (turns_to_ready + 1) >= trigger
 
 
+def should_start_by_count(
+    conversation: int, turn: int, tokens: int, budget: Budget, start: float, turns_to_ready: float
+) -> bool:
+    """Return True when the message-count trigger will fire before a summary started later would be ready.
+
+    ``conversation`` is the messages the trigger counts, ``turn`` how many
+    the newest turn added. As ``should_start`` for tokens: at ``start`` of
+    the trigger at the latest, earlier when turns of the newest one's size
+    would reach it first; never under the trigger's floor of tokens
+    (``messages_min_tokens``, at ``start``). A job ready at the trigger is
+    swapped in there, where a blocking compaction would summarize; started
+    at the trigger, the agent would go on with the whole history meanwhile.
+    """
+    trigger = budget.trigger_messages
+    if not trigger or conversation >= trigger or tokens < budget.messages_min_tokens * start:
+        return False
+    return conversation >= trigger * start or conversation + turn * (turns_to_ready + 1) >= trigger
+
+
 def covers_enough(evicted_tokens: int, budget: Budget) -> bool:
     """Return True when a summary of ``evicted_tokens`` brings a request at the trigger under the target.
 

@@ -33,17 +33,21 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage
+
 from ..core.background import (
     covered,
     covers_enough,
     cut_index,
     prepared_problem,
     should_start,
+    should_start_by_count,
     start_budget,
     swap_before_trigger,
     turn_tokens,
 )
 from ..core.config import Budget
+from ..core.conversation import leading_systems
 from ..core.plan import CompactionPlan, plan_compaction
 from .breaker import breaker_after
 from .driver import Performer, adrive, drive
@@ -181,6 +185,22 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
         planned = _plan(gate, start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), memo, new_tokens)
         if planned.summarize and covers_enough(_evicted_tokens(planned, gate.counts), budget):
             yield from _start(gate, planned)
+            return
+    if _count_set(gate.setup):  # met where the builder set it, as blocking meets it: with blocking's cut, there
+        return
+    conversation = len(gate.messages) - leading_systems(gate.messages)
+    if should_start_by_count(conversation, _turn_messages(gate.messages), tokens, budget, start, turns):
+        # the cut a blocking compaction would make at the count, made now: the turns until the swap refill the tail
+        at = dataclasses.replace(start_budget(budget, start), trigger_messages=conversation)
+        planned = _plan(gate, at, memo, new_tokens)
+        if planned.summarize and planned.reason == "messages":
+            yield from _start(gate, planned)
+
+
+def _turn_messages(messages: Sequence[BaseMessage]) -> int:
+    """Return how many messages the newest turn added: the newest model reply and all after it."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
+    return len(messages) - last
 
 
 def _evicted_tokens(plan: CompactionPlan, counts: Sequence[int]) -> int:

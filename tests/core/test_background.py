@@ -19,6 +19,7 @@ from langgraph_compaction.core.background import (
     prepared_problem,
     record_problem,
     should_start,
+    should_start_by_count,
     start_budget,
     swap_before_trigger,
     tail_tokens,
@@ -59,6 +60,36 @@ def test_a_job_starts_at_background_start_or_when_growth_would_reach_the_trigger
     tokens, turn, turns_to_ready, start
 ):
     assert should_start(tokens, turn, budget(trigger_tokens=10_000), 0.85, turns_to_ready) is start
+
+
+@pytest.mark.parametrize(
+    ("conversation", "turn", "tokens", "turns_to_ready", "start"),
+    [
+        # at background.start (0.85) of a 50-message trigger at the latest: 42.5 messages
+        (43, 0, 5_000, 1, True),
+        (42, 0, 5_000, 1, False),
+        (49, 0, 5_000, 1, True),
+        # never at or past the trigger: the gate swaps or compacts then
+        (50, 0, 5_000, 1, False),
+        # earlier when turns of the newest one's size would reach the count before the job is ready
+        (40, 5, 5_000, 1, True),  # 40 + 5 x (1 + 1) reaches 50
+        (40, 4, 5_000, 1, False),
+        (30, 5, 5_000, 3, True),  # 30 + 5 x 4
+        (30, 5, 5_000, 2.9, False),
+        # never under the trigger's floor of tokens, at background.start: 4,000 x 0.85
+        (45, 0, 3_400, 1, True),
+        (45, 0, 3_399, 1, False),
+    ],
+)
+def test_a_job_starts_before_the_message_count_trigger_as_before_the_token_trigger(
+    conversation, turn, tokens, turns_to_ready, start
+):
+    at = budget(trigger_messages=50, messages_min_tokens=4_000)
+    assert should_start_by_count(conversation, turn, tokens, at, 0.85, turns_to_ready) is start
+
+
+def test_no_job_starts_by_count_without_a_message_trigger():
+    assert not should_start_by_count(49, 10, 9_000, budget(trigger_messages=0), 0.85, 1)
 
 
 @pytest.mark.parametrize(("tokens", "start"), [(4_999, False), (5_000, True)])

@@ -1,10 +1,11 @@
-"""The default message-count trigger in the background: the agent goes on while blocking's summary is prepared.
+"""The default message-count trigger in the background: the summary is prepared before it and swapped in at it.
 
 It counts messages, not the window: a request at it is well under the token
 trigger. (A message trigger the builder sets, LangChain's ``("messages", n)``,
-is met where it is set: tests/fronts/test_langchain_args.py.) Waiting there, or starting a job before it (which covers fewer
-messages, so the next compaction comes sooner), costs time or money for
-nothing the window needs.
+is met where it is set: tests/fronts/test_langchain_args.py.) A job started
+at the trigger would let the agent go on with the whole history until it is
+ready, every call of it billed for what blocking had already summarized; one
+started before it, as before the token trigger, is ready there.
 """
 
 from __future__ import annotations
@@ -43,34 +44,37 @@ def _events(caplog) -> list[dict]:
     return found
 
 
-def _first_compaction(caplog, background: bool, tmp_path) -> list[dict]:
-    """Run requests until the first summary is applied; return the lifecycle events of the run."""
+def _first_compaction(caplog, background: bool, tmp_path) -> dict[str, int]:
+    """Run requests until the first summary is applied; return the request at which each lifecycle event came first."""
     caplog.clear()
     config = CompactionConfig(**SETTINGS, background={"enabled": background})
     graph = edge_builder(ToolCallingModel(), tmp_path / str(background), config, ScriptedModel())
     graph = graph.compile(checkpointer=InMemorySaver())
     thread, runner = {"configurable": {"thread_id": "counted"}}, _HeldOne()
+    at: dict[str, int] = {}
     with use_runner(runner):
         for n in range(30):
             started = any(e["event"] == "compaction_started" for e in _events(caplog))
             graph.invoke({"messages": [request(n)]}, thread)
             runner.held = not started  # the job stays in progress for the request after the one that started it
-            if any(e["event"] == "compaction_applied" for e in _events(caplog)):
-                return _events(caplog)
+            for event in _events(caplog):
+                at.setdefault(event["event"], n)
+            if "compaction_applied" in at:
+                return at
     raise AssertionError("no summary was applied in 30 requests")
 
 
-def test_at_the_message_trigger_a_job_covers_what_blocking_would_and_the_agent_does_not_wait(tmp_path, caplog):
+def test_before_the_message_trigger_a_job_prepares_the_summary_swapped_in_where_blocking_compacts(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="langgraph_compaction")
     blocking = _first_compaction(caplog, False, tmp_path)
     background = _first_compaction(caplog, True, tmp_path)
-    (compacted,) = [e for e in blocking if e["event"] == "compaction_applied"]
-    assert (
-        compacted["reason"] == "messages"
-        and compacted["tokens_before"] < 0.8 * CompactionConfig(**SETTINGS).resolve().trigger_tokens
-    )
-    started = [e for e in background if e["event"] == "compaction_started"]
-    assert [e["mode"] for e in started] == ["background"]  # no compaction held the agent
-    assert started[0]["evict"] == compacted["evicted"]  # the very cut blocking made
-    (applied,) = [e for e in background if e["event"] == "compaction_applied"]
-    assert applied["mode"] == "background" and applied["evicted"] == compacted["evicted"]
+    assert background["compaction_started"] < blocking["compaction_applied"]  # started before the count trigger
+    assert background["compaction_applied"] == blocking["compaction_applied"]  # in place at the trigger, not after
+
+
+def test_at_the_message_trigger_the_compaction_is_well_under_the_token_trigger(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="langgraph_compaction")
+    _first_compaction(caplog, False, tmp_path)
+    (compacted,) = [e for e in _events(caplog) if e["event"] == "compaction_applied"]
+    assert compacted["mode"] == "blocking" and compacted["reason"] == "messages"
+    assert compacted["tokens_before"] < 0.8 * CompactionConfig(**SETTINGS).resolve().trigger_tokens
