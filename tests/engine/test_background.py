@@ -9,7 +9,6 @@ thread and task tests use the real runner.
 from __future__ import annotations
 
 import asyncio
-import logging
 import multiprocessing
 import random
 import sqlite3
@@ -62,22 +61,6 @@ class HeldRunner(InstantRunner):
     def wait_sync(self, job: Job, timeout) -> bool:
         self.held = False  # waiting for it is time passing: it finishes
         return super().wait_sync(job, timeout)
-
-
-@pytest.fixture
-def events(caplog):
-    """Return a function listing the background lifecycle events logged so far: (event, mode or why)."""
-    caplog.set_level(logging.INFO, logger="langgraph_compaction")
-
-    def named() -> list[dict]:
-        found = []
-        for record in caplog.records:
-            fields = record.args[1] if isinstance(record.args, tuple) and len(record.args) == 2 else None
-            if isinstance(fields, dict) and fields.get("event"):
-                found.append(fields)
-        return found
-
-    return named
 
 
 def _kinds(found: list[dict]) -> list[tuple]:

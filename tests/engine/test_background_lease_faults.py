@@ -12,12 +12,10 @@ the next trigger, where its summary would be looked for under another name.
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
 import time
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
@@ -53,22 +51,6 @@ class _Flaky(FileStorage):
     def append_transcript(self, thread_id: str, records: list[dict[str, Any]]) -> str:
         self._maybe_fail("append_transcript")
         return super().append_transcript(thread_id, records)
-
-
-@pytest.fixture
-def events(caplog):
-    """Return a function listing the background lifecycle events logged so far."""
-    caplog.set_level(logging.INFO, logger="langgraph_compaction")
-
-    def named() -> list[dict]:
-        found = []
-        for record in caplog.records:
-            fields = record.args[1] if isinstance(record.args, tuple) and len(record.args) == 2 else None
-            if isinstance(fields, dict) and fields.get("event"):
-                found.append(fields)
-        return found
-
-    return named
 
 
 def _worker(storage, saver):

@@ -9,7 +9,6 @@ the worker it replaced.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import sqlite3
@@ -29,22 +28,6 @@ from langgraph_compaction.testing import ScriptedModel
 #: A summary call may take this long; a worker that waited it out at the trigger would show it.
 TIMEOUT = 30
 CONFIG = CompactionConfig(context_window=WINDOW, summary={"timeout": TIMEOUT}, background={"enabled": True})
-
-
-@pytest.fixture
-def events(caplog):
-    """Return a function listing the background lifecycle events logged so far."""
-    caplog.set_level(logging.INFO, logger="langgraph_compaction")
-
-    def named() -> list[dict]:
-        found = []
-        for record in caplog.records:
-            fields = record.args[1] if isinstance(record.args, tuple) and len(record.args) == 2 else None
-            if isinstance(fields, dict) and fields.get("event"):
-                found.append(fields)
-        return found
-
-    return named
 
 
 def _worker(tmp_path, saver, summarizer=None):

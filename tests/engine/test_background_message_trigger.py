@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from langgraph.checkpoint.memory import InMemorySaver
+from support.events import lifecycle_events
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionConfig
@@ -35,15 +36,6 @@ class _HeldOne(InstantRunner):
         return not self.held and super().is_done(job)
 
 
-def _events(caplog) -> list[dict]:
-    found = []
-    for record in caplog.records:
-        fields = record.args[1] if isinstance(record.args, tuple) and len(record.args) == 2 else None
-        if isinstance(fields, dict) and fields.get("event"):
-            found.append(fields)
-    return found
-
-
 def _first_compaction(caplog, background: bool, tmp_path) -> dict[str, int]:
     """Run requests until the first summary is applied; return the request at which each lifecycle event came first."""
     caplog.clear()
@@ -54,10 +46,10 @@ def _first_compaction(caplog, background: bool, tmp_path) -> dict[str, int]:
     at: dict[str, int] = {}
     with use_runner(runner):
         for n in range(30):
-            started = any(e["event"] == "compaction_started" for e in _events(caplog))
+            started = any(e["event"] == "compaction_started" for e in lifecycle_events(caplog))
             graph.invoke({"messages": [request(n)]}, thread)
             runner.held = not started  # the job stays in progress for the request after the one that started it
-            for event in _events(caplog):
+            for event in lifecycle_events(caplog):
                 at.setdefault(event["event"], n)
             if "compaction_applied" in at:
                 return at
@@ -75,6 +67,6 @@ def test_before_the_message_trigger_a_job_prepares_the_summary_swapped_in_where_
 def test_at_the_message_trigger_the_compaction_is_well_under_the_token_trigger(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="langgraph_compaction")
     _first_compaction(caplog, False, tmp_path)
-    (compacted,) = [e for e in _events(caplog) if e["event"] == "compaction_applied"]
+    (compacted,) = [e for e in lifecycle_events(caplog) if e["event"] == "compaction_applied"]
     assert compacted["mode"] == "blocking" and compacted["reason"] == "messages"
     assert compacted["tokens_before"] < 0.8 * CompactionConfig(**SETTINGS).resolve().trigger_tokens

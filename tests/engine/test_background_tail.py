@@ -13,6 +13,7 @@ import logging
 
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from support.events import lifecycle_events
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionConfig, is_summary, load_transcript
@@ -33,15 +34,6 @@ class _HeldTwo(InstantRunner):
         return super().wait_sync(job, timeout)
 
 
-def _events(caplog) -> list[dict]:
-    found = []
-    for record in caplog.records:
-        fields = record.args[1] if isinstance(record.args, tuple) and len(record.args) == 2 else None
-        if isinstance(fields, dict) and fields.get("event"):
-            found.append(fields)
-    return found
-
-
 def test_the_results_the_agent_read_while_a_summary_was_made_are_shortened_at_the_swap(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="langgraph_compaction")
     config = CompactionConfig(context_window=WINDOW, background={"enabled": True})
@@ -49,15 +41,15 @@ def test_the_results_the_agent_read_while_a_summary_was_made_are_shortened_at_th
     thread = {"configurable": {"thread_id": "tail"}}
     runner, started, n = _HeldTwo(), None, 0
     with use_runner(runner):
-        while not any(e["event"] == "compaction_applied" for e in _events(caplog)):
+        while not any(e["event"] == "compaction_applied" for e in lifecycle_events(caplog)):
             graph.invoke({"messages": [request(n)]}, thread)
             n += 1
-            if started is None and any(e["event"] == "compaction_started" for e in _events(caplog)):
+            if started is None and any(e["event"] == "compaction_started" for e in lifecycle_events(caplog)):
                 started = n
             if started is not None and n == started + 2:
                 runner.held = False  # the agent read two requests' results while the summary was made
             assert n < 40, "no summary was applied"
-    applied = next(e for e in _events(caplog) if e["event"] == "compaction_applied")
+    applied = next(e for e in lifecycle_events(caplog) if e["event"] == "compaction_applied")
     assert applied["mode"] == "background"
     messages = graph.get_state(thread).values["messages"]
     start = next(i for i, m in enumerate(messages) if is_summary(m)) + 1
