@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -270,21 +270,6 @@ def micro_compact(
         i: messages[i].model_copy(update={"content": MICRO_PLACEHOLDER.format(tool=names[i], chars=len(text))})
         for i, text in candidates
     }
-
-
-def cleared_results(messages: Sequence[BaseMessage], indices: Iterable[int]) -> dict[int, BaseMessage]:
-    """Return the results at ``indices`` replaced by layer 2's placeholder naming the tool (the working set's
-    results kept only to answer their call, ``working_set.choose_working_set``); one already shortened stays."""
-    names = tool_names_by_result(messages)
-    cleared: dict[int, BaseMessage] = {}
-    for i in indices:
-        text = content_text(messages[i].content)
-        if not text.startswith(SHORTENED_OPENINGS):
-            tool = names.get(i, messages[i].name or "tool")
-            cleared[i] = messages[i].model_copy(
-                update={"content": MICRO_PLACEHOLDER.format(tool=tool, chars=len(text))}
-            )
-    return cleared
 
 
 def settled_from(

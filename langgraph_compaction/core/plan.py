@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from .billing import CACHED_PRICE
 from .config import SUMMARY_ALLOWANCE, Budget, CompactionConfig
 from .conversation import is_injected, is_summary, latest_user_index, leading_systems, tool_rounds, unsafe_cut_points
-from .layers import LayerEdits, cleared_results, settled_from, superseded_results
+from .layers import LayerEdits, settled_from, superseded_results
 from .working_set import choose_working_set
 
 
@@ -151,9 +151,7 @@ def whole_history(config: CompactionConfig, *, keep_excluded: bool = True) -> Co
 def with_working_set(messages: Sequence[BaseMessage], counts: Sequence[int], cut: Cut, budget_tokens: int) -> Cut:
     """Return the cut with the working set's rounds before it kept, within the budget.
 
-    ``working_set.choose_working_set`` chooses the rounds, each whole (no
-    result cleared: ``plan_compaction`` clears the results a read's round
-    keeps only to answer their call, ``_with_cleared_working_set``).
+    ``working_set.choose_working_set`` chooses the rounds, each whole.
 
     The rounds stay in their order, so they come right after the summary with
     their tool-call pairing intact. A cut that would then summarize nothing
@@ -162,37 +160,10 @@ def with_working_set(messages: Sequence[BaseMessage], counts: Sequence[int], cut
     if budget_tokens <= 0:
         return cut
     keep = choose_working_set(messages, counts, budget_tokens, cut.evict, clear=False).kept
-    return _keeping(messages, cut, keep)
-
-
-def _keeping(messages: Sequence[BaseMessage], cut: Cut, keep: frozenset[int]) -> Cut:
     evict = tuple(i for i in cut.evict if i not in keep)
     if not keep or not any(not is_summary(messages[i]) for i in evict):
         return cut
     return replace(cut, evict=evict, working_set=tuple(sorted(keep)))
-
-
-def _with_cleared_working_set(layers: LayerEdits, cut: Cut, budget_tokens: int) -> Cut:
-    """Return the cut with the working set kept, the results its rounds keep only to answer a call cleared.
-
-    A read made in parallel with a large result (a test log, another file)
-    then costs its call, itself and a placeholder for each other result. The
-    placeholders are layer 2 edits of messages the summary keeps (free with
-    it: the prefix changes anyway). When a clearing is not allowed (a frozen
-    message) the rounds are chosen whole, as ``with_working_set`` does.
-    """
-    if budget_tokens <= 0:
-        return cut
-    choice = choose_working_set(layers.working, layers.sizes, budget_tokens, cut.evict)
-    before = dict(layers.edits)
-    layers.apply("micro", cleared_results(layers.working, sorted(i for i in choice.cleared if i not in before)))
-    evicted = set(cut.evict)
-    if sum(layers.sizes[i] for i in choice.kept if i in evicted) <= budget_tokens:
-        kept = _keeping(layers.working, cut, choice.kept)
-        if kept.working_set:
-            return kept
-    layers.keep(before)
-    return with_working_set(layers.working, layers.sizes, cut, budget_tokens)
 
 
 def _kept_tokens(sizes: Sequence[int], cut: Cut) -> int:
@@ -332,7 +303,7 @@ def plan_compaction(
     if cut is not None:  # the working set, in what room the target leaves (never pushing the result over it)
         summary = SUMMARY_ALLOWANCE + config.fidelity.request_tokens  # the summary quotes requests besides its text
         room = budget.target_tokens - summary - _kept_tokens(layers.sizes, cut)
-        cut = _with_cleared_working_set(layers, cut, min(working_set_tokens, room))
+        cut = with_working_set(layers.working, layers.sizes, cut, min(working_set_tokens, room))
     if layers.edits and cut is not None and not overflow:
         # evicted messages leave with the summary: editing them first buys nothing
         layers.keep(cache_aware_edits(layers.edits, counts, layers.sizes, evict=cut.evict, calls_ahead=0))

@@ -188,17 +188,17 @@ def _latest_reads_first(files: list[WorkingFile]) -> list[WorkingFile]:
     return [f for f in files if latest[f.path] is f] + [f for f in files if latest[f.path] is not f]
 
 
-#: What a result costs once cleared to a placeholder (``layers.MICRO_PLACEHOLDER``, about 30 tokens and the tool's
-#: name): a result kept only to answer its call, in the round of a read the working set keeps.
+#: What a result costs once layer 2 cleared it to its placeholder (``layers.MICRO_PLACEHOLDER``, about 30 tokens and
+#: the tool's name): a result the working set holds only to answer its call, in a parallel round of a read it keeps.
 CLEARED_TOKENS = 60
-#: Results of at most this many characters are never cleared: the placeholder would save nothing.
+#: Results of at most this many characters are never counted as cleared: the placeholder would save nothing.
 CLEARABLE_CHARS = 400
 
 
 @dataclass(frozen=True)
 class WorkingSetChoice:
-    """The messages the working set keeps: ``kept`` (calls and results), of which ``cleared`` are results kept
-    only to answer their call (the other calls of a parallel round), to be cleared to a placeholder."""
+    """The messages the working set keeps: ``kept`` (calls and results), of which ``cleared`` are results held
+    only to answer their call (the other calls of a parallel round), counted as cleared (``clear``)."""
 
     kept: frozenset[int] = frozenset()
     cleared: frozenset[int] = frozenset()
@@ -210,7 +210,7 @@ def choose_working_set(
     budget_tokens: int,
     evict: Sequence[int] | None = None,
     *,
-    clear: bool = True,
+    clear: bool = False,
 ) -> WorkingSetChoice:
     """Return the working set's reads that stay out of the summary, and the results kept only to answer a call.
 
@@ -225,10 +225,10 @@ def choose_working_set(
     messages the working set would keep, which layers 1-2 must not shorten.
 
     A read made in a round of parallel calls stays with its call and every
-    result of the round (the pairing providers require); with ``clear`` the
+    result of the round (the pairing providers require). With ``clear`` the
     other results, unless they are reads the working set keeps too, count
-    ``CLEARED_TOKENS`` each: they are ``cleared``, a placeholder in their
-    place, so a large test log next to a read does not keep the read out.
+    ``CLEARED_TOKENS`` each and are listed in ``cleared``: results layers 1-2
+    may shorten, the read beside them being what the working set is for.
     """
     checking = evict is not None
     evicted = set(range(len(messages))) if evict is None else set(evict)
@@ -274,13 +274,14 @@ def keep_working_set(
 ) -> frozenset[int]:
     """Return the indices of the working set's reads that stay out of the summary (``choose_working_set``).
 
-    With ``evict`` every message the cut keeps for the working set (the
-    results kept only to answer their call included); with ``evict`` None the
-    messages layers 1-2 must not shorten: the reads and their calls, not the
-    results a placeholder may replace.
+    With ``evict``: every message the cut keeps for the working set, whole
+    rounds. With ``evict`` None: the messages layers 1-2 must not shorten,
+    the reads and their calls; a result a parallel round holds only to
+    answer its call is not among them (and counts as cleared), so a large
+    test log next to a read does not keep that read out of their protection.
     """
-    choice = choose_working_set(messages, counts, budget_tokens, evict)
-    return choice.kept if evict is not None else choice.kept - choice.cleared
+    choice = choose_working_set(messages, counts, budget_tokens, evict, clear=evict is None)
+    return choice.kept - choice.cleared
 
 
 def working_set_note(messages: Sequence[BaseMessage], evict_ids: set[Any]) -> str:

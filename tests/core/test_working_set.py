@@ -323,31 +323,6 @@ def _parallel_session(*, second: tuple[str, dict, str]) -> list:
     return messages
 
 
-def _applied(messages, plan) -> list:
-    """Return the messages after the plan: its edits made, the evicted ones gone, a summary in their place."""
-    evicted = {messages[i].id for i in plan.cut.evict}
-    view = [plan.edits.get(i, m) for i, m in enumerate(messages) if m.id not in evicted]
-    view.insert(1, HumanMessage("## SUMMARY\n...", id="s"))
-    return view
-
-
-def test_a_read_made_in_parallel_with_a_large_result_stays_whole_and_the_other_result_is_cleared():
-    messages = _parallel_session(second=("Bash", {"command": "pytest -q tests/test_a.py"}, LOG))
-    counts = TokenCounter().counts(messages)
-    read = counts[2] + counts[3]
-    assert counts[4] > 2 * read  # the whole round is far over the budget below
-    plan, counter = _plan(messages, working_set_tokens=read + 100)
-    assert plan.summarize
-    assert [messages[i].id for i in plan.cut.working_set] == ["a-par", "t-ra", "t-rb"]
-    view = _applied(messages, plan)
-    assert openai_violations(view) == [] and anthropic_violations(view) == []
-    by_id = {m.id: m for m in view}
-    assert by_id["t-ra"].content == BODY  # the read, whole
-    assert "cleared to save context" in by_id["t-rb"].content  # the test log, only answering its call
-    kept = sum(counter.message(by_id[i]) for i in ("a-par", "t-ra", "t-rb"))
-    assert kept <= read + 100
-
-
 def test_two_files_read_in_one_round_stay_whole_when_both_fit():
     messages = _parallel_session(second=("Read", {"file_path": "src/b.py"}, BODY))
     counts = TokenCounter().counts(messages)
