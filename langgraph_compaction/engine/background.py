@@ -188,6 +188,11 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
             return
     if _count_set(gate.setup):  # met where the builder set it, as blocking meets it: with blocking's cut, there
         return
+    breaker = gate.record["breaker"]
+    if breaker is not None and breaker["failures"]:
+        # the last summary failed (a 503, or a summarizer that calls interrupt() and needs the run): the next
+        # starts at the count, where the gate compacts as blocking if that one fails too, not again and again before
+        return
     conversation = len(gate.messages) - leading_systems(gate.messages)
     if should_start_by_count(conversation, _turn_messages(gate.messages), tokens, budget, start, turns):
         # the cut a blocking compaction would make at the count, made now: the turns until the swap refill the tail
