@@ -104,10 +104,19 @@ def tail_tokens(messages: Sequence[BaseMessage], counts: Sequence[int], cutoff_i
     return sum(counts[end:]) if end is not None else 0
 
 
+def newest_turn(messages: Sequence[BaseMessage]) -> int:
+    """Return where the newest turn starts: the newest model reply (``len(messages)`` when there is none)."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
+
+
 def turn_tokens(messages: Sequence[BaseMessage], counts: Sequence[int]) -> int:
     """Return the tokens the newest turn added: the newest model reply and all after it (tool results, a request)."""
-    turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
-    return sum(counts[turn:])
+    return sum(counts[newest_turn(messages) :])
+
+
+def turn_messages(messages: Sequence[BaseMessage]) -> int:
+    """Return how many messages the newest turn added: the newest model reply and all after it."""
+    return len(messages) - newest_turn(messages)
 
 
 def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_ready: float) -> bool:
@@ -174,8 +183,7 @@ def swap_before_trigger(
     results after it); applying later would only lengthen the tail it
     leaves (a tail already past it: applied as soon as it is ready).
     """
-    turn = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
-    return tail_tokens(messages, counts, record.get("cutoff_id")) + sum(counts[turn:]) > keep_tokens_max
+    return tail_tokens(messages, counts, record.get("cutoff_id")) + turn_tokens(messages, counts) > keep_tokens_max
 
 
 def record_problem(record: dict[str, Any]) -> str | None:

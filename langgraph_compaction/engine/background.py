@@ -33,8 +33,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
-
 from ..core.background import (
     covered,
     covers_enough,
@@ -44,6 +42,7 @@ from ..core.background import (
     should_start_by_count,
     start_budget,
     swap_before_trigger,
+    turn_messages,
     turn_tokens,
 )
 from ..core.config import Budget
@@ -194,18 +193,12 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
         # starts at the count, where the gate compacts as blocking if that one fails too, not again and again before
         return
     conversation = len(gate.messages) - leading_systems(gate.messages)
-    if should_start_by_count(conversation, _turn_messages(gate.messages), tokens, budget, start, turns):
+    if should_start_by_count(conversation, turn_messages(gate.messages), tokens, budget, start, turns):
         # the cut a blocking compaction would make at the count, made now: the turns until the swap refill the tail
         at = dataclasses.replace(start_budget(budget, start), trigger_messages=conversation)
         planned = _plan(gate, at, memo, new_tokens)
         if planned.summarize and planned.reason == "messages":
             yield from _start(gate, planned)
-
-
-def _turn_messages(messages: Sequence[BaseMessage]) -> int:
-    """Return how many messages the newest turn added: the newest model reply and all after it."""
-    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), len(messages))
-    return len(messages) - last
 
 
 def _evicted_tokens(plan: CompactionPlan, counts: Sequence[int]) -> int:
