@@ -33,6 +33,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
 from ..core.background import (
     covered,
     covers_enough,
@@ -51,11 +53,12 @@ from ..core.plan import CompactionPlan, plan_compaction
 from .breaker import breaker_after
 from .driver import Performer, adrive, drive
 from .effects import StartJob, Steps, WaitJob
-from .events import emit_event
+from .events import blocking_started, emit_event
 from .jobs import BackgroundJobs, Job, Published, owner_gone
-from .prepare import job_key, lease_seconds, prepare_steps, published_key, read_for_job
+from .prepare import Read, job_key, lease_seconds, make_steps, prepare_steps, published_key, read_for_job
+from .run import Run
 from .setup import Setup
-from .state import Breaker, Lease, merge_compaction, read_breaker, read_compaction
+from .state import Breaker, CompactionRecord, Lease, merge_compaction, read_breaker, read_compaction
 from .swap import GateCall, Outcome, background_event, swap
 
 
@@ -127,9 +130,14 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     if waited is not None and (yield from swap(gate, waited)):
         yield from _next_job(gate)
         return gate.out
-    if record["lease"] is not None:  # compacted blocking, the prefix goes: its job's summary is looked for no more
+    if record["lease"] is not None:  # compacted now, the prefix goes: its job's summary is looked for no more
         _release(gate, record["lease"]["id"])
-    gate.out.blocked = gate.out.blocked or "no summary was prepared in time"
+    blocked = gate.out.blocked or "no summary was prepared in time"
+    if waited is None and gate.jobs.get(gate.key) is None and gate.may_prepare():
+        made = yield from _compact_now(gate, plan, blocked)
+        if made is None or (yield from swap(gate, made)):
+            return gate.out  # applied, or failed as a blocking summary fails: the history stays for now
+    gate.out.blocked = blocked
     return gate.out
 
 
@@ -151,15 +159,16 @@ def _count_only(gate: GateCall, plan: CompactionPlan, job: Job | None) -> Steps[
     now (the plan's own cut, so as many messages go as without background),
     and the swap follows when it is ready. A job already being prepared, here
     or by another worker, is not waited for. A job that finished without a
-    summary applied (it failed: a summarizer that calls ``interrupt()`` needs
-    the run), or no way to start one (no summarizer, its breaker open): the
-    gate compacts as blocking.
+    summary applied, or a last summary that failed (a summarizer that calls
+    ``interrupt()`` needs the run): the gate makes the summary in front of
+    the model call (``_compact_now``); with no way to make one (no
+    summarizer, its breaker open) it compacts as blocking.
     """
     if job is not None:
         return not job.done()
     if _lease_held_elsewhere(gate.record["lease"], gate.jobs, gate.run.storage):
         return True
-    if not gate.may_prepare():
+    if not gate.may_prepare() or _failed_lately(gate):
         return False
     yield from _start(gate, plan)
     return gate.jobs.get(gate.key) is not None
@@ -187,10 +196,7 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
             return
     if _count_set(gate.setup):  # met where the builder set it, as blocking meets it: with blocking's cut, there
         return
-    breaker = gate.record["breaker"]
-    if breaker is not None and breaker["failures"]:
-        # the last summary failed (a 503, or a summarizer that calls interrupt() and needs the run): the next
-        # starts at the count, where the gate compacts as blocking if that one fails too, not again and again before
+    if _failed_lately(gate):
         return
     conversation = len(gate.messages) - leading_systems(gate.messages)
     if should_start_by_count(conversation, turn_messages(gate.messages), tokens, budget, start, turns):
@@ -199,6 +205,19 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
         planned = _plan(gate, at, memo, new_tokens)
         if planned.summarize and planned.reason == "messages":
             yield from _start(gate, planned)
+
+
+def _failed_lately(gate: GateCall) -> bool:
+    """Return True when the last summary failed: then the message count is met in the run, no job before it.
+
+    A 503, or a summarizer that calls ``interrupt()`` and so needs the run:
+    the gate makes the summary in front of the model call at the count
+    (``_compact_now``), not in one job after another before it. The decision reads the
+    checkpointed breaker only, so a run resumed after an interrupt takes the
+    same path again.
+    """
+    breaker = gate.record["breaker"]
+    return breaker is not None and bool(breaker["failures"])
 
 
 def _evicted_tokens(plan: CompactionPlan, counts: Sequence[int]) -> int:
@@ -294,8 +313,12 @@ def _discarded(why: str, meta: dict[str, Any], tokens_before: int) -> dict[str, 
     )
 
 
-def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
-    """Yield the effect that starts a job for the plan's cut of the messages, and take the conversation's lease."""
+#: What a job works on: its meta (the cut), the messages, the record it reads, its run, what the gate read for it.
+JobInputs = tuple[dict[str, Any], list[BaseMessage], CompactionRecord, Run, Read]
+
+
+def _job_inputs(gate: GateCall, plan: CompactionPlan) -> Steps[JobInputs]:
+    """Yield the offload and the memory read of the plan's cut; return what a job for it works on."""
     setup, run = gate.setup, gate.run
     # the messages as the state holds them once this call's update lands: the gate's layer edits made
     messages = [gate.edits.get(i, m) for i, m in enumerate(gate.messages)] if gate.edits else gate.messages
@@ -326,8 +349,14 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
     if read[0] is not None:
         record = read_compaction(merge_compaction(dict(record), read[0].record()))
     job_run = dataclasses.replace(run, usage={})  # its own account of the compaction model's usage
+    return meta, snapshot, record, job_run, read
+
+
+def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
+    """Yield the effect that starts a job for the plan's cut of the messages, and take the conversation's lease."""
+    setup, key = gate.setup, gate.key
+    meta, snapshot, record, job_run, read = yield from _job_inputs(gate, plan)
     performer = Performer(job_run, setup.config.summary.timeout)
-    key = gate.key
     job = Job(
         key,
         meta,
@@ -351,13 +380,33 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
         "cutoff_id": meta["cutoff_id"],
     }
     gate.out.compaction["lease"] = lease
-    started: dict[str, Any] = {
-        "prepared_id": meta["id"],
-        "tokens_before": plan.tokens_after_layers,
-        "evict": len(evict_ids),
-        "usage": {},
-    }
-    gate.events.append(background_event("compaction_started", mode="background", **started))
+    started = {"prepared_id": meta["id"], "tokens_before": meta["tokens_before"], "evict": len(meta["evict_ids"])}
+    gate.events.append(background_event("compaction_started", mode="background", usage={}, **started))
+
+
+def _compact_now(gate: GateCall, plan: CompactionPlan, why: str) -> Steps[dict[str, Any] | None]:
+    """At the trigger with no summary ready or coming, make the plan's in the run; return it (None: it failed).
+
+    A job's failure, a worker restarted in place, a turn that jumps past the
+    trigger: the agent waits for the summary a blocking compaction would
+    make, with the memory model's call beside the summary's (as a job makes
+    them) rather than before it. In the run, so a summarizer that calls
+    ``interrupt()`` pauses it. A failure is a blocking summary's: while the
+    history fits the window it stays, and the next model call tries again.
+    """
+    assert plan.cut is not None and plan.reason is not None
+    blocking_started(plan.reason, plan.tokens_before, plan.tokens_after_layers, len(plan.cut.evict), why)
+    meta, snapshot, record, job_run, read = yield from _job_inputs(gate, plan)
+    meta.update(mode="blocking", reason=plan.reason)
+    made = yield from make_steps(gate.setup, meta, snapshot, record, job_run, read)
+    problem = _taken(gate, made)
+    if problem is None:
+        gate.out.compaction["prepared"] = _ready(made)  # applied now, or by a later call if the swap must wait
+        return made
+    gate.events.append(emit_event({"stage": "summarize", "prepared_id": meta["id"], "error": problem}))
+    counts: dict[str, int] = gate.out.compaction.setdefault("counts", {})
+    counts["failed"] = counts.get("failed", 0) + 1
+    return None
 
 
 def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -365,8 +414,7 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
     gate.jobs.drop(job)
     gate.jobs.observe(job)
     outcome = job.outcome()
-    gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}))  # background failures count too
-    gate.events.extend(emit_event({k: v for k, v in e.items() if k != "time"}) for e in outcome.get("notes") or ())
+    error = _taken(gate, outcome)
     lease = gate.record["lease"]
     if lease is not None and lease["id"] == job.meta["id"] and lease["state"] == "applied":
         return prepared  # another worker applied what this job published
@@ -377,16 +425,29 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
         "tokens_after": outcome.get("tokens_after"),
         "usage": usage,
     }
-    problem = outcome.get("error") or prepared_problem(outcome, gate.messages)
+    problem = error or prepared_problem(outcome, gate.messages)
     if problem is None and prepared is not None and prepared_problem(prepared, gate.messages) is None:
         problem = "a summary prepared elsewhere is ready already"
     if problem is not None:
         gate.events.append(background_event("compaction_discarded", why=problem, **tokens))
         _release(gate, job.meta["id"])
         return prepared
-    gate.out.compaction["prepared"] = {k: v for k, v in outcome.items() if k not in ("breakers", "notes")}
+    gate.out.compaction["prepared"] = _ready(outcome)
     gate.events.append(background_event("compaction_ready", evict=len(outcome["evict_ids"]), **tokens))
     return outcome
+
+
+def _ready(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Return a ready job record as the state keeps it (``compaction["prepared"]``)."""
+    return {k: v for k, v in outcome.items() if k not in ("breakers", "notes")}
+
+
+def _taken(gate: GateCall, outcome: dict[str, Any]) -> str | None:
+    """Record what a job's calls reported (the breakers they moved, its notes); return its error (None: ready)."""
+    gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}))  # background failures count too
+    gate.events.extend(emit_event({k: v for k, v in e.items() if k != "time"}) for e in outcome.get("notes") or ())
+    error: str | None = outcome.get("error")
+    return error
 
 
 def _breakers(gate: GateCall, reported: dict[str, Any]) -> dict[str, Breaker]:

@@ -49,6 +49,30 @@ def emit_event(event: dict[str, Any]) -> dict[str, Any]:
 LIFECYCLE_STEPS = ("flush", "offload", "summarize")
 
 
+def blocking_started(
+    reason: str, tokens_before: int, tokens_after_layers: int, evict: int, why: str | None, **fields: Any
+) -> None:
+    """Stream that the gate compacts in front of the model call (``compaction_started``, ``mode="blocking"``).
+
+    Streamed and logged, not kept: a UI shows "compacting..." until the
+    summarize step ends (``compaction_applied``, kept). ``why`` says why it
+    blocks when background compaction is on.
+    """
+    started = {"event": "compaction_started", "mode": "blocking", "usage": {}, **({"why": why} if why else {})}
+    emit_event(
+        {
+            "stage": "lifecycle",
+            "phase": "started",
+            "reason": reason,
+            "tokens_before": tokens_before,
+            "tokens_after_layers": tokens_after_layers,
+            "evict": evict,
+            **started,
+            **fields,
+        }
+    )
+
+
 def stage_started(stage: str) -> float | None:
     """Stream the start of a side step; return its start time (None for the gate, which runs on every call)."""
     stage = stage.removeprefix("compaction_")  # the engine names the steps by their graph node

@@ -27,7 +27,7 @@ from ..core.tokens import TokenCounter, fingerprint
 from ..core.view import kept_edits
 from .background import background_floor, background_steps, swap_coming
 from .effects import Steps
-from .events import describe_error, emit_event
+from .events import blocking_started, describe_error, emit_event
 from .jobs import BackgroundJobs
 from .offload import offload_messages
 from .passes import message_writes
@@ -279,19 +279,7 @@ def _ask_for_summary(
 ) -> None:
     """Record the summary the plan asks for as ``pending`` and stream that compaction started (blocking)."""
     assert plan.cut is not None and plan.reason is not None
-    # streamed, not kept: a UI shows "compacting..." until the summarize stage ends (compaction_applied, kept)
-    started = {"event": "compaction_started", "mode": "blocking", "usage": {}, **({"why": blocked} if blocked else {})}
-    emit_event(
-        {
-            "stage": "lifecycle",
-            "phase": "started",
-            "reason": plan.reason,
-            "tokens_before": plan.tokens_before,
-            "tokens_after_layers": plan.tokens_after_layers,
-            "evict": len(plan.cut.evict),
-            **started,
-        }
-    )
+    blocking_started(plan.reason, plan.tokens_before, plan.tokens_after_layers, len(plan.cut.evict), blocked)
     out.compaction["pending"] = new_pending(plan, messages, budget, plan.reason, (manual or {}).get("focus"))
 
 

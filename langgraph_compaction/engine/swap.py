@@ -181,8 +181,8 @@ def _apply(
     flushed = yield from commit_flush(setup, messages, gate.record, prepared.get("flush"), flush_run)
     event = {
         "event": "compaction_applied",
-        "mode": "background",
-        "reason": "background",
+        "mode": prepared.get("mode") or "background",  # "blocking": made in the run, the agent waiting
+        "reason": prepared.get("reason") or "background",
         "prepared_id": prepared.get("id"),
         "usage": usage,
         **({"error": prepared["fallback"]} if prepared.get("fallback") else {}),

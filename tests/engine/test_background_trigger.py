@@ -1,0 +1,127 @@
+"""Background compaction at the trigger with no summary ready or coming: how long the agent is held.
+
+A job that failed (a 503), a worker restarted in place, or a turn that jumps
+past the trigger leave the gate nothing to apply at the trigger. It then
+prepares the summary in the run, the summary and the memory model side by
+side as a job does: the agent waits one compaction-model call, not the memory
+call and then the summary call of a blocking compaction. What fails there is
+what a blocking summary's failure is: the history stays while it fits the
+window, and the next model call tries again.
+"""
+
+from __future__ import annotations
+
+import time
+
+from langchain_core.runnables import ensure_config
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
+from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
+
+from langgraph_compaction import CompactionConfig, is_summary
+from langgraph_compaction.testing import ScriptedModel, scripted_summary
+
+#: Every job fails in these tests: the breaker stays closed through them, so that the summarizer is asked at the trigger.
+CONFIG = CompactionConfig(
+    context_window=WINDOW, summary={"timeout": 30}, background={"enabled": True}, guards={"breaker_failures": 20}
+)
+LATENCY = 0.4
+THREAD = {"configurable": {"thread_id": "trigger"}}
+
+
+class _Timed(ScriptedModel):
+    """A summarizer and memory model recording each call: its kind, when it ran, and whether a job made it."""
+
+    spans: list = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        kind = "summary" if "Context Extraction Assistant" in str(messages[-1].content) else "memory"
+        began = time.monotonic()
+        try:
+            return super()._generate(messages, stop, run_manager, **kwargs)
+        finally:
+            self.spans.append((kind, began, time.monotonic(), _in_a_job()))
+
+
+def _in_a_job() -> bool:
+    """Return True when the call comes from a background job: it runs outside the run (no thread id in its config)."""
+    return not ensure_config().get("configurable", {}).get("thread_id")
+
+
+def _failing_in_jobs(prompt: str) -> str:
+    """Answer the summary prompt in the run; fail it (a 503) in a background job."""
+    if _in_a_job():
+        raise RuntimeError("Error code: 503 - the summarizer is unavailable")
+    return scripted_summary(prompt)
+
+
+def _run_until(graph, events, done, limit: int = 40) -> int:
+    for n in range(limit):
+        graph.invoke({"messages": [request(n)]}, THREAD)
+        if done(events()):
+            return n
+    raise AssertionError(f"not done in {limit} requests: {[e['event'] for e in events()]}")
+
+
+def test_after_a_failed_job_the_trigger_holds_the_agent_for_one_call_with_memory_and_summary_side_by_side(events):
+    summarizer = _Timed(latency=LATENCY, summary=_failing_in_jobs, spans=[])
+    graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
+    _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
+    found = events()
+    assert any(e["event"] == "compaction_discarded" and "503" in e["why"] for e in found)  # the job failed
+    (applied,) = [e for e in found if e["event"] == "compaction_applied"]
+    assert applied["layer"] == "summarize" and applied["mode"] == "blocking"  # the model's summary, made in the run
+    in_run = [s for s in summarizer.spans if not s[3]]
+    summary = [s for s in in_run if s[0] == "summary"]
+    memory = [s for s in in_run if s[0] == "memory"]
+    assert len(summary) == 1 and len(memory) == 1
+    (_, s_began, s_ended, _), (_, m_began, m_ended, _) = summary[0], memory[0]
+    assert s_began < m_ended and m_began < s_ended, "the memory call and the summary call ran one after the other"
+    state = graph.get_state(THREAD).values
+    assert any(is_summary(m) for m in state["messages"])
+
+
+def test_a_summary_failing_at_the_trigger_leaves_the_history_and_the_next_call_tries_again(events):
+    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
+
+    def once_unavailable(prompt: str) -> str:
+        if _in_a_job():
+            raise RuntimeError("Error code: 503 - the summarizer is unavailable")
+        failure = next(answers, None)
+        if failure is not None:
+            raise failure
+        return scripted_summary(prompt)
+
+    summarizer = _Timed(latency=0.0, summary=once_unavailable, spans=[])
+    graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
+    _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
+    in_run = [s for s in summarizer.spans if s[0] == "summary" and not s[3]]
+    assert len(in_run) == 2  # the failed one at the trigger, the one at the next model call
+    (applied,) = [e for e in events() if e["event"] == "compaction_applied"]
+    assert applied["layer"] == "summarize"
+    compaction = graph.get_state(THREAD).values["compaction"]
+    assert compaction["counts"]["failed"] == 1
+    assert any("503" in str(e.get("error")) for e in compaction["events"] if e.get("stage") == "summarize")
+
+
+def test_a_summarizer_that_calls_interrupt_pauses_the_run_at_the_trigger_in_the_background_too(events):
+    def ask_a_person(prompt: str) -> str:
+        if _in_a_job():
+            raise RuntimeError("no person to ask in a background job")
+        return interrupt("Please write the summary.")
+
+    graph = edge_builder(ToolCallingModel(), None, CONFIG, ScriptedModel(summary=ask_a_person)).compile(
+        checkpointer=InMemorySaver()
+    )
+    for n in range(40):
+        out = graph.invoke({"messages": [request(n)]}, THREAD)
+        if "__interrupt__" in out:
+            break
+    assert out["__interrupt__"][0].value == "Please write the summary."
+    written = (
+        "## SESSION INTENT\nTests.\n\n## SUMMARY\nWe ran the tests.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
+    )
+    graph.invoke(Command(resume=written), THREAD)
+    state = graph.get_state(THREAD).values
+    summary = next(m for m in state["messages"] if is_summary(m))
+    assert "We ran the tests." in summary.content
