@@ -56,7 +56,7 @@ from langgraph_compaction.core.billing import CACHED_PRICE, PRICES
 from langgraph_compaction.core.caching import CACHE_DEPTH
 from langgraph_compaction.core.config import CompactionConfig, FidelityConfig
 from langgraph_compaction.core.layers import SHORTENED_OPENINGS
-from langgraph_compaction.core.tokens import estimate_tokens
+from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.core.validation import anthropic_violations
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.storage.transcript import load_transcript
@@ -148,6 +148,7 @@ def replay(
         "over_trigger": 0,
     }
     trigger = config.resolve().trigger_tokens if config is not None else thresholds.trigger_tokens
+    counter = TokenCounter()  # each message counted once, not again in every later request
     charged: set = set()  # the reads already charged since the last compaction: a real agent re-reads once
 
     def observe(view: list[BaseMessage]) -> None:
@@ -165,7 +166,7 @@ def replay(
         state["compacted"] = len(compacted)
         ws["violations"] += bool(state["compacted"] and anthropic_violations(view))  # the recording's own order aside
         ws["over_window"] += request.tokens > thresholds.context_window
-        ws["over_trigger"] += estimate_tokens(view) > trigger  # in the package's own units: what the trigger counts
+        ws["over_trigger"] += counter.total(view) > trigger  # in the package's own units: what the trigger counts
         for edit in edits.get(state["calls"], ()):
             ws["edits"] += 1
             if read_in_view(edit, view):
