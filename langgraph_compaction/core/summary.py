@@ -11,7 +11,6 @@ import hashlib
 import json
 import re
 import uuid
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -168,11 +167,14 @@ def _is_placeholder(text: str) -> bool:
 
 
 def _repeats_itself(text: str) -> bool:
-    """Return True for a text that loops: most of its sentences said before, or a run of the same few words."""
-    sentences = [s for s in (re.sub(r"\W+", " ", p).strip().casefold() for p in re.split(r"[.!?\n]+", text)) if s]
-    if len(sentences) >= 4 and 2 * len(set(sentences)) < len(sentences):
-        return True
-    return len(text) >= 400 and len(zlib.compress(text.encode("utf-8"))) < len(text) // 10
+    """Return True for a text nine tenths of which is runs of the same words inside its lines, more text after them.
+
+    ``before_loop`` cuts what loops to the text's end and the sentences or
+    lines that come back, not a run inside a line that more text follows (a
+    quote of a repetitive message is one). Lines of one shape (bullets under
+    one heading, paths under one folder) are no loop.
+    """
+    return 10 * sum(len(line) - len(before_loop(line)) for line in text.splitlines()) > 9 * len(text)
 
 
 #: The fewest words a summary cut short (before its loop, without the prompt's lines) must still hold.

@@ -147,6 +147,64 @@ def test_a_summary_that_loops_after_useful_text_keeps_the_text_before_the_loop(w
     assert kept in section(complete_summary(text, MESSAGES).text, "SUMMARY")
 
 
+_HEROKU = "app/.heroku/python/lib/python3.6/site-packages/django"
+#: Structured summaries repeat line shapes without looping; a loop repeats the same text: (the answer, what is kept).
+STRUCTURED_OR_LOOPING = {
+    # ScriptedModel's answer on a Django trajectory: the dots in its paths are no sentence ends
+    "scripted-answer-with-paths-under-one-tree": (
+        "## SESSION INTENT\nContinue the task in progress.\n\n## SUMMARY\nThe conversation covered 0 user "
+        "requests. Topics: openhands workspace django__django__ command finished install pytest django runner\n\n"
+        "## ARTIFACTS\n- workspace/django__django__3.0\n- ./manage.py\n"
+        + "".join(
+            f"- {_HEROKU}/{p}.py\n"
+            for p in (
+                "core/management/__init__",
+                "core/management/base",
+                "db/models/query",
+                "db/models/deletion",
+                "db/models/sql/compiler",
+                "db/backends/utils",
+                "db/backends/mysql/base",
+            )
+        )
+        + "- app/.heroku/python/lib/python3.6/site-packages/newrelic/hooks/framework_django.py\n"
+        "- app/.heroku/python/lib/python3.6/site-packages/newrelic/api/function_trace.py\n"
+        "- app/treeherder/model/models.py\n\n## NEXT STEPS\nContinue with the latest request and verify the result.",
+        None,
+    ),
+    "many-edited-bullets": (
+        "## SUMMARY\nThe user asked to rename the helper; the assistant renamed it everywhere.\n\n## ARTIFACTS\n"
+        + "".join(f"- {_HEROKU}/db/models/m{n}.py: edited (renamed the helper)\n" for n in range(30))
+        + "\n## NEXT STEPS\nRun the tests.",
+        None,
+    ),
+    "bullets-with-one-prefix": (
+        "## SUMMARY\n" + "".join(f"- The user asked: {verb} the file and run the tests again\n" for verb in "ABCDEFGH"),
+        None,
+    ),
+    "headings-of-a-chained-summary": (
+        "## SESSION INTENT\nFix the parser.\n\n## SUMMARY\nEarlier summary:\n## SUMMARY\nThe parser failed on tabs.\n"
+        "## NEXT STEPS\nFix the tabs.\nSince then the tabs were fixed in parser.py.\n\n## NEXT STEPS\nRun the tests.",
+        None,
+    ),
+    "the-same-line-again-and-again": (
+        "The service listens on port 8080, set in config.yaml by the user.\n" + "- src/app.py: edited\n" * 20,
+        "The service listens on port 8080, set in config.yaml by the user.\n- src/app.py: edited",
+    ),
+    "the-same-block-again-and-again": (
+        "The user wants the port of the service.\n"
+        + "## SUMMARY\nconfig.yaml sets port 8080.\n## NEXT STEPS\nTell the user.\n" * 6,
+        "The user wants the port of the service.\n## SUMMARY\nconfig.yaml sets port 8080.\n## NEXT STEPS\nTell the user.",
+    ),
+}
+
+
+@pytest.mark.parametrize("written, kept", STRUCTURED_OR_LOOPING.values(), ids=STRUCTURED_OR_LOOPING.keys())
+def test_a_structured_summary_is_kept_whole_and_a_loop_is_cut(written, kept):
+    assert summary_problem(written, replaced="x" * 40_000) is None
+    assert own_summary(written)[0] == (kept or written.strip())
+
+
 def test_a_looping_summary_is_used_up_to_its_loop_and_an_event_says_so(tmp_path):
     looping = "The user asked for the next task and the assistant answered it.\n" + "Then the user asked again.\n" * 30
     model = ScriptedModel(summary=looping)
@@ -194,6 +252,12 @@ REFUSED_SUMMARIES = {
     ),
     "a-prompt-line-in-a-loop": ("What is the user's primary goal or request?\n" * 12, "wrote its prompt back"),
     "too-little-before-the-loop": ("Port 8080.\n" + "and then read the file " * 30, "repeats itself"),
+    "a-run-of-the-same-words-between-sections": (
+        "## SUMMARY\nThe user asked for the port.\n"
+        + "and then we talked some more " * 300
+        + "\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on.",
+        "repeats itself",
+    ),
 }
 
 
