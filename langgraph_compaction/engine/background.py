@@ -133,10 +133,15 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     if record["lease"] is not None:  # compacted now, the prefix goes: its job's summary is looked for no more
         _release(gate, record["lease"]["id"])
     blocked = gate.out.blocked or "no summary was prepared in time"
-    if waited is None and gate.jobs.get(gate.key) is None and gate.may_prepare():
+    if waited is None and gate.jobs.get(gate.key) is None and gate.may_prepare() and _after_a_failure(gate, job):
         made = yield from _compact_now(gate, plan, blocked)
-        if made is None or (yield from swap(gate, made)):
-            return gate.out  # applied, or failed as a blocking summary fails: the history stays for now
+        if made is not None and (yield from swap(gate, made)):
+            yield from _next_job(gate)
+            return gate.out
+        if made is None or gate.out.compaction.get("prepared") is not None:
+            # it failed as a blocking summary fails, or its swap waits for the transcript: the history stays for now
+            gate.out.blocked = None
+            return gate.out
     gate.out.blocked = blocked
     return gate.out
 
@@ -205,6 +210,22 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
         planned = _plan(gate, at, memo, new_tokens)
         if planned.summarize and planned.reason == "messages":
             yield from _start(gate, planned)
+
+
+def _after_a_failure(gate: GateCall, job: Job | None) -> bool:
+    """Return True when the summary due now stands in for one that failed or was lost on the way.
+
+    A job of this conversation that finished here without a summary applied,
+    a lease whose job nobody will finish (its worker failed, died, or was
+    restarted in place), or a last summary that failed. Then the gate makes
+    the summary in the run with the memory model's call beside it
+    (``_compact_now``); otherwise (a young thread no job could cover, a turn
+    past the trigger) it compacts as ``background=False`` does, through the
+    graph's flush, offload and summarize steps.
+    """
+    lease = gate.record["lease"]
+    lost = lease is not None and lease["state"] == "preparing"
+    return (job is not None and job.done()) or lost or _failed_lately(gate)
 
 
 def _failed_lately(gate: GateCall) -> bool:
@@ -385,27 +406,29 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
 
 
 def _compact_now(gate: GateCall, plan: CompactionPlan, why: str) -> Steps[dict[str, Any] | None]:
-    """At the trigger with no summary ready or coming, make the plan's in the run; return it (None: it failed).
+    """At the trigger, after a failed or lost job, make the plan's summary in the run; return it (None: it failed).
 
-    A job's failure, a worker restarted in place, a turn that jumps past the
-    trigger: the agent waits for the summary a blocking compaction would
-    make, with the memory model's call beside the summary's (as a job makes
-    them) rather than before it. In the run, so a summarizer that calls
-    ``interrupt()`` pauses it. A failure is a blocking summary's: while the
-    history fits the window it stays, and the next model call tries again.
+    The agent waits for the summary a blocking compaction would make, with
+    the memory model's call beside the summary's (as a job makes them), not
+    before it: one compaction call of wait, not two. In the run, so a
+    summarizer that calls ``interrupt()`` pauses it. A failure is a blocking
+    summary's: while the history fits the window it stays, and the next model
+    call tries again.
     """
     assert plan.cut is not None and plan.reason is not None
     blocking_started(plan.reason, plan.tokens_before, plan.tokens_after_layers, len(plan.cut.evict), why)
     meta, snapshot, record, job_run, read = yield from _job_inputs(gate, plan)
     meta.update(mode="blocking", reason=plan.reason)
-    made = yield from make_steps(gate.setup, meta, snapshot, record, job_run, read)
-    problem = _taken(gate, made)
-    if problem is None:
+    result = yield from make_steps(gate.setup, meta, snapshot, record, job_run, read)
+    gate.out.compaction.update(_breakers(gate, dict(result.breakers())))
+    gate.events.extend(result.events())  # emitted in the run already: kept as a blocking compaction keeps them
+    made = result.record()
+    if "error" not in made:
         gate.out.compaction["prepared"] = _ready(made)  # applied now, or by a later call if the swap must wait
         return made
-    gate.events.append(emit_event({"stage": "summarize", "prepared_id": meta["id"], "error": problem}))
-    counts: dict[str, int] = gate.out.compaction.setdefault("counts", {})
-    counts["failed"] = counts.get("failed", 0) + 1
+    if result.summary.failed:
+        counts: dict[str, int] = gate.out.compaction.setdefault("counts", {})
+        counts["failed"] = counts.get("failed", 0) + 1
     return None
 
 
@@ -414,7 +437,8 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
     gate.jobs.drop(job)
     gate.jobs.observe(job)
     outcome = job.outcome()
-    error = _taken(gate, outcome)
+    gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}))  # background failures count too
+    gate.events.extend(emit_event({k: v for k, v in e.items() if k != "time"}) for e in outcome.get("notes") or ())
     lease = gate.record["lease"]
     if lease is not None and lease["id"] == job.meta["id"] and lease["state"] == "applied":
         return prepared  # another worker applied what this job published
@@ -425,7 +449,7 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
         "tokens_after": outcome.get("tokens_after"),
         "usage": usage,
     }
-    problem = error or prepared_problem(outcome, gate.messages)
+    problem = outcome.get("error") or prepared_problem(outcome, gate.messages)
     if problem is None and prepared is not None and prepared_problem(prepared, gate.messages) is None:
         problem = "a summary prepared elsewhere is ready already"
     if problem is not None:
@@ -440,14 +464,6 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
 def _ready(outcome: dict[str, Any]) -> dict[str, Any]:
     """Return a ready job record as the state keeps it (``compaction["prepared"]``)."""
     return {k: v for k, v in outcome.items() if k not in ("breakers", "notes")}
-
-
-def _taken(gate: GateCall, outcome: dict[str, Any]) -> str | None:
-    """Record what a job's calls reported (the breakers they moved, its notes); return its error (None: ready)."""
-    gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}))  # background failures count too
-    gate.events.extend(emit_event({k: v for k, v in e.items() if k != "time"}) for e in outcome.get("notes") or ())
-    error: str | None = outcome.get("error")
-    return error
 
 
 def _breakers(gate: GateCall, reported: dict[str, Any]) -> dict[str, Breaker]:

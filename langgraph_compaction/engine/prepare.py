@@ -82,7 +82,7 @@ def prepare_steps(
     for the memory. A ready record is published to a storage the thread's
     other workers share, where they find it.
     """
-    made = yield from make_steps(setup, meta, messages, record, run, read)
+    made = (yield from make_steps(setup, meta, messages, record, run, read)).record()
     if run.storage is not None and getattr(run.storage, "shared", True):
         shared = published(setup, meta, made)
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):  # a worker waiting for it finds nothing else: it would time out
@@ -98,8 +98,8 @@ def prepare_steps(
 
 def make_steps(
     setup: Setup, meta: dict[str, Any], messages: list[BaseMessage], record: CompactionRecord, run: Run, read: Read
-) -> Steps[dict[str, Any]]:
-    """Yield the summary and the memory model's calls side by side; return the record of what they made.
+) -> Steps[JobResult]:
+    """Yield the summary and the memory model's calls side by side; return what they made.
 
     A job runs these in the background (``prepare_steps``); the gate runs
     them in the run when a summary is due now and none is ready or coming.
@@ -110,7 +110,7 @@ def make_steps(
         flush = flush_result(setup, messages, record, run, commit=False, memory=memory)
         steps.append(guarded("flush", flush, failed_result))
     summary, *flushed = yield Parallel(tuple(steps))
-    return JobResult(meta, summary, offloaded, flushed[0] if flushed else None, run.usage).record()
+    return JobResult(meta, summary, offloaded, flushed[0] if flushed else None, run.usage)
 
 
 #: How many times a job tries to publish what it made (the storage may be restarting) before giving up.

@@ -211,6 +211,11 @@ class JobResult:
         notes = [e for r in side for e in r.events if e.get("note") or e.get("error")]
         return notes + [e for e in self.summary.events if e.get("native") or e.get("observed")]
 
+    def events(self) -> list[Event]:
+        """Return every event the stages emitted: kept as they are when the summary was made in the run."""
+        side = [r for r in (self.offload, self.flush) if r is not None]
+        return [e for r in side for e in r.events] + list(self.summary.events)
+
     def record(self) -> dict[str, Any]:
         """Return the job's record: the prepared summary ready to apply (``status == "ready"``), or its error."""
         applied, usage = self.summary.applied, dict(self.usage)

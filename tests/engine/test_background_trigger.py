@@ -19,6 +19,7 @@ from langgraph.types import Command, interrupt
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionConfig, is_summary
+from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 
 #: Every job fails in these tests: the breaker stays closed through them, so that the summarizer is asked at the trigger.
@@ -55,8 +56,8 @@ def _failing_in_jobs(prompt: str) -> str:
     return scripted_summary(prompt)
 
 
-def _run_until(graph, events, done, limit: int = 40) -> int:
-    for n in range(limit):
+def _run_until(graph, events, done, first: int = 0, limit: int = 40) -> int:
+    for n in range(first, first + limit):
         graph.invoke({"messages": [request(n)]}, THREAD)
         if done(events()):
             return n
@@ -125,3 +126,36 @@ def test_a_summarizer_that_calls_interrupt_pauses_the_run_at_the_trigger_in_the_
     state = graph.get_state(THREAD).values
     summary = next(m for m in state["messages"] if is_summary(m))
     assert "We ran the tests." in summary.content
+
+
+def test_when_another_workers_job_failed_and_the_summary_made_here_fails_too_no_blocking_compaction_follows(
+    tmp_path, events
+):
+    # worker A's job fails fast (a 503) and publishes its failure; worker B, at the trigger, finds it failed and
+    # makes the summary itself, which fails too: the history stays, as after a blocking summary's failure
+    saver = InMemorySaver()
+    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
+
+    def once_unavailable(prompt: str) -> str:
+        failure = next(answers, None)
+        if failure is not None:
+            raise failure
+        return scripted_summary(prompt)
+
+    unavailable = ScriptedModel(summary=RuntimeError("Error code: 503 - the summarizer is unavailable"))
+    with use_runner(InstantRunner()):
+        worker_a = edge_builder(ToolCallingModel(), tmp_path, CONFIG, unavailable).compile(checkpointer=saver)
+        n = 0
+        while not any(e["event"] == "compaction_started" and e.get("mode") == "background" for e in events()):
+            worker_a.invoke({"messages": [request(n)]}, THREAD)
+            n += 1
+            assert n < 40, "no background job started"
+        summarizer = _Timed(latency=LATENCY, summary=once_unavailable, spans=[])
+        worker_b = edge_builder(ToolCallingModel(), tmp_path, CONFIG, summarizer).compile(checkpointer=saver)
+        _run_until(worker_b, events, lambda found: any(e["event"] == "compaction_applied" for e in found), n)
+    in_run = [s for s in summarizer.spans if not s[3]]
+    summaries = [s for s in in_run if s[0] == "summary"]
+    assert len(summaries) == 2  # the failed one, then the one at the next model call
+    for kind, began, ended, _ in in_run:  # no memory call alone, before a summary call, as a blocking compaction's
+        if kind == "memory":
+            assert any(s_began < ended and began < s_ended for _, s_began, s_ended, _ in summaries)

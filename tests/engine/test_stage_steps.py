@@ -95,7 +95,7 @@ def answering(model: Callable[[CallModel], str], rest: Callable[[Any], Any]) -> 
 
 @pytest.fixture
 def engine() -> CompactionEngine:
-    config = CompactionConfig(trigger_tokens=300, keep_messages=2)
+    config = CompactionConfig(trigger_tokens=300, keep_messages=2, background=False)  # the stages, one by one
     return CompactionEngine(before="agent", model=ScriptedModel(), config=config, storage=Untouched())
 
 
