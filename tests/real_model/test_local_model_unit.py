@@ -11,7 +11,14 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langgraph_compaction.engine.errors import is_context_overflow, overflow_figures
-from langgraph_compaction.localmodel import _LOADED, LocalChatModel, _Loaded, bundled_model_path, chat_messages
+from langgraph_compaction.localmodel import (
+    _LOADED,
+    LocalChatModel,
+    _close_loaded,
+    _Loaded,
+    bundled_model_path,
+    chat_messages,
+)
 
 
 class FakeLlama:
@@ -22,6 +29,8 @@ class FakeLlama:
         self.most_inside = 0
         self.calls: list[list[dict]] = []
         self.settings: list[dict] = []
+        self.entered = threading.Event()
+        self.closed_after: int | None = None  # the calls it had answered when closed
 
     def tokenize(self, text: bytes, add_bos: bool = True) -> list[int]:
         return list(range(len(text.split())))
@@ -29,6 +38,7 @@ class FakeLlama:
     def create_chat_completion(self, messages: list[dict], **settings) -> dict:
         self.inside += 1
         self.most_inside = max(self.most_inside, self.inside)
+        self.entered.set()
         time.sleep(0.05)
         self.calls.append(messages)
         self.settings.append(settings)
@@ -38,6 +48,9 @@ class FakeLlama:
             "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
         }
 
+    def close(self) -> None:
+        self.closed_after = len(self.calls)
+
 
 @pytest.fixture
 def fake(tmp_path):
@@ -46,7 +59,7 @@ def fake(tmp_path):
     llama = FakeLlama()
     _LOADED[(path, 1024, None, 0)] = _Loaded(llama, threading.Lock())
     yield LocalChatModel(model_path=path, n_ctx=1024, max_tokens=100), llama
-    del _LOADED[(path, 1024, None, 0)]
+    _LOADED.pop((path, 1024, None, 0), None)
 
 
 def test_chat_messages_alternate_roles_as_strict_templates_require():
@@ -109,6 +122,16 @@ async def test_async_calls_side_by_side_enter_the_model_one_at_a_time(fake):
     answers = await asyncio.gather(*(model.ainvoke([HumanMessage(f"call {k}")]) for k in range(3)))
     assert [a.content for a in answers] == ["## SUMMARY\nDone."] * 3
     assert llama.most_inside == 1
+
+
+def test_at_exit_a_loaded_model_is_closed_once_the_call_in_it_has_ended(fake):
+    model, llama = fake
+    call = threading.Thread(target=model.invoke, args=([HumanMessage("Summarize the session.")],))
+    call.start()
+    llama.entered.wait(5)
+    _close_loaded()
+    call.join()
+    assert llama.closed_after == 1 and _LOADED == {}
 
 
 def test_a_prompt_over_the_context_is_a_context_overflow_with_its_figures(fake):

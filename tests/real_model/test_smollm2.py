@@ -7,6 +7,8 @@ leaves them out and CI runs them (``python -m pytest -m "slow or real_model"``) 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -40,6 +42,27 @@ async def test_two_async_calls_side_by_side_both_get_the_answer_alone(smollm2):
     alone = smollm2.invoke(PROMPT).content
     answers = await asyncio.gather(smollm2.ainvoke(PROMPT), smollm2.ainvoke(PROMPT))
     assert [a.content for a in answers] == [alone, alone]
+
+
+#: A process that runs the model and exits. Its exit hook, registered before the package's and so run after it, takes
+#: away a function llama.cpp's finaliser calls, as the interpreter's teardown of the modules does.
+AT_EXIT = """
+import atexit
+
+import llama_cpp.llama_cpp
+
+atexit.register(setattr, llama_cpp.llama_cpp, "llama_model_free", None)
+
+from langgraph_compaction.localmodel import LocalChatModel
+
+print(LocalChatModel(max_tokens=4).invoke("Say hi.").content)
+"""
+
+
+def test_a_process_that_ran_the_model_exits_without_an_error_from_llama_cpp(smollm2):
+    done = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip()
+    assert "Error" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
 
 
 @pytest.mark.timeout(2400)
