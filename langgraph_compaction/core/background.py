@@ -66,10 +66,11 @@ def start_budget(budget: Budget, start: float = 1.0) -> Budget:
 
 
 def wait_limit(budget: Budget) -> int:
-    """Return the request size up to which the gate lets the agent go on while a summary is being prepared.
+    """Return the request size up to which the agent goes on while the retry of a failed summary is prepared.
 
     Halfway from the trigger to the window: the other half of the reserve is
-    left to the reply. Without a known window, the trigger itself (no wait).
+    left to the reply. Without a known window, the trigger itself (the retry
+    is waited for there).
     """
     reserve = max(0, (budget.context_window or 0) - budget.trigger_tokens)
     return budget.trigger_tokens + reserve // 2

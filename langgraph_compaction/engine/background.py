@@ -46,6 +46,7 @@ from ..core.background import (
     swap_before_trigger,
     turn_messages,
     turn_tokens,
+    wait_limit,
 )
 from ..core.config import Budget
 from ..core.conversation import leading_systems
@@ -126,6 +127,8 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens and not _count_set(setup):
         if (yield from _count_only(gate, plan, job)):
             return gate.out
+    if _retry_coming(gate) and plan.tokens_after_layers < wait_limit(budget):
+        return gate.out  # the last summary failed: the agent waits for no retry while the request fits the window
     waited = yield from _wait(gate, plan)
     if waited is not None and (yield from swap(gate, waited)):
         yield from _next_job(gate)
@@ -210,6 +213,21 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
         planned = _plan(gate, at, memo, new_tokens)
         if planned.summarize and planned.reason == "messages":
             yield from _start(gate, planned)
+
+
+def _retry_coming(gate: GateCall) -> bool:
+    """Return True when the last summary failed and its retry is being prepared (here, or by another worker).
+
+    The agent does not wait for it while the request fits: the gate lets it
+    go on up to halfway from the trigger into the window's reserve
+    (``core.background.wait_limit``), as a blocking summary that failed
+    leaves the history while it fits. A failed summary costs the agent one
+    compaction call of wait, not one per attempt.
+    """
+    coming = gate.jobs.get(gate.key) is not None or _lease_held_elsewhere(
+        gate.record["lease"], gate.jobs, gate.run.storage
+    )
+    return coming and _failed_lately(gate)
 
 
 def _after_a_failure(gate: GateCall, job: Job | None) -> bool:

@@ -19,6 +19,7 @@ from langgraph.types import Command, interrupt
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionConfig, is_summary
+from langgraph_compaction.core.background import wait_limit
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 
@@ -67,7 +68,8 @@ def _run_until(graph, events, done, first: int = 0, limit: int = 40) -> int:
 def test_after_a_failed_job_the_trigger_holds_the_agent_for_one_call_with_memory_and_summary_side_by_side(events):
     summarizer = _Timed(latency=LATENCY, summary=_failing_in_jobs, spans=[])
     graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
-    _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
+    with use_runner(InstantRunner()):  # each job has failed by the next model call
+        _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
     found = events()
     assert any(e["event"] == "compaction_discarded" and "503" in e["why"] for e in found)  # the job failed
     (applied,) = [e for e in found if e["event"] == "compaction_applied"]
@@ -95,7 +97,8 @@ def test_a_summary_failing_at_the_trigger_leaves_the_history_and_the_next_call_t
 
     summarizer = _Timed(latency=0.0, summary=once_unavailable, spans=[])
     graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
-    _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
+    with use_runner(InstantRunner()):  # each job has failed by the next model call: no retry is in progress
+        _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
     in_run = [s for s in summarizer.spans if s[0] == "summary" and not s[3]]
     assert len(in_run) == 2  # the failed one at the trigger, the one at the next model call
     (applied,) = [e for e in events() if e["event"] == "compaction_applied"]
@@ -114,15 +117,16 @@ def test_a_summarizer_that_calls_interrupt_pauses_the_run_at_the_trigger_in_the_
     graph = edge_builder(ToolCallingModel(), None, CONFIG, ScriptedModel(summary=ask_a_person)).compile(
         checkpointer=InMemorySaver()
     )
-    for n in range(40):
-        out = graph.invoke({"messages": [request(n)]}, THREAD)
-        if "__interrupt__" in out:
-            break
-    assert out["__interrupt__"][0].value == "Please write the summary."
-    written = (
-        "## SESSION INTENT\nTests.\n\n## SUMMARY\nWe ran the tests.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
-    )
-    graph.invoke(Command(resume=written), THREAD)
+    with use_runner(InstantRunner()):
+        for n in range(40):
+            out = graph.invoke({"messages": [request(n)]}, THREAD)
+            if "__interrupt__" in out:
+                break
+        assert out["__interrupt__"][0].value == "Please write the summary."
+        written = (
+            "## SESSION INTENT\nTests.\n\n## SUMMARY\nWe ran the tests.\n\n## ARTIFACTS\nNone\n\n## NEXT STEPS\nGo on."
+        )
+        graph.invoke(Command(resume=written), THREAD)
     state = graph.get_state(THREAD).values
     summary = next(m for m in state["messages"] if is_summary(m))
     assert "We ran the tests." in summary.content
@@ -159,3 +163,54 @@ def test_when_another_workers_job_failed_and_the_summary_made_here_fails_too_no_
     for kind, began, ended, _ in in_run:  # no memory call alone, before a summary call, as a blocking compaction's
         if kind == "memory":
             assert any(s_began < ended and began < s_ended for _, s_began, s_ended, _ in summaries)
+
+
+class _RetryHeld(InstantRunner):
+    """Runs the first job at once (it fails); keeps every later one in progress until a gate waits for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = 0
+        self.held = True
+        self.waited_at: list[int] = []  # the size of the request each waited-for job started at
+
+    def start_sync(self, job, work, awork) -> None:
+        self.started += 1
+        super().start_sync(job, work, awork)
+
+    def is_done(self, job) -> bool:
+        return (self.started == 1 or not self.held) and super().is_done(job)
+
+    def wait_sync(self, job, timeout) -> bool:
+        self.waited_at.append(job.meta["tokens_before"])
+        self.held = False
+        return super().wait_sync(job, timeout)
+
+
+def test_after_a_failed_job_its_retry_is_not_waited_for_while_the_request_fits(events):
+    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
+
+    def once_unavailable(prompt: str) -> str:
+        failure = next(answers, None)
+        if failure is not None:
+            raise failure
+        return scripted_summary(prompt)
+
+    runner, agent = _RetryHeld(), ToolCallingModel()
+    config = CONFIG.model_copy(update={"guards": CONFIG.guards.model_copy(update={"calibrate": False})})
+    budget = config.resolve()
+    with use_runner(runner):
+        graph = edge_builder(agent, None, config, ScriptedModel(summary=once_unavailable)).compile(
+            checkpointer=InMemorySaver()
+        )
+        _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
+    found = events()
+    assert any(e["event"] == "compaction_discarded" and "503" in e["why"] for e in found)  # the first job failed
+    assert runner.started == 2  # its retry, started before the trigger
+    # the agent went on past the trigger while the retry was prepared, and waited for it before halfway into the
+    # window's reserve (the request after the wait is compacted)
+    sizes = [agent.request_tokens(request) for request in agent.inputs]
+    assert budget.trigger_tokens < max(sizes) < wait_limit(budget)
+    assert len(runner.waited_at) <= 1
+    (applied,) = [e for e in found if e["event"] == "compaction_applied"]
+    assert applied["mode"] == "background"
