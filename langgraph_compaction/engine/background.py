@@ -51,7 +51,7 @@ from ..core.background import (
 from ..core.config import Budget
 from ..core.conversation import leading_systems
 from ..core.plan import CompactionPlan, plan_compaction
-from .breaker import breaker_after
+from .breaker import breaker_after, is_open
 from .driver import Performer, adrive, drive
 from .effects import StartJob, Steps, WaitJob
 from .events import blocking_started, emit_event
@@ -144,6 +144,8 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
         if made is None or gate.out.compaction.get("prepared") is not None:
             # it failed as a blocking summary fails, or its swap waits for the transcript: the history stays for now
             gate.out.blocked = None
+            if made is None and not is_open(read_breaker(gate.out.compaction.get("breaker") or record["breaker"])):
+                yield from _start(gate, plan)  # its retry, made next to the agent (``_retry_coming``)
             return gate.out
     gate.out.blocked = blocked
     return gate.out
@@ -382,7 +384,9 @@ def _job_inputs(gate: GateCall, plan: CompactionPlan) -> Steps[JobInputs]:
         "target_tokens": gate.budget.target_tokens,  # calibrated to estimator units, as summarize counts
         "focus": None,
     }
-    record = read_compaction({**gate.record, "pending": pending})
+    # the breakers as this call leaves them (a job just harvested, a summary that just failed here)
+    moved = {k: gate.out.compaction[k] for k in ("breaker", "flush_breaker") if k in gate.out.compaction}
+    record = read_compaction({**gate.record, **moved, "pending": pending})
     snapshot = list(messages)
     read = yield from read_for_job(setup, gate.messages, run)  # the originals: layer 1-2 copies are never written
     if read[0] is not None:

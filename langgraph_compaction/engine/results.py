@@ -204,12 +204,13 @@ class JobResult:
         """Return what the gate streams and keeps when it takes the job's outcome.
 
         What the offload and the memory model said went wrong (a failure, an
-        open breaker), and what a provider's own compaction said (its bill,
-        what it had dropped), kept as a blocking compaction keeps it.
+        open breaker), the summarizer's breaker opening, and what a
+        provider's own compaction said (its bill, what it had dropped), kept
+        as a blocking compaction keeps it.
         """
         side = [r for r in (self.offload, self.flush) if r is not None]
         notes = [e for r in side for e in r.events if e.get("note") or e.get("error")]
-        return notes + [e for e in self.summary.events if e.get("native") or e.get("observed")]
+        return notes + [e for e in self.summary.events if e.get("native") or e.get("observed") or e.get("breaker")]
 
     def events(self) -> list[Event]:
         """Return every event the stages emitted: kept as they are when the summary was made in the run."""

@@ -11,6 +11,7 @@ from langgraph_compaction import CompactionConfig, CompactionState, add_compacti
 from langgraph_compaction.core.plan import plan_compaction
 from langgraph_compaction.core.summary import EXTRACTIVE_MARK, build_summary_message
 from langgraph_compaction.core.tokens import TokenCounter
+from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.testing import ScriptedModel
 
 THREAD = {"configurable": {"thread_id": "t"}}
@@ -126,15 +127,17 @@ def test_a_summarizer_that_always_fails_opens_the_breaker_and_extracts():
     summarizer = ScriptedModel(summary=RuntimeError("provider down"))
     config = CompactionConfig(context_window=60_000, trigger_tokens=8_000, keep_tokens=2_000)
     graph, agent = build_graph(summarizer, config=config, storage=None, checkpointer=InMemorySaver())
-    for t in range(8):
-        graph.invoke(first_input(t), THREAD)
+    streamed = []
+    with use_runner(InstantRunner()):  # a retry made next to the agent has failed by its next call
+        for t in range(8):
+            streamed += graph.stream(first_input(t), THREAD, stream_mode="custom")
     state = graph.get_state(THREAD).values
 
     assert len([c for c in summarizer.calls if SUMMARY_MARK in c]) == 3  # then never again while open
     breaker = state["compaction"]["breaker"]
     assert breaker["failures"] == 3 and breaker["open_until"] > 0
     assert "provider down" in breaker["reason"]
-    opened = [e for e in state["compaction"]["events"] if e.get("breaker") == "open"]
+    opened = [e for e in streamed if e.get("breaker") == "open"]  # the state keeps the last 20 events only
     assert len(opened) == 1 and "using extractive summaries" in opened[0]["error"]
     summaries = [m for m in state["messages"] if m.name == "__compaction_summary__"]
     assert summaries and EXTRACTIVE_MARK in summaries[0].content
