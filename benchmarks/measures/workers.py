@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, messages_from_dict
+from langchain_core.runnables import ensure_config
 from langgraph.store.base import BaseStore, Op, Result
 from pydantic import Field
 
@@ -145,7 +146,11 @@ def _faulty_report(faulty: dict) -> str:
 requests sent again; a summarizer failing a third of its calls with a 503; the store failing one operation in
 fifty. The longest stall (a request's time beyond the median request's) was {faulty["longest_stall"]:.2f} s in
 all, {faulty["longest_stall_after_fault"]:.2f} s in the three requests of a thread after a restart or a failed
-request; a summary call takes {faulty["summary_call"]} s, the summary timeout is {FAULT_TIMEOUT:.0f} s.
+request; a summary call takes {faulty["summary_call"]} s, the summary timeout is {FAULT_TIMEOUT:.0f} s. Of a
+request's time, the longest spent in compaction-model calls of its own run (calls side by side counted once)
+was {faulty["longest_compaction_wait"]:.2f} s ({faulty["longest_compaction_wait"] / faulty["summary_call"]:.2f} L);
+the rest of a stall is the gate's own work, the storage and the checkpointer under faults, and a restarted
+worker's first request.
 
 {table(headers, [row])}
 """
@@ -186,6 +191,30 @@ class _FlakyStore(BaseStore):
         return self.batch(ops)
 
 
+class _TimedSummarizer(ScriptedModel):
+    """The fleet's summarizer and memory model, timing each call a run waits for (a job's are made beside it)."""
+
+    spans: list = Field(default_factory=list)
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        in_run = bool(ensure_config().get("configurable", {}).get("thread_id"))  # a job runs outside the run
+        began = time.perf_counter()
+        try:
+            return super()._generate(messages, stop, run_manager, **kwargs)
+        finally:
+            if in_run:
+                self.spans.append((began, time.perf_counter()))
+
+    def waited(self) -> float:
+        """Return the seconds the run spent in compaction-model calls (calls side by side counted once); reset."""
+        total, end = 0.0, float("-inf")
+        for began, ended in sorted(self.spans):
+            total += max(0.0, ended - max(began, end))
+            end = max(end, ended)
+        self.spans.clear()
+        return total
+
+
 def _summary_or_503(rate: float, rng: random.Random) -> Any:
     def answer(prompt: str) -> str:
         if rng.random() < rate:
@@ -207,7 +236,7 @@ def serve_faulty(dsn: str, seed: int, fail_rate: float, outage_rate: float, inbo
     from langgraph.store.postgres import PostgresStore
 
     rng = random.Random(seed)
-    summarizer = ScriptedModel(latency=SUMMARIZER_LATENCY, summary=_summary_or_503(fail_rate, rng))
+    summarizer = _TimedSummarizer(latency=SUMMARIZER_LATENCY, summary=_summary_or_503(fail_rate, rng))
     model = _CheckedModel()
     config = CompactionConfig(context_window=WINDOW, summary={"timeout": FAULT_TIMEOUT})
     with PostgresSaver.from_conn_string(dsn) as saver, PostgresStore.from_conn_string(dsn) as store:
@@ -221,7 +250,8 @@ def serve_faulty(dsn: str, seed: int, fail_rate: float, outage_rate: float, inbo
                 agent.invoke(request(n), {"configurable": {"thread_id": thread, "user_id": thread}})
             except Exception as exc:  # noqa: BLE001 - a failed request is retried by the dispatcher, as a client would
                 error = f"{type(exc).__name__}: {exc}"[:300]
-            outbox.send((thread, ticket, error, time.perf_counter() - began, max(model.sizes, default=0)))
+            seconds, waited = time.perf_counter() - began, summarizer.waited()
+            outbox.send((thread, ticket, error, seconds, max(model.sizes, default=0), waited))
             model.sizes.clear()
 
 
@@ -270,6 +300,7 @@ def run_faulty_workers(
     faulted = dict.fromkeys(names, 0)  # requests left to watch for a stall after a fault
     durations, after_fault, errors, over = [], [], [], 0
     slowest: list[tuple[float, str]] = []  # (seconds, which request) of every request answered
+    compaction_waits: list[float] = []  # seconds each request spent in compaction-model calls of its own run
     kill_at = sorted(rng.sample(range(threads * 2, threads * requests - threads), kills))
 
     tickets = itertools.count()
@@ -300,7 +331,7 @@ def run_faulty_workers(
                 errors.append("no worker answered for 300 s")
                 break
             try:
-                name, ticket, error, seconds, largest = ready[0].recv()
+                name, ticket, error, seconds, largest, waited = ready[0].recv()
             except (EOFError, OSError):  # a worker died unasked: nothing restarts it
                 errors.append("a worker died")
                 break
@@ -315,6 +346,7 @@ def run_faulty_workers(
                 send(name, n)
                 continue
             durations.append(seconds)
+            compaction_waits.append(waited)
             slowest.append((seconds, f"{name} request {n}" + (" (after a fault)" if faulted[name] else "")))
             if faulted[name]:
                 faulted[name] -= 1
@@ -342,6 +374,7 @@ def run_faulty_workers(
         "over_window": over,
         "longest_stall": _stall(durations, durations),
         "longest_stall_after_fault": _stall(after_fault, durations),
+        "longest_compaction_wait": max(compaction_waits, default=0.0),
         "summary_call": SUMMARIZER_LATENCY,
         "slowest": [f"{which}: {seconds:.2f} s" for seconds, which in sorted(slowest, reverse=True)[:3]],
         "unfinished": [n for n in names if done[n] < requests],
