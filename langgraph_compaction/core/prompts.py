@@ -23,6 +23,7 @@ a refusal, the words around an answer, the prompt's own lines written back,
 the loop a small model falls into after its useful text.
 """
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -332,6 +333,7 @@ def _repeated_unit_start(text: str) -> int | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)  # a summary is checked when it is made and again when it is kept
 def before_loop(text: str) -> str:
     """Return what a text says before it starts repeating itself (all of it when it does not).
 
