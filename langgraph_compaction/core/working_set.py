@@ -14,8 +14,9 @@ a shell, MCP tools, patches), so it knows any agent's tools:
 - newest touched (read or changed) first; a deleted or moved file leaves it.
 
 ``keep_working_set`` decides, for a compaction, which reads stay out of the
-summary within a token budget: the most recently touched files first, each
-read as the messages it is (the call and its results). A read stays only
+summary within a token budget: the most recently touched files first, up to
+the first that does not fit, each read as the messages it is (the call and
+its results), then the earlier pages of the files kept. A read stays only
 when keeping it alone keeps the order a provider accepts (its call answered
 by all its results, nothing interleaved; under Anthropic extended thinking,
 no non-thinking turn opened). A stale read is kept too (the edits since are
@@ -214,13 +215,16 @@ def choose_working_set(
 ) -> WorkingSetChoice:
     """Return the working set's reads that stay out of the summary, and the results kept only to answer a call.
 
-    Newest touched files come first, each by its latest read, then the other
-    pages of files read in pages, within ``budget_tokens``.
+    Newest touched files come first, each by its latest read, up to the first
+    that does not fit ``budget_tokens``: an older file never takes the place
+    of a newer one. Then the other pages of the files kept (read in pages),
+    with the room left; a file whose latest read is left out keeps none, an
+    edit needing the file whole.
 
     ``evict`` are the indices the cut would summarize; a read that lies
     outside it is kept at no cost (the tail holds it). A read that cannot
-    stay alone (``_round_keepable``) leaves its file out; an older file that
-    fits may still come in after a newer one that does not. With ``evict``
+    stay alone (``_round_keepable``) leaves its file out, and an older file
+    may come in after it. With ``evict``
     None every message counts as evicted and no order is checked: the
     messages the working set would keep, which layers 1-2 must not shorten.
 
@@ -241,8 +245,15 @@ def choose_working_set(
 
     chosen: set[int] = set()
     cleared: set[int] = set()
+    weighed: set[str] = set()  # the files whose latest read came up (the pages come after them all)
+    kept: set[str] = set()  # the files whose latest read stays
+    full = False  # a latest read did not fit: no older file's comes in
     used = 0
     for f in _latest_reads_first(working_set(messages)):
+        page = f.path in weighed
+        weighed.add(f.path)
+        if page and f.path not in kept:
+            continue
         r = f.read_round
         cost, adds, upgrade = 0, [], False
         for i in f.indices():
@@ -254,7 +265,9 @@ def choose_working_set(
             elif i not in chosen:
                 cost += counts[i] if i in (f.read, r.call_index) else cleared_cost(i)
                 adds.append(i)
-        if used + cost > budget_tokens:
+        room = 0 if full and not page else budget_tokens - used
+        if cost > room:
+            full = full or not page
             continue
         if checking and adds and not _round_keepable(messages, r, humans, thinking):
             continue
@@ -263,6 +276,7 @@ def choose_working_set(
         if upgrade:
             cleared.discard(f.read)
         used += cost
+        kept.add(f.path)
     return WorkingSetChoice(frozenset(chosen), frozenset(cleared))
 
 

@@ -570,20 +570,30 @@ def test_the_newest_files_are_kept_while_their_reads_fit_the_budget_exactly(budg
 @pytest.mark.parametrize(
     ("counts", "budget", "kept"),
     [
-        # c does not fit, the older b and a do
-        ([0, 10, 10, 10, 10, 50, 50, 0], 40, {1, 2, 3, 4}),
-        ([0, 10, 10, 10, 10, 50, 50, 0], 39, {3, 4}),
-        # c fits, b does not, a does after it
-        ([0, 10, 10, 30, 30, 5, 5, 0], 30, {1, 2, 5, 6}),
-        ([0, 10, 10, 30, 30, 5, 5, 0], 29, {5, 6}),
+        # c does not fit: neither do the older b and a, though they would
+        ([0, 10, 10, 10, 10, 50, 50, 0], 40, set()),
+        ([0, 10, 10, 10, 10, 50, 50, 0], 100, {5, 6}),
+        # c fits, b does not: a does not come in after it
+        ([0, 10, 10, 30, 30, 5, 5, 0], 30, {5, 6}),
+        ([0, 10, 10, 30, 30, 5, 5, 0], 80, {3, 4, 5, 6}),
         # a free read (no tokens) always fits
         ([0, 0, 0, 30, 30, 5, 5, 0], 10, {1, 2, 5, 6}),
         ([0, 0, 0, 30, 30, 5, 5, 0], 0, {1, 2}),
     ],
 )
-def test_an_older_file_that_fits_comes_in_after_a_newer_one_that_does_not(counts, budget, kept):
+def test_no_older_file_comes_in_after_a_newer_one_that_does_not_fit(counts, budget, kept):
     messages, _ = _three_files()
     assert keep_working_set(messages, counts, budget) == frozenset(kept)
+    assert keep_working_set(messages, counts, budget, evict=list(range(8))) == frozenset(kept)
+
+
+def test_the_other_pages_of_a_file_whose_latest_read_is_left_out_are_left_out_too():
+    messages = [*read("r1", "x.py", (1, 10)), *read("r2", "x.py", (11, 20)), *read("r3", "y.py")]
+    counts = [5, 5, 5, 20, 5, 5]
+    # y (10) fits, x's latest read (11-20: 25) does not; its page 1-10 (10) would, but an edit of x needs both
+    assert keep_working_set(messages, counts, 25) == frozenset({4, 5})
+    assert keep_working_set(messages, counts, 35) == frozenset({2, 3, 4, 5})
+    assert keep_working_set(messages, counts, 45) == frozenset(range(6))
 
 
 @pytest.mark.parametrize(
