@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import logging
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from support.events import lifecycle_events
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionConfig, is_summary, load_transcript
+from langgraph_compaction.core.summary import build_summary_message
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
+from langgraph_compaction.engine.nodes import CompactionEngine
+from langgraph_compaction.engine.swap import tail_edits
 from langgraph_compaction.testing import ScriptedModel
 
 
@@ -59,3 +62,34 @@ def test_the_results_the_agent_read_while_a_summary_was_made_are_shortened_at_th
     assert shortened, "every result read while the summary was made is still whole after the swap"
     assert results[-1].content == originals[results[-1].id].content  # the newest result stays whole
     assert all(len(str(m.content)) < len(str(originals[m.id].content)) for m in shortened)
+
+
+def _round(call_id: str, name: str, args: dict, text: str) -> list:
+    return [
+        AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id}], id=f"a-{call_id}"),
+        ToolMessage(text, tool_call_id=call_id, name=name, id=f"t-{call_id}"),
+    ]
+
+
+def test_the_working_set_the_jobs_cut_kept_stays_whole_at_the_swap_while_the_newer_results_are_shortened():
+    config = CompactionConfig(context_window=60_000, working_set_tokens=5_000)
+    engine = CompactionEngine(before="agent", model=ScriptedModel(), config=config)
+    body = "".join(f"def handler_{i}(event):\n    return event['value'] * {i}\n" for i in range(120))
+    result = [
+        build_summary_message("## SUMMARY\nFixing the handlers.", covers=["h0"]),
+        # the working set the job's cut kept, within the budget: two reads before its cut (at h1)
+        *_round("r1", "Read", {"file_path": "a.py"}, body),
+        *_round("r2", "Read", {"file_path": "b.py"}, body),
+        HumanMessage("now c.py", id="h1"),
+        # what came after the cut: a long test log, then one more read
+        *_round("p1", "Bash", {"command": "pytest -q"}, "F" * 40 + "\n" + "log line\n" * 600),
+        *_round("r3", "Read", {"file_path": "c.py"}, body),
+        AIMessage("Reading done.", id="a-end"),
+    ]
+    counts = engine.setup.counter.counts(result)
+    assert counts[2] + counts[4] <= engine.budget.working_set_tokens < counts[2] + counts[4] + counts[9]
+
+    edits = tail_edits(engine.setup, result, engine.budget, "h1")
+
+    assert set(edits) == {"t-p1"}  # the log is shortened, every read stays whole
+    assert len(str(edits["t-p1"].content)) < len(str(result[7].content))
