@@ -31,7 +31,7 @@ from ..core.conversation import content_text, is_summary
 from ..core.fidelity import TRAIL_HEADER
 from ..core.sections import section
 from ..core.tokens import estimate_text_tokens
-from ..engine.jobs import Job, Runner, use_runner
+from ..engine.jobs import InstantRunner, Job, Runner, use_runner
 from ..engine.nodes import CompactionEngine
 from ..engine.state import merge_compaction
 from ..invariants import (
@@ -211,7 +211,8 @@ def run_example(rng: random.Random, *, faults: bool = True, storage: str = "file
             {"thread_id": thread, "user_id": user} if rng.random() < 0.85 else {"user_id": user}
         )  # or a stateless run
         sim = Simulation(nodes, {"configurable": where}, rng, rate, real)
-        replay(sim, random_conversation(rng))
+        with use_runner(InstantRunner()):  # a job draws faults from ``rng`` too: in this thread, a seed replays alike
+            replay(sim, random_conversation(rng))
         key = sim.transcript_key()
         transcript = real.read_transcript(key)
         sim.ledger.check_store(sim.messages, transcript, ledgers_of(real, user))
@@ -256,7 +257,8 @@ def run_bound_example(rng: random.Random, *, faults: bool = True, storage: str =
             return views[-1]
 
         sim.model_call = model_call  # type: ignore[method-assign]
-        replay(sim, conversation)
+        with use_runner(InstantRunner()):
+            replay(sim, conversation)
         problems = sim.ledger.problems
         sim.ledger.check_store(sim.messages, real.read_transcript("bound"), ledgers_of(real, "u"))
         problems["bounded"] += bounded_problems(sim.events, nodes.budget.trigger_tokens)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,22 @@ def test_the_gate_plan_never_evicts_a_leading_system_message_or_the_latest_reque
 def test_random_conversations_under_random_faults_keep_every_invariant(seed, file_storage):
     problems = run_example(random.Random(seed), faults=True, storage="file" if file_storage else "store")
     assert {name: found for name, found in problems.items() if found} == {}
+
+
+def test_a_random_example_prepares_its_summaries_in_the_calling_thread(monkeypatch):
+    # a job in a thread of its own drew from the example's random faults beside the agent (a seed did not replay
+    # the same way) and wrote prepared summaries after the example had deleted its folder
+    threads: set[str] = set()
+    write = FileStorage.write_prepared
+
+    def recorded(self, thread_id, key, record):
+        threads.add(threading.current_thread().name)
+        return write(self, thread_id, key, record)
+
+    monkeypatch.setattr(FileStorage, "write_prepared", recorded)
+    for seed in range(6):
+        run_example(random.Random(seed), faults=False, storage="file")
+    assert threads == {threading.current_thread().name}
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in DATA.glob("*.jsonl")))
