@@ -434,8 +434,8 @@ def _compact_now(gate: GateCall, plan: CompactionPlan, why: str) -> Steps[dict[s
     the memory model's call beside the summary's (as a job makes them), not
     before it: one compaction call of wait, not two. In the run, so a
     summarizer that calls ``interrupt()`` pauses it. A failure is a blocking
-    summary's: while the history fits the window it stays, and the next model
-    call tries again.
+    summary's: while the history fits the window it stays; the caller starts
+    its retry as a job (``_retry_coming``).
     """
     assert plan.cut is not None and plan.reason is not None
     blocking_started(plan.reason, plan.tokens_before, plan.tokens_after_layers, len(plan.cut.evict), why)

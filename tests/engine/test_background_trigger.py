@@ -6,7 +6,7 @@ prepares the summary in the run, the summary and the memory model side by
 side as a job does: the agent waits one compaction-model call, not the memory
 call and then the summary call of a blocking compaction. What fails there is
 what a blocking summary's failure is: the history stays while it fits the
-window, and the next model call tries again.
+window, and its retry is prepared next to the agent.
 """
 
 from __future__ import annotations
@@ -57,6 +57,21 @@ def _failing_in_jobs(prompt: str) -> str:
     return scripted_summary(prompt)
 
 
+def _unavailable_once(in_jobs: bool = False):
+    """Return a summary answer that fails its first call with a 503 (and every call from a job, ``in_jobs``)."""
+    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
+
+    def answer(prompt: str) -> str:
+        if in_jobs and _in_a_job():
+            raise RuntimeError("Error code: 503 - the summarizer is unavailable")
+        failure = next(answers, None)
+        if failure is not None:
+            raise failure
+        return scripted_summary(prompt)
+
+    return answer
+
+
 def _run_until(graph, events, done, first: int = 0, limit: int = 40) -> int:
     for n in range(first, first + limit):
         graph.invoke({"messages": [request(n)]}, THREAD)
@@ -85,17 +100,7 @@ def test_after_a_failed_job_the_trigger_holds_the_agent_for_one_call_with_memory
 
 
 def test_a_summary_failing_at_the_trigger_leaves_the_history_and_the_next_call_tries_again(events):
-    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
-
-    def once_unavailable(prompt: str) -> str:
-        if _in_a_job():
-            raise RuntimeError("Error code: 503 - the summarizer is unavailable")
-        failure = next(answers, None)
-        if failure is not None:
-            raise failure
-        return scripted_summary(prompt)
-
-    summarizer = _Timed(latency=0.0, summary=once_unavailable, spans=[])
+    summarizer = _Timed(latency=0.0, summary=_unavailable_once(in_jobs=True), spans=[])
     graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
     with use_runner(InstantRunner()):  # each job has failed by the next model call: no retry is in progress
         _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
@@ -138,14 +143,6 @@ def test_when_another_workers_job_failed_and_the_summary_made_here_fails_too_no_
     # worker A's job fails fast (a 503) and publishes its failure; worker B, at the trigger, finds it failed and
     # makes the summary itself, which fails too: the history stays, as after a blocking summary's failure
     saver = InMemorySaver()
-    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
-
-    def once_unavailable(prompt: str) -> str:
-        failure = next(answers, None)
-        if failure is not None:
-            raise failure
-        return scripted_summary(prompt)
-
     unavailable = ScriptedModel(summary=RuntimeError("Error code: 503 - the summarizer is unavailable"))
     with use_runner(InstantRunner()):
         worker_a = edge_builder(ToolCallingModel(), tmp_path, CONFIG, unavailable).compile(checkpointer=saver)
@@ -154,7 +151,7 @@ def test_when_another_workers_job_failed_and_the_summary_made_here_fails_too_no_
             worker_a.invoke({"messages": [request(n)]}, THREAD)
             n += 1
             assert n < 40, "no background job started"
-        summarizer = _Timed(latency=LATENCY, summary=once_unavailable, spans=[])
+        summarizer = _Timed(latency=LATENCY, summary=_unavailable_once(), spans=[])
         worker_b = edge_builder(ToolCallingModel(), tmp_path, CONFIG, summarizer).compile(checkpointer=saver)
         _run_until(worker_b, events, lambda found: any(e["event"] == "compaction_applied" for e in found), n)
     in_run = [s for s in summarizer.spans if not s[3]]
@@ -174,7 +171,7 @@ class _RetryHeld(InstantRunner):
         super().__init__()
         self.started = 0
         self.held = True
-        self.waited_at: list[int] = []  # the size of the request each waited-for job started at
+        self.waits = 0
 
     def start_sync(self, job, work, awork) -> None:
         self.started += 1
@@ -184,25 +181,17 @@ class _RetryHeld(InstantRunner):
         return (self.started == 1 or not self.held) and super().is_done(job)
 
     def wait_sync(self, job, timeout) -> bool:
-        self.waited_at.append(job.meta["tokens_before"])
+        self.waits += 1
         self.held = False
         return super().wait_sync(job, timeout)
 
 
 def test_after_a_failed_job_its_retry_is_not_waited_for_while_the_request_fits(events):
-    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
-
-    def once_unavailable(prompt: str) -> str:
-        failure = next(answers, None)
-        if failure is not None:
-            raise failure
-        return scripted_summary(prompt)
-
     runner, agent = _RetryHeld(), ToolCallingModel()
     config = CONFIG.model_copy(update={"guards": CONFIG.guards.model_copy(update={"calibrate": False})})
     budget = config.resolve()
     with use_runner(runner):
-        graph = edge_builder(agent, None, config, ScriptedModel(summary=once_unavailable)).compile(
+        graph = edge_builder(agent, None, config, ScriptedModel(summary=_unavailable_once())).compile(
             checkpointer=InMemorySaver()
         )
         _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
@@ -213,6 +202,6 @@ def test_after_a_failed_job_its_retry_is_not_waited_for_while_the_request_fits(e
     # window's reserve (the request after the wait is compacted)
     sizes = [agent.request_tokens(request) for request in agent.inputs]
     assert budget.trigger_tokens < max(sizes) < wait_limit(budget)
-    assert len(runner.waited_at) <= 1
+    assert runner.waits <= 1
     (applied,) = [e for e in found if e["event"] == "compaction_applied"]
     assert applied["mode"] == "background"
