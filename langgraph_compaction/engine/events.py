@@ -30,14 +30,18 @@ class _Fields(dict[str, Any]):
         return f"{said} [{tags}]" if tags else str(said)
 
 
-def emit_event(event: dict[str, Any]) -> dict[str, Any]:
-    """Send a compaction event to ``stream_mode="custom"`` and the log (one line); return it for the state."""
+def emit_event(event: dict[str, Any], stream: bool = True) -> dict[str, Any]:
+    """Send a compaction event to ``stream_mode="custom"`` and the log (one line); return it for the state.
+
+    ``stream=False``: to the log only (a summary prepared for later streams when it is applied).
+    """
     event = {"type": "compaction", "time": time.time(), **event}
     log = logger.warning if event.get("error") or event.get("warning") else logger.info
     fields = _Fields((k, v) for k, v in event.items() if k not in ("type", "evicted_ids"))
     log("compaction %s: %s", event.get("stage"), fields)
     try:
-        get_stream_writer()(event)
+        if stream:
+            get_stream_writer()(event)
     except Exception:  # noqa: BLE001 - no stream outside a graph run
         pass
     return {k: v for k, v in event.items() if k != "evicted_ids"}

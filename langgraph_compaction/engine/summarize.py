@@ -388,7 +388,8 @@ def applied_summary(
             "evicted_ids": evicted,
             **({"injected": len(new.injected)} if new.injected else {}),
             "offload_path": new.path,
-        }
+        },
+        stream="event" in new.event,  # a summary prepared for later (no ``event`` yet) streams when it is applied
     )
     return Applied(
         messages=None if view_mode else tuple(result),

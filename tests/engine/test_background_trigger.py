@@ -99,6 +99,27 @@ def test_after_a_failed_job_the_trigger_holds_the_agent_for_one_call_with_memory
     assert any(is_summary(m) for m in state["messages"])
 
 
+def test_a_summary_made_at_the_trigger_streams_one_summarize_event_as_a_blocking_compaction_does():
+    # the summary made in the run streamed its making and then its swap: two summarize events for one summary
+    streamed: dict[bool, list[dict]] = {}
+    for background in (True, False):
+        config = CONFIG.model_copy(update={"background": {"enabled": background}})
+        summarizer = ScriptedModel(summary=_failing_in_jobs)
+        graph = edge_builder(ToolCallingModel(), None, config, summarizer).compile(checkpointer=InMemorySaver())
+        found: list[dict] = []
+        with use_runner(InstantRunner()):
+            for n in range(40):
+                found += graph.stream({"messages": [request(n)]}, THREAD, stream_mode="custom")
+                if any(e.get("event") == "compaction_applied" for e in found):
+                    break
+        streamed[background] = [e for e in found if e["stage"] in ("flush", "offload", "summarize")]
+    stages = {background: [e["stage"] for e in found] for background, found in streamed.items()}
+    assert stages[True].count("summarize") == 1 and stages[True].count("flush") == 1, stages[True]
+    assert stages[False].count("summarize") == 1 and stages[False].count("flush") == 1, stages[False]
+    (summarize,) = [e for e in streamed[True] if e["stage"] == "summarize"]
+    assert summarize["event"] == "compaction_applied" and summarize["mode"] == "blocking"
+
+
 def test_a_summary_failing_at_the_trigger_leaves_the_history_and_the_next_call_tries_again(events):
     summarizer = _Timed(latency=0.0, summary=_unavailable_once(in_jobs=True), spans=[])
     graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
