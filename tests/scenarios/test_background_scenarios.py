@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from langchain.agents import create_agent
@@ -38,12 +39,12 @@ from langgraph_compaction.testing.scenarios import AppModel, AppRun, run_app
 
 @pytest.fixture(scope="module")
 def apps(tmp_path_factory) -> dict[str, tuple[AppRun, object]]:
-    """The new user's app run once each way: (the run, its storage folder)."""
-    runs = {}
-    for name, mode, background in (("sync", "sync", True), ("async", "async", True), ("blocking", "sync", False)):
-        root = tmp_path_factory.mktemp(f"app-{name}")
-        runs[name] = (run_app(root, mode=mode, background=background), root)
-    return runs
+    """The new user's app run once each way, the three side by side (they wait on models): (the run, its folder)."""
+    ways = {"sync": ("sync", True), "async": ("async", True), "blocking": ("sync", False)}
+    roots = {name: tmp_path_factory.mktemp(f"app-{name}") for name in ways}
+    with ThreadPoolExecutor(len(ways)) as pool:
+        runs = {name: pool.submit(run_app, roots[name], mode=mode, background=bg) for name, (mode, bg) in ways.items()}
+        return {name: (run.result(), roots[name]) for name, run in runs.items()}
 
 
 def _over_trigger(app: AppRun) -> str:
