@@ -222,16 +222,16 @@ async def adrive(steps: Generator[Effect, Any, R], performer: Performer) -> R:
 
 
 def guarded(
-    stage: str, steps: Generator[Effect, Any, R], failed: Callable[[str, Exception], R]
+    stage: str, steps: Generator[Effect, Any, R], failed: Callable[[str, Exception], R], lifecycle: bool = True
 ) -> Generator[Effect, Any, R]:
     """Return a stage's steps that never fail: a failure leaves the messages alone and is recorded in its result.
 
     ``failed`` makes the result of a failed stage (its node update, ``events.failed_update``, or its
     typed result, ``results.failed_result``). The
     side steps (flush, offload, summarize) also stream their start and end
-    (``events.stage_started``), so a UI can show "compacting...".
+    (``events.stage_started``), so a UI can show "compacting..."; ``lifecycle=False``: the caller streams them.
     """
-    started = stage_started(stage)
+    started = stage_started(stage) if lifecycle else None
     try:
         result = yield from steps
     except GraphBubbleUp:

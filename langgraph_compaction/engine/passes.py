@@ -1,11 +1,13 @@
 """The order of one compaction pass, written once, and the state it leaves.
 
-``pass_steps`` is the whole pass as one step: the gate; then flush and
-offload side by side (``Parallel``); then the summary; each update applied
+``pass_steps`` is the whole pass as one step: the gate; then the offload;
+then the memory model's call beside the summary's (``Parallel``); each update applied
 in memory with the graph's reducers (``add_messages`` and
 ``merge_compaction``). The whole-pass drivers (``CompactionEngine.run_pass``),
-overflow recovery (a pass in overflow mode) and every front run it, so they can
-never run the stages in different orders.
+overflow recovery (a pass in overflow mode) and every front that compacts in
+front of its model call run it, so they can never run the stages in different
+orders. The graph of ``add_compaction`` runs the stages as its nodes instead
+(flush and offload side by side, then summarize), each checkpointed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..storage import message_records
 from ..storage.codec import encode, revision
 from .driver import guarded
 from .effects import Parallel, Steps
-from .events import failed_update
+from .events import failed_update, stage_ended, stage_started
 from .flush import FLUSH
 from .offload import OFFLOAD
 from .results import FlushResult, OffloadResult, SummaryResult, rendered
@@ -157,22 +159,32 @@ def stage_name(node: str) -> str:
 def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> Steps[tuple[list[GraphUpdate], Any]]:
     """The whole pass as one step; return the updates in the order applied, and the state after them.
 
-    ``overflow=True`` runs the gate in overflow mode (a request the model refused as too long).
+    After the gate, the offload; then the memory model's call beside the
+    summary's (``Parallel``): the agent waits one compaction-model call, not
+    two. The summary reads what the offload wrote (it removes only messages
+    the transcript holds) and nothing of the flush's; each update is applied
+    when both have ended, the flush's first, so nothing is removed before the
+    memories are written. ``overflow=True`` runs the gate in overflow mode (a
+    request the model refused as too long).
     """
     updates = [(yield from guarded("gate", engine.gate_steps(state, run, overflow=overflow), failed_update))]
     state = apply_update(state, updates[0])
     targets = engine.route(state)
     if targets == engine.before:
         return updates, state
-    branches = ((FLUSH, engine.flush_steps), (OFFLOAD, engine.offload_steps))
-    side = tuple(
-        guarded(stage_name(name), rendered(steps(state, run)), failed_update)
-        for name, steps in branches
-        if name in targets
-    )
-    if side:  # both read the gate's state and write disjoint keys, as in the graph's superstep
-        for update in (yield Parallel(side)):
-            updates.append(update)
-            state = apply_update(state, update)
-    updates.append((yield from guarded("summarize", rendered(engine.summarize_steps(state, run)), failed_update)))
-    return updates, apply_update(state, updates[-1])
+    if OFFLOAD in targets:
+        updates.append((yield from guarded("offload", rendered(engine.offload_steps(state, run)), failed_update)))
+        state = apply_update(state, updates[-1])
+    if FLUSH in targets:  # both read the state after the offload and write disjoint keys, as in a graph superstep
+        started = stage_started("summarize")  # streamed around both: the end of summarize ends the compaction
+        summarize = guarded("summarize", rendered(engine.summarize_steps(state, run)), failed_update, lifecycle=False)
+        flushed, summarized = yield Parallel(
+            (guarded("flush", rendered(engine.flush_steps(state, run)), failed_update), summarize)
+        )
+        summarized = stage_ended("summarize", started, summarized)
+        updates.append(flushed)
+        state = apply_update(state, flushed)
+    else:
+        summarized = yield from guarded("summarize", rendered(engine.summarize_steps(state, run)), failed_update)
+    updates.append(summarized)
+    return updates, apply_update(state, summarized)
