@@ -175,16 +175,15 @@ def pass_steps(engine: Stages, state: Any, run: Run, overflow: bool = False) -> 
     if OFFLOAD in targets:
         updates.append((yield from guarded("offload", rendered(engine.offload_steps(state, run)), failed_update)))
         state = apply_update(state, updates[-1])
+    started = stage_started("summarize")  # streamed around the flush beside it: its end ends the compaction
+    summarize = guarded("summarize", rendered(engine.summarize_steps(state, run)), failed_update, lifecycle=False)
     if FLUSH in targets:  # both read the state after the offload and write disjoint keys, as in a graph superstep
-        started = stage_started("summarize")  # streamed around both: the end of summarize ends the compaction
-        summarize = guarded("summarize", rendered(engine.summarize_steps(state, run)), failed_update, lifecycle=False)
         flushed, summarized = yield Parallel(
             (guarded("flush", rendered(engine.flush_steps(state, run)), failed_update), summarize)
         )
-        summarized = stage_ended("summarize", started, summarized)
         updates.append(flushed)
         state = apply_update(state, flushed)
     else:
-        summarized = yield from guarded("summarize", rendered(engine.summarize_steps(state, run)), failed_update)
-    updates.append(summarized)
-    return updates, apply_update(state, summarized)
+        summarized = yield from summarize
+    updates.append(stage_ended("summarize", started, summarized))
+    return updates, apply_update(state, updates[-1])

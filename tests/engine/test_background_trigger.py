@@ -11,12 +11,9 @@ window, and its retry is prepared next to the agent.
 
 from __future__ import annotations
 
-import time
-
-from langchain_core.runnables import ensure_config
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
-from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
+from support.fronts import WINDOW, TimedModel, ToolCallingModel, edge_builder, in_a_job, request
 
 from langgraph_compaction import CompactionConfig, is_summary
 from langgraph_compaction.core.background import wait_limit
@@ -31,28 +28,9 @@ LATENCY = 0.4
 THREAD = {"configurable": {"thread_id": "trigger"}}
 
 
-class _Timed(ScriptedModel):
-    """A summarizer and memory model recording each call: its kind, when it ran, and whether a job made it."""
-
-    spans: list = []
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        kind = "summary" if "Context Extraction Assistant" in str(messages[-1].content) else "memory"
-        began = time.monotonic()
-        try:
-            return super()._generate(messages, stop, run_manager, **kwargs)
-        finally:
-            self.spans.append((kind, began, time.monotonic(), _in_a_job()))
-
-
-def _in_a_job() -> bool:
-    """Return True when the call comes from a background job: it runs outside the run (no thread id in its config)."""
-    return not ensure_config().get("configurable", {}).get("thread_id")
-
-
 def _failing_in_jobs(prompt: str) -> str:
     """Answer the summary prompt in the run; fail it (a 503) in a background job."""
-    if _in_a_job():
+    if in_a_job():
         raise RuntimeError("Error code: 503 - the summarizer is unavailable")
     return scripted_summary(prompt)
 
@@ -62,7 +40,7 @@ def _unavailable_once(in_jobs: bool = False):
     answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
 
     def answer(prompt: str) -> str:
-        if in_jobs and _in_a_job():
+        if in_jobs and in_a_job():
             raise RuntimeError("Error code: 503 - the summarizer is unavailable")
         failure = next(answers, None)
         if failure is not None:
@@ -81,7 +59,7 @@ def _run_until(graph, events, done, first: int = 0, limit: int = 40) -> int:
 
 
 def test_after_a_failed_job_the_trigger_holds_the_agent_for_one_call_with_memory_and_summary_side_by_side(events):
-    summarizer = _Timed(latency=LATENCY, summary=_failing_in_jobs, spans=[])
+    summarizer = TimedModel(latency=LATENCY, summary=_failing_in_jobs, spans=[])
     graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
     with use_runner(InstantRunner()):  # each job has failed by the next model call
         _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
@@ -121,7 +99,7 @@ def test_a_summary_made_at_the_trigger_streams_one_summarize_event_as_a_blocking
 
 
 def test_a_summary_failing_at_the_trigger_leaves_the_history_and_the_next_call_tries_again(events):
-    summarizer = _Timed(latency=0.0, summary=_unavailable_once(in_jobs=True), spans=[])
+    summarizer = TimedModel(latency=0.0, summary=_unavailable_once(in_jobs=True), spans=[])
     graph = edge_builder(ToolCallingModel(), None, CONFIG, summarizer).compile(checkpointer=InMemorySaver())
     with use_runner(InstantRunner()):  # each job has failed by the next model call: no retry is in progress
         _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
@@ -136,7 +114,7 @@ def test_a_summary_failing_at_the_trigger_leaves_the_history_and_the_next_call_t
 
 def test_a_summarizer_that_calls_interrupt_pauses_the_run_at_the_trigger_in_the_background_too(events):
     def ask_a_person(prompt: str) -> str:
-        if _in_a_job():
+        if in_a_job():
             raise RuntimeError("no person to ask in a background job")
         return interrupt("Please write the summary.")
 
@@ -172,7 +150,7 @@ def test_when_another_workers_job_failed_and_the_summary_made_here_fails_too_no_
             worker_a.invoke({"messages": [request(n)]}, THREAD)
             n += 1
             assert n < 40, "no background job started"
-        summarizer = _Timed(latency=LATENCY, summary=_unavailable_once(), spans=[])
+        summarizer = TimedModel(latency=LATENCY, summary=_unavailable_once(), spans=[])
         worker_b = edge_builder(ToolCallingModel(), tmp_path, CONFIG, summarizer).compile(checkpointer=saver)
         _run_until(worker_b, events, lambda found: any(e["event"] == "compaction_applied" for e in found), n)
     in_run = [s for s in summarizer.spans if not s[3]]

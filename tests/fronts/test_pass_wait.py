@@ -13,39 +13,24 @@ import time
 
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
-from support.fronts import TOOLS, WINDOW, ToolCallingModel, request
+from support.fronts import TOOLS, WINDOW, TimedModel, ToolCallingModel, request
 
 from langgraph_compaction import CompactionConfig, CompactionMiddleware, is_summary
-from langgraph_compaction.testing import ScriptedModel
 
 LATENCY = 0.3
-
-
-class _Timed(ScriptedModel):
-    """A summarizer and memory model recording each call: its kind and when it ran."""
-
-    spans: list = []
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        kind = "summary" if "Context Extraction Assistant" in str(messages[-1].content) else "memory"
-        began = time.monotonic()
-        try:
-            return super()._generate(messages, stop, run_manager, **kwargs)
-        finally:
-            self.spans.append((kind, began, time.monotonic()))
 
 
 def _side_by_side(spans: list) -> None:
     summary = [s for s in spans if s[0] == "summary"]
     memory = [s for s in spans if s[0] == "memory"]
     assert summary and memory, spans
-    (_, s_began, s_ended), (_, m_began, m_ended) = summary[0], memory[0]
+    (_, s_began, s_ended, _), (_, m_began, m_ended, _) = summary[0], memory[0]
     assert s_began < m_ended and m_began < s_ended, "the memory call and the summary call ran one after the other"
 
 
 def test_a_blocking_compaction_in_the_middleware_asks_the_memory_model_beside_the_summarizer(tmp_path):
     # the pass asked the memory model, then the summarizer: the agent waited two compaction calls
-    summarizer = _Timed(latency=LATENCY, spans=[])
+    summarizer = TimedModel(latency=LATENCY, spans=[])
     config = CompactionConfig(context_window=WINDOW, background=False)
     compaction = CompactionMiddleware(summarizer, config=config, storage=tmp_path)
     agent = create_agent(ToolCallingModel(), TOOLS, middleware=[compaction], checkpointer=InMemorySaver())

@@ -12,12 +12,14 @@ the window) and, at the end, that no message it saw was lost.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, messages_to_dict
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import ensure_config
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import START, StateGraph
@@ -57,6 +59,25 @@ def fetch_docs(topic: str) -> str:
 
 
 TOOLS = [run_tests, fetch_docs]
+
+
+class TimedModel(ScriptedModel):
+    """A summarizer and memory model recording each call: (its kind, when it began and ended, whether a job made it)."""
+
+    spans: list = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        kind = "summary" if "Context Extraction Assistant" in str(messages[-1].content) else "memory"
+        began = time.monotonic()
+        try:
+            return super()._generate(messages, stop, run_manager, **kwargs)
+        finally:
+            self.spans.append((kind, began, time.monotonic(), in_a_job()))
+
+
+def in_a_job() -> bool:
+    """Return True when the call comes from a background job: it runs outside the run (no thread id in its config)."""
+    return not ensure_config().get("configurable", {}).get("thread_id")
 
 
 def request(n: int) -> HumanMessage:
