@@ -11,7 +11,10 @@ thread next applies it.
 
 At the trigger the gate applies a ready summary (``compaction_applied``),
 waits for one still being prepared (here or by another worker), and compacts
-in front of the model call only when none is coming. The message-count
+in front of the model call only when none is coming. A failure's retry is not
+waited for while the request fits (up to ``core.background.wait_limit``): a
+job makes a call that failed in passing (a 503) again itself, and a job lost
+with its worker (killed, restarted) is started again. The message-count
 trigger counts messages, not the window: there a job starts with the cut a
 blocking compaction would make, and the agent goes on until it is ready. A summary is applied
 while what it covers is unchanged and what it produces keeps every tool call
@@ -30,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -53,10 +56,20 @@ from ..core.conversation import leading_systems
 from ..core.plan import CompactionPlan, plan_compaction
 from .breaker import breaker_after, is_open
 from .driver import Performer, adrive, drive
-from .effects import StartJob, Steps, WaitJob
+from .effects import StartJob, Steps, StorageCall, WaitJob
 from .events import blocking_started, emit_event
 from .jobs import BackgroundJobs, Job, Published, owner_gone
-from .prepare import Read, job_key, lease_seconds, make_steps, prepare_steps, published_key, read_for_job
+from .prepare import (
+    MODEL_RETRIES,
+    Read,
+    job_key,
+    lease_seconds,
+    make_steps,
+    prepare_steps,
+    published_key,
+    read_for_job,
+    retrying,
+)
 from .run import Run
 from .setup import Setup
 from .state import Breaker, CompactionRecord, Lease, merge_compaction, read_breaker, read_compaction
@@ -130,6 +143,8 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     if _retry_coming(gate) and plan.tokens_after_layers < wait_limit(budget):
         return gate.out  # the last summary failed: the agent waits for no retry while the request fits the window
     waited = yield from _wait(gate, plan)
+    if waited is _GOES_ON:
+        return gate.out  # its job makes a failed call again: the agent waits for no retry while the request fits
     if waited is not None and (yield from swap(gate, waited)):
         yield from _next_job(gate)
         return gate.out
@@ -137,6 +152,11 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
         _release(gate, record["lease"]["id"])
     blocked = gate.out.blocked or "no summary was prepared in time"
     if waited is None and gate.jobs.get(gate.key) is None and gate.may_prepare() and _after_a_failure(gate, job):
+        if _lease_lost(record["lease"], jobs) and plan.tokens_after_layers < wait_limit(budget):
+            yield from _start(gate, plan)  # prepared again next to the agent, which goes on while the request fits
+            if gate.jobs.get(gate.key) is not None:
+                gate.out.blocked = None
+                return gate.out
         made = yield from _compact_now(gate, plan, blocked)
         if made is not None and (yield from swap(gate, made)):
             yield from _next_job(gate)
@@ -218,17 +238,20 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
 
 
 def _retry_coming(gate: GateCall) -> bool:
-    """Return True when the last summary failed and its retry is being prepared (here, or by another worker).
+    """Return True when a failure's retry is being prepared: the last summary failed and its retry is being
+    prepared (here, or by another worker), or this worker's job is making a failed call again.
 
     The agent does not wait for it while the request fits: the gate lets it
     go on up to halfway from the trigger into the window's reserve
     (``core.background.wait_limit``), as a blocking summary that failed
     leaves the history while it fits. A failed summary costs the agent one
-    compaction call of wait, not one per attempt.
+    compaction call of wait, not one per attempt; a failed call its job makes
+    again, none.
     """
-    coming = gate.jobs.get(gate.key) is not None or _lease_held_elsewhere(
-        gate.record["lease"], gate.jobs, gate.run.storage
-    )
+    job = gate.jobs.get(gate.key)
+    if job is not None and job.retried and not job.done():
+        return True
+    coming = job is not None or _lease_held_elsewhere(gate.record["lease"], gate.jobs, gate.run.storage)
     return coming and _failed_lately(gate)
 
 
@@ -239,13 +262,27 @@ def _after_a_failure(gate: GateCall, job: Job | None) -> bool:
     a lease whose job nobody will finish (its worker failed, died, or was
     restarted in place), or a last summary that failed. Then the gate makes
     the summary in the run with the memory model's call beside it
-    (``_compact_now``); otherwise (a young thread no job could cover, a turn
-    past the trigger) it compacts as ``background=False`` does, through the
-    graph's flush, offload and summarize steps.
+    (``_compact_now``), but for a lease lost with its worker while the
+    request fits: that job is started again (``_lease_lost``). Otherwise (a
+    young thread no job could cover, a turn past the trigger) it compacts as
+    ``background=False`` does, through the graph's flush, offload and
+    summarize steps.
     """
     lease = gate.record["lease"]
     lost = lease is not None and lease["state"] == "preparing"
     return (job is not None and job.done()) or lost or _failed_lately(gate)
+
+
+def _lease_lost(lease: Lease | None, jobs: BackgroundJobs) -> bool:
+    """Return True for another worker's lease whose job nobody will finish: that worker is gone (killed, or
+    restarted in place) or its lease ran out.
+
+    Its summary did not fail: it is prepared again next to the agent, as the
+    retry of a failed one is (``_retry_coming``).
+    """
+    if lease is None or lease["state"] != "preparing" or lease["owner"] == jobs.owner:
+        return False
+    return owner_gone(lease["owner"]) or lease["until"] <= time.time()
 
 
 def _failed_lately(gate: GateCall) -> bool:
@@ -312,14 +349,18 @@ def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict[str, Any] | None]:
     job = gate.jobs.get(gate.key)
     timeout = gate.setup.config.summary.timeout
     lease = gate.record["lease"]
+    fits = plan.tokens_after_layers < wait_limit(gate.budget)
     if job is None and _lease_held_elsewhere(lease, gate.jobs, gate.run.storage):
         assert lease is not None
         runner = Published(gate.run.storage, gate.run.thread_id, published_key(gate.key))
         job = Job(gate.key, {"id": lease["id"], "tokens_before": plan.tokens_after_layers}, runner)
         # at most what its lease has left, and never longer than a summary call may take
         timeout = min(lease["until"] - time.time(), timeout or FOREIGN_WAIT_SECONDS)
-        if (yield WaitJob(job, max(0.0, timeout))) and job.outcome().get("status") != "failed":
+        done = yield from _wait_for(job, max(0.0, timeout), lambda: fits and bool(job.retried))
+        if done and job.outcome().get("status") != "failed":
             return job.outcome()
+        if fits and job.retried and not done:
+            return _GOES_ON  # its worker makes a failed call again; the lease stays, the next call looks again
         failed = job.outcome().get("error") if job.done() else None
         why = f"the worker preparing it failed: {failed}" if failed else "not ready before the wait ran out"
         gate.events.append(_discarded(why, job.meta, plan.tokens_after_layers))
@@ -328,13 +369,33 @@ def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict[str, Any] | None]:
         return None
     if job is None:
         return None
-    if (yield WaitJob(job, timeout)):
+    if (yield from _wait_for(job, timeout, lambda: fits and bool(job.retried))):
         return _harvest(gate, job, None)
+    if fits and job.retried:
+        return _GOES_ON
     gate.jobs.drop(job)
     gate.events.append(_discarded("not ready before the wait ran out", job.meta, plan.tokens_after_layers))
     _release(gate, job.meta["id"])
     gate.out.blocked = "the prepared summary was not ready before the wait ran out"
     return None
+
+
+#: What ``_wait`` returns when it stopped waiting for a job that makes a failed call again (``_retry_coming``).
+_GOES_ON: dict[str, Any] = {}
+#: How often a gate waiting for this worker's job looks whether the job is trying a failed call again.
+LOOK_SECONDS = 0.05
+
+
+def _wait_for(job: Job, timeout: float | None, stop: Callable[[], bool]) -> Steps[bool]:
+    """Wait for a job at most ``timeout`` seconds, or until ``stop()``; return whether it is done."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        look = LOOK_SECONDS if left is None else min(left, LOOK_SECONDS)
+        if (yield WaitJob(job, look)):
+            return True
+        if stop() or (left is not None and left <= LOOK_SECONDS):
+            return False
 
 
 def _release(gate: GateCall, prepared_id: str) -> None:
@@ -399,14 +460,27 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
     """Yield the effect that starts a job for the plan's cut of the messages, and take the conversation's lease."""
     setup, key = gate.setup, gate.key
     meta, snapshot, record, job_run, read = yield from _job_inputs(gate, plan)
-    performer = Performer(job_run, setup.config.summary.timeout)
-    job = Job(
-        key,
-        meta,
-        gate.jobs.runner(),
-        work=lambda: drive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer),
-        awork=lambda: adrive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer),
-    )
+    offloaded = read[0]
+    if offloaded is not None and offloaded.last_error is not None:
+        # its summary would cover what the transcript does not hold, and be refused: the next call starts it
+        gate.events.extend(offloaded.events)
+        return
+    retried: list[int] = []  # the job's and its driver's: the gate sees a job that is trying a call again
+    performer = Performer(job_run, setup.config.summary.timeout, retries=_retries(setup, record), retried=retried)
+    if job_run.storage is not None and getattr(job_run.storage, "shared", True):  # for the workers waiting for it
+        announced = (job_run.thread_id, published_key(key), retrying(setup, meta))
+        performer.announce = StorageCall("write_prepared", announced)
+
+    def work() -> dict[str, Any]:
+        made = drive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer)
+        return {**made, "retried": _retried(setup, performer)}
+
+    async def awork() -> dict[str, Any]:
+        made = await adrive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer)
+        return {**made, "retried": _retried(setup, performer)}
+
+    job = Job(key, meta, gate.jobs.runner(), work=work, awork=awork)
+    job.retried = retried
     gate.jobs.add(job)
     try:
         yield StartJob(job)
@@ -425,6 +499,24 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
     gate.out.compaction["lease"] = lease
     started = {"prepared_id": meta["id"], "tokens_before": meta["tokens_before"], "evict": len(meta["evict_ids"])}
     gate.events.append(background_event("compaction_started", mode="background", usage={}, **started))
+
+
+def _retries(setup: Setup, record: CompactionRecord) -> int:
+    """Return how many times a job makes a model call again after a passing failure (a 503).
+
+    Every failed call counts towards the model's breaker, so a provider that
+    is down is called no more often than without retries: a job's tries end
+    where the breaker would open.
+    """
+    failures = max(read_breaker(record[key])["failures"] for key in ("breaker", "flush_breaker"))
+    return max(0, min(MODEL_RETRIES, setup.config.guards.breaker_failures - 1 - failures))
+
+
+def _retried(setup: Setup, performer: Performer) -> dict[str, int]:
+    """Return the failed calls a job made again, by the record key of their model's breaker."""
+    models = {"breaker": {id(setup.model)}}
+    models.setdefault(setup.flush_breaker, set()).add(id(setup.flush_model))  # one breaker when they share it
+    return {key: sum(performer.retried.count(model) for model in ids) for key, ids in models.items()}
 
 
 def _compact_now(gate: GateCall, plan: CompactionPlan, why: str) -> Steps[dict[str, Any] | None]:
@@ -459,7 +551,8 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
     gate.jobs.drop(job)
     gate.jobs.observe(job)
     outcome = job.outcome()
-    gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}))  # background failures count too
+    # background failures count too, each failed call of the job's
+    gate.out.compaction.update(_breakers(gate, outcome.get("breakers") or {}, outcome.get("retried") or {}))
     gate.events.extend(emit_event({k: v for k, v in e.items() if k != "time"}) for e in outcome.get("notes") or ())
     lease = gate.record["lease"]
     if lease is not None and lease["id"] == job.meta["id"] and lease["state"] == "applied":
@@ -485,14 +578,15 @@ def _harvest(gate: GateCall, job: Job, prepared: dict[str, Any] | None) -> dict[
 
 def _ready(outcome: dict[str, Any]) -> dict[str, Any]:
     """Return a ready job record as the state keeps it (``compaction["prepared"]``)."""
-    return {k: v for k, v in outcome.items() if k not in ("breakers", "notes")}
+    return {k: v for k, v in outcome.items() if k not in ("breakers", "notes", "retried")}
 
 
-def _breakers(gate: GateCall, reported: dict[str, Any]) -> dict[str, Breaker]:
+def _breakers(gate: GateCall, reported: dict[str, Any], retried: dict[str, int] | None = None) -> dict[str, Breaker]:
     """Return the breakers after a job's model calls: each one's success or failure applied to the breaker as it is now.
 
     The job saw the breakers as they were when it started; what failed since
-    (a blocking summary, another job) still counts.
+    (a blocking summary, another job) still counts. ``retried``: the failed
+    calls the job made again, by breaker.
     """
     cfg = gate.setup.config
     out: dict[str, Breaker] = {}
@@ -501,5 +595,6 @@ def _breakers(gate: GateCall, reported: dict[str, Any]) -> dict[str, Breaker]:
             continue
         now = read_breaker(gate.out.compaction.get(key) or gate.record[key])  # type: ignore[literal-required]
         problem = seen.get("reason") if seen.get("failures") else None
-        out[key] = breaker_after(now, problem, cfg.guards.breaker_failures, cfg.guards.breaker_cooldown)
+        attempts = 1 + (retried or {}).get(key, 0)
+        out[key] = breaker_after(now, problem, cfg.guards.breaker_failures, cfg.guards.breaker_cooldown, attempts)
     return out

@@ -12,11 +12,14 @@ import time
 from .state import Breaker
 
 
-def breaker_after(breaker: Breaker, problem: str | None, limit: int, cooldown: float) -> Breaker:
-    """Return the breaker after one model attempt: reset on success, opened at ``limit`` failures in a row."""
+def breaker_after(breaker: Breaker, problem: str | None, limit: int, cooldown: float, attempts: int = 1) -> Breaker:
+    """Return the breaker after a model's answer: reset on success, opened at ``limit`` failures in a row.
+
+    ``attempts``: the failed calls the answer took (a background job tries a passing failure again).
+    """
     if not problem:
         return {"failures": 0, "open_until": 0.0, "reason": None}
-    failures = breaker["failures"] + 1
+    failures = breaker["failures"] + attempts
     return {"failures": failures, "open_until": time.time() + cooldown if failures >= limit else 0.0, "reason": problem}
 
 

@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from langchain_core.callbacks.base import BaseCallbackManager
@@ -27,6 +27,7 @@ from langgraph.errors import GraphBubbleUp
 
 from ..core.conversation import content_text
 from .effects import CallAgent, CallHook, CallModel, Effect, Parallel, StartJob, StorageCall, WaitJob, advance
+from .errors import worth_retrying
 from .events import emit_event, stage_ended, stage_started
 from .run import Run
 
@@ -41,6 +42,12 @@ class Performer:
     timeout: float | None = None
     #: Performs ``CallAgent`` (overflow recovery): the front's call of the agent's model (sync, or a coroutine).
     call_agent: Callable[[Any], Any] | None = None
+    #: How many times a compaction model's call that failed ``worth_retrying`` is made again (a background job's).
+    retries: int = 0
+    #: The models (``id``) whose calls were made again, once per retry: their breakers count each failed call.
+    retried: list[int] = field(default_factory=list)
+    #: The effect performed when a call is first made again (a job publishing it, for the workers waiting for it).
+    announce: Effect | None = None
 
 
 def add_reply_usage(total: dict[str, Any], reply: Any) -> None:
@@ -95,6 +102,48 @@ def _model_request(effect: CallModel) -> tuple[Any, list[BaseMessage]]:
 
 
 def _call_model(effect: CallModel, performer: Performer) -> str:
+    tries = 0
+    while True:  # a failure worth retrying is tried again ``performer.retries`` times
+        try:
+            return _call_model_once(effect, performer)
+        except Exception as exc:
+            tries += 1
+            if tries > performer.retries or not worth_retrying(exc):
+                raise
+            if not performer.retried and performer.announce is not None:
+                _announce(performer.announce, performer)
+            performer.retried.append(id(effect.model))
+
+
+async def _acall_model(effect: CallModel, performer: Performer) -> str:
+    tries = 0
+    while True:  # a failure worth retrying is tried again ``performer.retries`` times
+        try:
+            return await _acall_model_once(effect, performer)
+        except Exception as exc:
+            tries += 1
+            if tries > performer.retries or not worth_retrying(exc):
+                raise
+            if not performer.retried and performer.announce is not None:
+                await _aannounce(performer.announce, performer)
+            performer.retried.append(id(effect.model))
+
+
+def _announce(effect: Effect, performer: Performer) -> None:
+    try:
+        perform(effect, performer)
+    except Exception:  # noqa: BLE001 - unannounced, a waiting worker waits for the job as before
+        pass
+
+
+async def _aannounce(effect: Effect, performer: Performer) -> None:
+    try:
+        await aperform(effect, performer)
+    except Exception:  # noqa: BLE001 - unannounced, a waiting worker waits for the job as before
+        pass
+
+
+def _call_model_once(effect: CallModel, performer: Performer) -> str:
     runnable, request = _model_request(effect)
     with unstreamed():
         if performer.timeout is None:
@@ -110,7 +159,7 @@ def _call_model(effect: CallModel, performer: Performer) -> str:
     return content_text(reply.content)
 
 
-async def _acall_model(effect: CallModel, performer: Performer) -> str:
+async def _acall_model_once(effect: CallModel, performer: Performer) -> str:
     runnable, request = _model_request(effect)
     with unstreamed():
         reply = await asyncio.wait_for(runnable.ainvoke(request), performer.timeout)

@@ -7,6 +7,8 @@ provider error code first (LangChain's ``ContextOverflowError``, OpenAI's
 raised. A rate limit (HTTP 429, ``rate_limit_exceeded``) is never an overflow,
 and LangGraph's control flow (``interrupt()``, ``GraphBubbleUp``) always
 passes through untouched. The summarize step and overflow recovery both ask.
+``worth_retrying`` tells a failure a background job tries again (a 503, a
+rate limit, a dropped connection) from one that would fail the same way.
 """
 
 from __future__ import annotations
@@ -125,3 +127,33 @@ def overflow_figures(exc: BaseException) -> tuple[int | None, int | None]:
         if match := _ANTHROPIC_FIGURES.search(text):
             return int(match.group(2)), int(match.group(1))
     return None, None
+
+
+#: HTTP statuses of a request that may succeed when sent again: a timeout, a conflict, too early, a rate limit.
+_RETRIED_CLIENT_STATUSES = frozenset({408, 409, 425, 429})
+#: How a passing failure reads when its error has no status: "Error code: 503 - ...", an overloaded server, a reset.
+_PASSING = re.compile(
+    r"error code: (?:5\d\d|408|409|425|429)\b|service unavailable|temporarily unavailable|overloaded"
+    r"|rate limit|connection (?:error|reset|refused|aborted)",
+    re.IGNORECASE,
+)
+
+
+def worth_retrying(exc: BaseException) -> bool:
+    """Return True when a compaction model's failure may pass if the call is made again at once.
+
+    A server error (5xx), a rate limit or a dropped connection may, by the
+    status the error carries or else by its type and wording; a request the
+    provider refused (any other 4xx), a context overflow, a call that ran out
+    of its time (``summary.timeout``: another try would take as long), a bug
+    and LangGraph's control flow (an ``interrupt()`` needs the run) would not.
+    """
+    chain = _chain(exc)
+    if any(isinstance(e, (GraphBubbleUp, TimeoutError)) for e in chain) or is_context_overflow(exc):
+        return False
+    for e in chain:
+        if (status := _status(e)) is not None:
+            return status >= 500 or status in _RETRIED_CLIENT_STATUSES
+    return any(
+        isinstance(e, ConnectionError) or _error_code(e) in _RATE_LIMIT_CODES or _PASSING.search(str(e)) for e in chain
+    )

@@ -44,6 +44,8 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
+#: The status a job publishes while it makes a failed call again (``prepare.retrying``); its record replaces it.
+RETRYING = "retrying"
 #: How often a worker looks for a summary another worker is preparing, while it waits for it.
 POLL_SECONDS = 0.05
 
@@ -68,6 +70,9 @@ class Job:
         self.task: asyncio.Task[Any] | None = None
         #: Gate calls of its conversation while it was being prepared (how many turns a job takes, learned).
         self.calls = 0
+        #: The models (``id``) whose failed calls the job made again, once per retry (its driver's ``retried``);
+        #: for another worker's job, ``[0]`` once it published that it makes one again.
+        self.retried: list[int] = []
 
     def done(self) -> bool:
         """Return True once the job has finished (its outcome is ready)."""
@@ -171,6 +176,9 @@ class Published(Runner):
 
     def _found(self, job: Job, record: object) -> bool:
         if isinstance(record, dict) and record.get("id") == job.meta.get("id"):
+            if record.get("status") == RETRYING:  # not done: its worker makes a failed call again
+                job.retried[:] = job.retried or [0]
+                return False
             job.future = Future()
             job.future.set_result(record)
         return job.future is not None

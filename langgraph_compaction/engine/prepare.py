@@ -21,6 +21,7 @@ from .driver import guarded
 from .effects import Parallel, Steps, StorageCall
 from .events import describe_error, emit_event
 from .flush import flush_result, read_memory
+from .jobs import RETRYING
 from .offload import offload_result
 from .results import JobResult, OffloadResult, failed_result
 from .run import Run
@@ -113,6 +114,10 @@ def make_steps(
     return JobResult(meta, summary, offloaded, flushed[0] if flushed else None, run.usage)
 
 
+#: How many times a job makes a failed model call again when the failure may pass (``errors.worth_retrying``: a
+#: 503, a rate limit), before its summary fails: the agent waits for none of them, and a summary failed at the
+#: trigger would hold it for a compaction call in front of its own.
+MODEL_RETRIES = 2
 #: How many times a job tries to publish what it made (the storage may be restarting) before giving up.
 PUBLISH_ATTEMPTS = 3
 
@@ -126,6 +131,14 @@ def published(setup: Setup, meta: dict[str, Any], made: dict[str, Any]) -> dict[
     """
     record = made if made.get("status") == "ready" else {"id": meta["id"], "status": "failed", "error": made["error"]}
     return {**record, "expires_at": time.time() + 2 * lease_seconds(setup)}
+
+
+def retrying(setup: Setup, meta: dict[str, Any]) -> dict[str, Any]:
+    """Return what a job publishes when it first makes a failed call again: a worker waiting for it goes on meanwhile.
+
+    Its record (``published``) replaces it when the job ends.
+    """
+    return {"id": meta["id"], "status": RETRYING, "expires_at": time.time() + 2 * lease_seconds(setup)}
 
 
 def lease_seconds(setup: Setup) -> float:

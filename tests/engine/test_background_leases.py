@@ -17,11 +17,14 @@ import uuid
 from concurrent.futures import Future
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
-from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
+from support.fronts import WINDOW, TimedModel, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionConfig, FileStorage, StoreStorage
+from langgraph_compaction.core.background import wait_limit
+from langgraph_compaction.core.tokens import TokenCounter
 from langgraph_compaction.engine.jobs import BackgroundJobs, InstantRunner, owner_gone, use_runner
 from langgraph_compaction.testing import ScriptedModel
 
@@ -183,3 +186,31 @@ def test_a_job_started_in_one_users_run_writes_its_memory_to_that_users_ledger_o
     }
     assert "heron" not in ledgers["bob"]
     assert "code word shown to the memory model: heron" in ledgers["alice"]
+
+
+def test_a_lease_lost_with_its_worker_at_the_trigger_is_prepared_again_next_to_the_agent(tmp_path, events):
+    """The worker preparing the summary was killed, and the thread is at its trigger when the next worker serves it:
+    the summary is prepared again as a job while the request fits, not made in front of the model call."""
+    config = {"configurable": {"thread_id": "lost-at-trigger"}}
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
+    with use_runner(_Killed()):
+        first = _worker(tmp_path, saver)
+        n = _until_started(first, config, events)
+    state = first.get_state(config).values
+    budget, counter = CONFIG.resolve(), TokenCounter()
+    missing = budget.trigger_tokens - counter.total(state["messages"])
+    filler = HumanMessage("Notes: " + "the build log says nothing new " * max(1, missing // 6), id="filler")
+    assert budget.trigger_tokens < counter.total([*state["messages"], filler]) < wait_limit(budget)
+    dead = f"{socket.gethostname()}:{os.getpid()}:0123456789ab:engine00"  # the killed worker, as a restart sees it
+    lease = {**state["compaction"]["lease"], "owner": dead}
+    first.update_state(config, {"messages": [filler], "compaction": {"lease": lease}}, as_node="agent")
+    summarizer = TimedModel(latency=0.0, spans=[])
+    with use_runner(InstantRunner()):
+        second, seen = _worker(tmp_path, saver, summarizer), len(events())
+        while not any(e["event"] == "compaction_applied" for e in events()[seen:]):
+            second.invoke({"messages": [request(n)]}, config)
+            n += 1
+            assert n < 60, "the second worker never compacted"
+    assert [s for s in summarizer.spans if not s[3]] == []  # no summary or memory call in front of the model call
+    (applied,) = [e for e in events()[seen:] if e["event"] == "compaction_applied"]
+    assert applied["mode"] == "background"

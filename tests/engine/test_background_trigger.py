@@ -18,6 +18,7 @@ from support.fronts import WINDOW, TimedModel, ToolCallingModel, edge_builder, i
 from langgraph_compaction import CompactionConfig, is_summary
 from langgraph_compaction.core.background import wait_limit
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
+from langgraph_compaction.engine.prepare import MODEL_RETRIES
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 
 #: Every job fails in these tests: the breaker stays closed through them, so that the summarizer is asked at the trigger.
@@ -35,9 +36,10 @@ def _failing_in_jobs(prompt: str) -> str:
     return scripted_summary(prompt)
 
 
-def _unavailable_once(in_jobs: bool = False):
-    """Return a summary answer that fails its first call with a 503 (and every call from a job, ``in_jobs``)."""
-    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")])
+def _unavailable_once(in_jobs: bool = False, times: int = 1):
+    """Return a summary answer that fails its first call (``times`` calls) with a 503, and every call from a job
+    (``in_jobs``)."""
+    answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")] * times)
 
     def answer(prompt: str) -> str:
         if in_jobs and in_a_job():
@@ -190,9 +192,9 @@ def test_after_a_failed_job_its_retry_is_not_waited_for_while_the_request_fits(e
     config = CONFIG.model_copy(update={"guards": CONFIG.guards.model_copy(update={"calibrate": False})})
     budget = config.resolve()
     with use_runner(runner):
-        graph = edge_builder(agent, None, config, ScriptedModel(summary=_unavailable_once())).compile(
-            checkpointer=InMemorySaver()
-        )
+        # the first job's call and its retries fail: the job fails
+        summarizer = ScriptedModel(summary=_unavailable_once(times=1 + MODEL_RETRIES))
+        graph = edge_builder(agent, None, config, summarizer).compile(checkpointer=InMemorySaver())
         _run_until(graph, events, lambda found: any(e["event"] == "compaction_applied" for e in found))
     found = events()
     assert any(e["event"] == "compaction_discarded" and "503" in e["why"] for e in found)  # the first job failed
