@@ -46,7 +46,27 @@ def transcript_records(messages: Sequence[BaseMessage], config: CompactionConfig
     return records
 
 
+#: How many times an offload is tried before it fails: a storage restarting fails one write, rarely two in a row.
+OFFLOAD_ATTEMPTS = 2
+
+
 def offload_messages(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[OffloadResult]:
+    """Append each message, or new version of one, the transcript lacks; return what it wrote (or raise).
+
+    A failed read or write is tried again at once (``OFFLOAD_ATTEMPTS``): the
+    transcript is read again, so nothing is written twice.
+    """
+    attempt = 1
+    while True:
+        try:
+            return (yield from _offload_once(messages, run, config))
+        except Exception:
+            if attempt >= OFFLOAD_ATTEMPTS:
+                raise
+            attempt += 1
+
+
+def _offload_once(messages: Sequence[BaseMessage], run: Run, config: CompactionConfig) -> Steps[OffloadResult]:
     """Append each message, or new version of one, the transcript lacks; return what it wrote (or raise).
 
     The whole transcript is read every time, whatever the state says was

@@ -28,6 +28,7 @@ from langgraph_compaction.engine.driver import Performer, adrive, drive
 from langgraph_compaction.engine.effects import CallModel, Steps
 from langgraph_compaction.engine.errors import worth_retrying
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
+from langgraph_compaction.engine.offload import OFFLOAD_ATTEMPTS
 from langgraph_compaction.engine.run import Run
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 
@@ -175,7 +176,7 @@ class _TranscriptDown(FileStorage):
 
 def test_a_job_whose_transcript_write_fails_is_not_started_and_the_next_call_starts_it(tmp_path, events):
     storage = _TranscriptDown(tmp_path)
-    storage.fail = 1  # the first job's offload meets the database restarting
+    storage.fail = OFFLOAD_ATTEMPTS  # the first job's offload meets the database restarting, and its second try
     graph = edge_builder(ToolCallingModel(), storage, CONFIG).compile(checkpointer=InMemorySaver())
     with use_runner(InstantRunner()):
         _until_applied(graph, events)

@@ -21,6 +21,7 @@ from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
 from langgraph_compaction import CompactionConfig, FileStorage
 from langgraph_compaction.engine.jobs import InstantRunner, Job, Published, use_runner
+from langgraph_compaction.engine.offload import OFFLOAD_ATTEMPTS
 from langgraph_compaction.testing import ScriptedModel
 
 #: A summary call may take this long; a worker that waited it out at the trigger would show it.
@@ -119,7 +120,8 @@ def test_a_lease_whose_prefix_a_blocking_compaction_replaced_is_not_waited_for_a
             n += 1
             assert n < 40, "no background job started"
         second, seen = _worker(storage, saver), len(events())
-        storage.fail["append_transcript"] = 1  # the swap's transcript write: postponed, then a blocking compaction
+        # the swap's transcript write and its second try: postponed, then a blocking compaction
+        storage.fail["append_transcript"] = OFFLOAD_ATTEMPTS
         while not any(e["event"] == "compaction_applied" for e in events()[seen:]):
             second.invoke({"messages": [request(n)]}, config)
             n += 1
@@ -135,3 +137,22 @@ def test_a_lease_whose_prefix_a_blocking_compaction_replaced_is_not_waited_for_a
     later = events()[seen:]
     assert slowest < TIMEOUT / 3, f"a request took {slowest:.1f} s: it waited for the lease of a replaced prefix"
     assert not any("not ready" in str(e.get("why", "")) for e in later)
+
+
+def test_a_swap_whose_transcript_write_fails_once_writes_it_again_and_applies_the_summary(tmp_path, events):
+    config = {"configurable": {"thread_id": "written-again"}}
+    storage = _Flaky(tmp_path)
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
+    graph = _worker(storage, saver)
+    with use_runner(InstantRunner()):
+        n = 0
+        while not any(e["event"] == "compaction_applied" for e in events()):
+            if any(e["event"] == "compaction_ready" for e in events()) and "append_transcript" not in storage.fail:
+                storage.fail["append_transcript"] = 1  # the next write, the swap's: the database restarting once
+            graph.invoke({"messages": [request(n)]}, config)
+            n += 1
+            assert n < 40, "no summary applied"
+    assert storage.fail["append_transcript"] == 0  # the write did fail once
+    assert not any(e["event"] == "compaction_postponed" for e in events())
+    (applied,) = [e for e in events() if e["event"] == "compaction_applied"]
+    assert applied["mode"] == "background"
