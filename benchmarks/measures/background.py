@@ -125,9 +125,8 @@ class SimulatedRunner(Runner):
             _charging.reset(token)
 
     def wait_sync(self, job: Job, timeout: float | None) -> bool:
-        ready = self.jobs[id(job)].ready
-        if timeout is None or ready - self.timing.now <= timeout:
-            self.timing.stalled(ready - self.timing.now)
+        left = self.jobs[id(job)].ready - self.timing.now
+        self.timing.stalled(left if timeout is None else min(left, timeout))  # waiting advances the clock
         return self.is_done(job)
 
 
@@ -174,9 +173,14 @@ class Timing:
         return TimedModel(**fields, timing=self)
 
     def stalled(self, seconds: float) -> None:
-        if seconds > 0:
+        if seconds <= 0:
+            return
+        if self.blocking and sum(self.blocking[-1]) == self.now:  # a wait looked at in slices is one stretch
+            start, before = self.blocking.pop()
+            self.blocking.append((start, before + seconds))
+        else:
             self.blocking.append((self.now, seconds))
-            self.now += seconds
+        self.now += seconds
 
     def side_call(self, seconds: float, billed: float, branch: str) -> None:
         if branch == "summary":

@@ -89,11 +89,17 @@ def run(ctx: Any) -> dict:
             STALL_CALLS,
             unit=" L",
         ),
+        check(
+            "faults: longest stall after a restart or a failed request, in summary calls",
+            faulty["longest_stall_after_fault"] / faulty["summary_call"],
+            STALL_CALLS,
+            unit=" L",
+        ),
     ]
     return {"window": WINDOW, "runs": runs, "faulty": faulty, "targets": targets}
 
 
-#: The longest stall the faulty fleet may show, in summary calls: a blocking compaction after a failed job, no wait.
+#: The longest stall the faulty fleet may show, in summary calls (one summary call), overall and after a fault.
 STALL_CALLS = 1.0
 
 
