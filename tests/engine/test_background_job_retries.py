@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import pytest
 from langchain_core.exceptions import ContextOverflowError
@@ -24,11 +25,13 @@ from support.fronts import WINDOW, TimedModel, ToolCallingModel, edge_builder, i
 
 from langgraph_compaction import CompactionConfig, FileStorage
 from langgraph_compaction.core.background import wait_limit
+from langgraph_compaction.engine import background
 from langgraph_compaction.engine.driver import Performer, adrive, drive
 from langgraph_compaction.engine.effects import CallModel, Steps
 from langgraph_compaction.engine.errors import worth_retrying
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.engine.offload import OFFLOAD_ATTEMPTS
+from langgraph_compaction.engine.prepare import MODEL_RETRIES
 from langgraph_compaction.engine.run import Run
 from langgraph_compaction.testing import ScriptedModel, scripted_summary
 
@@ -289,3 +292,21 @@ def test_a_worker_waiting_for_another_workers_job_goes_on_once_that_job_tries_a_
     assert [s for s in summarizer.spans if not s[3]] == []  # worker B made no summary in front of the model call
     (applied,) = [e for e in events()[seen:] if e["event"] == "compaction_applied"]
     assert applied["mode"] == "background"
+
+
+@pytest.mark.parametrize(
+    ("limit", "summary_failures", "memory_failures", "retries"),
+    [
+        (3, 0, 0, 2),  # a healthy provider: two more tries
+        (3, 1, 0, 1),  # one failure on record: the tries end where the breaker would open
+        (3, 0, 1, 1),  # the memory model's breaker counts as well
+        (3, 2, 0, 0),
+        (3, 5, 0, 0),
+        (20, 0, 0, MODEL_RETRIES),  # never more than MODEL_RETRIES
+        (1, 0, 0, 0),  # a breaker that opens at the first failure: no retry
+    ],
+)
+def test_a_jobs_tries_end_where_the_breaker_would_open(limit, summary_failures, memory_failures, retries):
+    setup = SimpleNamespace(config=CompactionConfig(guards={"breaker_failures": limit}))
+    record = {"breaker": {"failures": summary_failures}, "flush_breaker": {"failures": memory_failures}}
+    assert background._retries(setup, record) == retries

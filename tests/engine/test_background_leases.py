@@ -25,6 +25,7 @@ from support.fronts import WINDOW, TimedModel, ToolCallingModel, edge_builder, r
 from langgraph_compaction import CompactionConfig, FileStorage, StoreStorage
 from langgraph_compaction.core.background import wait_limit
 from langgraph_compaction.core.tokens import TokenCounter
+from langgraph_compaction.engine import background
 from langgraph_compaction.engine.jobs import BackgroundJobs, InstantRunner, owner_gone, use_runner
 from langgraph_compaction.testing import ScriptedModel
 
@@ -214,3 +215,16 @@ def test_a_lease_lost_with_its_worker_at_the_trigger_is_prepared_again_next_to_t
     assert [s for s in summarizer.spans if not s[3]] == []  # no summary or memory call in front of the model call
     (applied,) = [e for e in events()[seen:] if e["event"] == "compaction_applied"]
     assert applied["mode"] == "background"
+
+
+def test_which_lease_is_lost_with_its_worker():
+    jobs, now = BackgroundJobs(), time.time()
+    alive = f"{socket.gethostname()}:{os.getppid()}:0123456789ab:engine00"  # a process that runs
+    dead = f"{socket.gethostname()}:{os.getpid()}:0123456789ab:engine00"  # the one this process replaced
+    lease = {"id": "x", "owner": alive, "until": now + 60, "state": "preparing", "cutoff_id": None}
+    assert not background._lease_lost(None, jobs)
+    assert not background._lease_lost(lease, jobs)  # its worker runs and its time is not out
+    assert background._lease_lost({**lease, "until": now - 1}, jobs)  # its time ran out
+    assert background._lease_lost({**lease, "owner": dead}, jobs)  # its worker is gone
+    assert not background._lease_lost({**lease, "owner": dead, "state": "applied"}, jobs)  # nothing left to do
+    assert not background._lease_lost({**lease, "owner": jobs.owner, "until": now - 1}, jobs)  # this engine's own
