@@ -130,7 +130,7 @@ def published(setup: Setup, meta: dict[str, Any], made: dict[str, Any]) -> dict[
     waiting for it (``expires_at``; the storage deletes it then).
     """
     record = made if made.get("status") == "ready" else {"id": meta["id"], "status": "failed", "error": made["error"]}
-    return {**record, "expires_at": time.time() + 2 * lease_seconds(setup)}
+    return {**record, "expires_at": _expiry(setup)}
 
 
 def retrying(setup: Setup, meta: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +138,12 @@ def retrying(setup: Setup, meta: dict[str, Any]) -> dict[str, Any]:
 
     Its record (``published``) replaces it when the job ends.
     """
-    return {"id": meta["id"], "status": RETRYING, "expires_at": time.time() + 2 * lease_seconds(setup)}
+    return {"id": meta["id"], "status": RETRYING, "expires_at": _expiry(setup)}
+
+
+def _expiry(setup: Setup) -> float:
+    """Return when a record published now expires: no worker can still be waiting for it then (twice the lease)."""
+    return time.time() + 2 * lease_seconds(setup)
 
 
 def lease_seconds(setup: Setup) -> float:
