@@ -115,18 +115,35 @@ def turn_tokens(messages: Sequence[BaseMessage], counts: Sequence[int]) -> int:
     return sum(counts[newest_turn(messages) :])
 
 
-def turn_messages(messages: Sequence[BaseMessage]) -> int:
-    """Return how many messages the newest turn added: the newest model reply and all after it."""
-    return len(messages) - newest_turn(messages)
+#: How many of the newest turns a forecast of the thread's growth looks at; it expects the largest of them. An agent
+#: asked again between tool rounds alternates a small turn (its answer and the request) with a large one (a tool
+#: round): the newest turn alone would forecast the small one every other call and start a job a turn too late.
+FORECAST_TURNS = 3
+
+
+def turn_growth(messages: Sequence[BaseMessage], counts: Sequence[int] | None = None) -> int:
+    """Return the most one of the newest ``FORECAST_TURNS`` turns added: tokens with ``counts``, else messages.
+
+    A turn is a model reply and all after it up to the next reply (tool
+    results, a request); 0 before the first reply.
+    """
+    end, most, seen = len(messages), 0, 0
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], AIMessage):
+            most = max(most, sum(counts[i:end]) if counts is not None else end - i)
+            end, seen = i, seen + 1
+            if seen == FORECAST_TURNS:
+                break
+    return most
 
 
 def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_ready: float) -> bool:
     """Return True when a summary should start being prepared now, before the trigger.
 
     At ``start`` of the trigger at the latest; earlier when the thread grows
-    fast: a job takes about ``turns_to_ready`` turns, and if turns the size of
-    the newest one (``turn`` tokens) would reach the trigger before it is
-    ready, it starts now, so that it is ready when the trigger comes. Never
+    fast: a job takes about ``turns_to_ready`` turns, and if turns of ``turn``
+    tokens (the largest of the newest few: ``turn_growth``) would reach the
+    trigger before it is ready, it starts now, so that it is ready when the trigger comes. Never
     before half the trigger: a summary of less would be made again soon.
     """
     trigger = budget.trigger_tokens
@@ -141,9 +158,9 @@ def should_start_by_count(
     """Return True when the message-count trigger will fire before a summary started later would be ready.
 
     ``conversation`` is the messages the trigger counts, ``turn`` how many
-    the newest turn added. As ``should_start`` for tokens: at ``start`` of
-    the trigger at the latest, earlier when turns of the newest one's size
-    would reach it first; never under the trigger's floor of tokens
+    the largest of the newest turns added (``turn_growth``). As
+    ``should_start`` for tokens: at ``start`` of the trigger at the latest,
+    earlier when turns that size would reach it first; never under the trigger's floor of tokens
     (``messages_min_tokens``, at ``start``). A job ready at the trigger is
     swapped in there, where a blocking compaction would summarize; started
     at the trigger, the agent would go on with the whole history meanwhile.

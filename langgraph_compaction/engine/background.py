@@ -47,8 +47,7 @@ from ..core.background import (
     should_start_by_count,
     start_budget,
     swap_before_trigger,
-    turn_messages,
-    turn_tokens,
+    turn_growth,
     wait_limit,
 )
 from ..core.config import Budget
@@ -111,7 +110,7 @@ def swap_coming(gate: GateCall, plan: CompactionPlan) -> bool:
     if gate.record["prepared"] is not None or gate.jobs.get(gate.key) is not None:
         return True
     start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
-    return should_start(plan.tokens_before, turn_tokens(gate.messages, gate.counts), gate.budget, start, turns)
+    return should_start(plan.tokens_before, turn_growth(gate.messages, gate.counts), gate.budget, start, turns)
 
 
 def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens: int | None) -> Steps[Outcome]:
@@ -152,7 +151,7 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
         _release(gate, record["lease"]["id"])
     blocked = gate.out.blocked or "no summary was prepared in time"
     if waited is None and gate.jobs.get(gate.key) is None and gate.may_prepare() and _after_a_failure(gate, job):
-        if _lease_lost(record["lease"], jobs) and plan.tokens_after_layers < wait_limit(budget):
+        if _prepare_again(gate, job) and plan.tokens_after_layers < wait_limit(budget):
             yield from _start(gate, plan)  # prepared again next to the agent, which goes on while the request fits
             if gate.jobs.get(gate.key) is not None:
                 gate.out.blocked = None
@@ -211,7 +210,7 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
     if not gate.may_prepare():
         return
     if plan.held is not None:  # due, held back until the thread adds min_new_tokens: ready when the hold ends
-        turn = turn_tokens(gate.messages, gate.counts)
+        turn = turn_growth(gate.messages, gate.counts)
         if new_tokens is not None and (
             new_tokens >= budget.min_new_tokens * start or new_tokens + turn * (turns + 1) >= budget.min_new_tokens
         ):
@@ -219,7 +218,7 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
             if planned.summarize:
                 yield from _start(gate, planned)
         return
-    if should_start(tokens, turn_tokens(gate.messages, gate.counts), budget, start, turns):
+    if should_start(tokens, turn_growth(gate.messages, gate.counts), budget, start, turns):
         planned = _plan(gate, start_budget(budget, min(1.0, tokens / budget.trigger_tokens)), memo, new_tokens)
         if planned.summarize and covers_enough(_evicted_tokens(planned, gate.counts), budget):
             yield from _start(gate, planned)
@@ -229,7 +228,7 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
     if _failed_lately(gate):
         return
     conversation = len(gate.messages) - leading_systems(gate.messages)
-    if should_start_by_count(conversation, turn_messages(gate.messages), tokens, budget, start, turns):
+    if should_start_by_count(conversation, turn_growth(gate.messages), tokens, budget, start, turns):
         # the cut a blocking compaction would make at the count, made now: the turns until the swap refill the tail
         at = dataclasses.replace(start_budget(budget, start), trigger_messages=conversation)
         planned = _plan(gate, at, memo, new_tokens)
@@ -262,8 +261,9 @@ def _after_a_failure(gate: GateCall, job: Job | None) -> bool:
     a lease whose job nobody will finish (its worker failed, died, or was
     restarted in place), or a last summary that failed. Then the gate makes
     the summary in the run with the memory model's call beside it
-    (``_compact_now``), but for a lease lost with its worker while the
-    request fits: that job is started again (``_lease_lost``). Otherwise (a
+    (``_compact_now``), but for a failure that may pass or a lease lost with
+    its worker while the request fits: that job is started again
+    (``_prepare_again``). Otherwise (a
     young thread no job could cover, a turn past the trigger) it compacts as
     ``background=False`` does, through the graph's flush, offload and
     summarize steps.
@@ -271,6 +271,19 @@ def _after_a_failure(gate: GateCall, job: Job | None) -> bool:
     lease = gate.record["lease"]
     lost = lease is not None and lease["state"] == "preparing"
     return (job is not None and job.done()) or lost or _failed_lately(gate)
+
+
+def _prepare_again(gate: GateCall, job: Job | None) -> bool:
+    """Return True when the summary due now is prepared again as a job rather than made in the run.
+
+    That is when its job's failure may pass (the job made a failed call
+    again: a 503, a rate limit; here or on another worker) or its lease was
+    lost with its worker (``_lease_lost``). Any other failure (a refusal, a
+    bug, a summarizer that calls ``interrupt()`` and so needs the run) is
+    made in the run (``_compact_now``).
+    """
+    failed_in_passing = job is not None and job.done() and bool(job.retried)
+    return failed_in_passing or gate.foreign_retried or _lease_lost(gate.record["lease"], gate.jobs)
 
 
 def _lease_lost(lease: Lease | None, jobs: BackgroundJobs) -> bool:
@@ -306,7 +319,7 @@ def _next_job(gate: GateCall) -> Steps[None]:
     """After a swap, start the next job at once if the thread grows fast enough to need it.
 
     The swap left the tail that grew while its summary was made; with turns
-    as large as the newest one, the trigger comes again before a job started
+    as large as the newest few (``turn_growth``), the trigger comes again before a job started
     at the next call would be ready.
     """
     after = gate.out.after or []
@@ -315,7 +328,7 @@ def _next_job(gate: GateCall) -> Steps[None]:
     if tokens >= budget.trigger_tokens or not gate.may_prepare():
         return
     start, turns = gate.setup.config.background.start, gate.jobs.turns_to_ready
-    if not should_start(tokens, turn_tokens(after, counts), budget, start, turns):
+    if not should_start(tokens, turn_growth(after, counts), budget, start, turns):
         return
     at = start_budget(budget, min(1.0, tokens / budget.trigger_tokens))
     key = job_key(gate.run, after)
@@ -362,6 +375,7 @@ def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict[str, Any] | None]:
         if fits and job.retried and not done:
             return _GOES_ON  # its worker makes a failed call again; the lease stays, the next call looks again
         failed = job.outcome().get("error") if job.done() else None
+        gate.foreign_retried = bool(failed and job.retried)
         why = f"the worker preparing it failed: {failed}" if failed else "not ready before the wait ran out"
         gate.events.append(_discarded(why, job.meta, plan.tokens_after_layers))
         _release(gate, lease["id"])
@@ -472,11 +486,11 @@ def _start(gate: GateCall, plan: CompactionPlan) -> Steps[None]:
         performer.announce = StorageCall("write_prepared", announced)
 
     def work() -> dict[str, Any]:
-        made = drive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer)
+        made = drive(prepare_steps(setup, meta, key, snapshot, record, job_run, read, retried), performer)
         return {**made, "retried": _retried(setup, performer)}
 
     async def awork() -> dict[str, Any]:
-        made = await adrive(prepare_steps(setup, meta, key, snapshot, record, job_run, read), performer)
+        made = await adrive(prepare_steps(setup, meta, key, snapshot, record, job_run, read, retried), performer)
         return {**made, "retried": _retried(setup, performer)}
 
     job = Job(key, meta, gate.jobs.runner(), work=work, awork=awork)

@@ -73,6 +73,7 @@ def prepare_steps(
     record: CompactionRecord,
     run: Run,
     read: Read,
+    retried: Sequence[int] = (),
 ) -> Steps[dict[str, Any]]:
     """The job's steps: the summary and the memory model side by side; return the job's record.
 
@@ -81,11 +82,12 @@ def prepare_steps(
     so a job outliving its run never touches a store the application has
     closed. Nothing is removed before the swap, so the summary need not wait
     for the memory. A ready record is published to a storage the thread's
-    other workers share, where they find it.
+    other workers share, where they find it. ``retried`` is the driver's
+    list of the failed calls it made again (``Performer.retried``).
     """
     made = (yield from make_steps(setup, meta, messages, record, run, read)).record()
     if run.storage is not None and getattr(run.storage, "shared", True):
-        shared = published(setup, meta, made)
+        shared = published(setup, meta, made, bool(retried))
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):  # a worker waiting for it finds nothing else: it would time out
             try:
                 yield StorageCall("write_prepared", (run.thread_id, published_key(key), shared))
@@ -122,14 +124,19 @@ MODEL_RETRIES = 2
 PUBLISH_ATTEMPTS = 3
 
 
-def published(setup: Setup, meta: dict[str, Any], made: dict[str, Any]) -> dict[str, Any]:
+def published(setup: Setup, meta: dict[str, Any], made: dict[str, Any], retried: bool = False) -> dict[str, Any]:
     """Return what a finished job publishes for the thread's other workers: its record, or that it failed and why.
 
     A failure is published too, so a worker waiting at the trigger for this
-    summary stops waiting at once. Either expires once no worker can still be
-    waiting for it (``expires_at``; the storage deletes it then).
+    summary stops waiting at once, with whether the job made a failed call
+    again (``retried``: its failure may pass, and another job may succeed).
+    Either expires once no worker can still be waiting for it
+    (``expires_at``; the storage deletes it then).
     """
-    record = made if made.get("status") == "ready" else {"id": meta["id"], "status": "failed", "error": made["error"]}
+    if made.get("status") == "ready":
+        record = made
+    else:
+        record = {"id": meta["id"], "status": "failed", "error": made["error"], "retried": retried}
     return {**record, "expires_at": _expiry(setup)}
 
 

@@ -72,6 +72,8 @@ class GateCall:
     edits: dict[int, BaseMessage] = field(default_factory=dict)
     out: Outcome = field(default_factory=Outcome)
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: Another worker's job this call waited for failed after making a failed call again (its failure may pass).
+    foreign_retried: bool = False
 
     def may_prepare(self) -> bool:
         """Return False when a job would only fail: no summarizer, or its breaker is open (blocking has a fallback)."""

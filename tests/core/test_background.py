@@ -23,6 +23,7 @@ from langgraph_compaction.core.background import (
     start_budget,
     swap_before_trigger,
     tail_tokens,
+    turn_growth,
     turn_tokens,
     wait_limit,
 )
@@ -194,6 +195,40 @@ def test_the_cut_point_is_the_newest_message_with_its_id():
 )
 def test_a_turn_is_the_newest_reply_and_what_followed(messages, turn):
     assert turn_tokens(messages, counts(messages)) == turn
+
+
+# a tool round of 10,000 tokens, then the agent's answer and the next request: turns alternate large and small
+ALTERNATING = [
+    human("h0", 100),
+    ai("a1", 0, calls=[call("c1", cmd="ls")]),
+    result("t1", "c1", 10_000),
+    ai("a2", 200),
+    human("h2", 100),
+]
+ROUND = counts(ALTERNATING)[1] + 10_000
+
+
+@pytest.mark.parametrize(
+    ("messages", "tokens", "messages_added"),
+    [
+        (ALTERNATING, ROUND, 2),  # the tool round, not the newest turn (300 tokens)
+        (ALTERNATING[:3], ROUND, 2),
+        ([*ALTERNATING, ai("a3", 50), human("h3", 50)], ROUND, 2),  # three turns back
+        ([*ALTERNATING, ai("a3", 50), human("h3", 50), ai("a4", 50)], 300, 2),  # four back: out of the forecast
+        ([human("h", 700)], 0, 0),  # no reply yet
+        ([], 0, 0),
+    ],
+)
+def test_the_forecast_turn_is_the_largest_of_the_newest_three(messages, tokens, messages_added):
+    assert turn_growth(messages, counts(messages)) == tokens
+    assert turn_growth(messages) == messages_added
+
+
+def test_a_thread_alternating_tool_rounds_and_answers_starts_its_job_before_a_small_turn_too():
+    # two more tool rounds reach a 50,000-token trigger: a job taking one turn starts now, before the answer's turn
+    at, tokens = budget(trigger_tokens=50_000), 50_000 - 2 * ROUND
+    assert not should_start(tokens, turn_tokens(ALTERNATING, counts(ALTERNATING)), at, 0.85, 1)
+    assert should_start(tokens, turn_growth(ALTERNATING, counts(ALTERNATING)), at, 0.85, 1)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,15 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
-from support.fronts import WINDOW, TimedModel, ToolCallingModel, edge_builder, in_a_job, request
+from support.fronts import (
+    WINDOW,
+    TimedModel,
+    ToolCallingModel,
+    edge_builder,
+    in_a_job,
+    request,
+    until_a_job_starts,
+)
 
 from langgraph_compaction import CompactionConfig, FileStorage
 from langgraph_compaction.core.background import wait_limit
@@ -274,12 +282,7 @@ def test_a_worker_waiting_for_another_workers_job_goes_on_once_that_job_tries_a_
     config = CONFIG.model_copy(update={"guards": CONFIG.guards.model_copy(update={"calibrate": False})})
     budget = config.resolve()
     worker_a = edge_builder(ToolCallingModel(), tmp_path, config, ScriptedModel(summary=unavailable_then_slow))
-    worker_a = worker_a.compile(checkpointer=saver)
-    n = 0
-    while not any(e["event"] == "compaction_started" and e.get("mode") == "background" for e in events()):
-        worker_a.invoke({"messages": [request(n)]}, THREAD)
-        n += 1
-        assert n < 40, "no background job started"
+    n = until_a_job_starts(worker_a.compile(checkpointer=saver), THREAD, events)
     agent, summarizer = ToolCallingModel(), TimedModel(latency=0.0, spans=[])
     worker_b = edge_builder(agent, tmp_path, config, summarizer).compile(checkpointer=saver)
     seen = len(events())

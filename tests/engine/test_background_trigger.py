@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
-from support.fronts import WINDOW, TimedModel, ToolCallingModel, edge_builder, in_a_job, request
+from support.fronts import (
+    WINDOW,
+    TimedModel,
+    ToolCallingModel,
+    edge_builder,
+    in_a_job,
+    request,
+    until_a_job_starts,
+)
 
 from langgraph_compaction import CompactionConfig, is_summary
 from langgraph_compaction.core.background import wait_limit
@@ -36,14 +44,19 @@ def _failing_in_jobs(prompt: str) -> str:
     return scripted_summary(prompt)
 
 
+#: A failure no call made again would mend: a job that meets it makes no call again, and the trigger makes the summary
+#: in the run (where a summarizer that asks a person can).
+NEEDS_THE_RUN = "no person to ask in a background job"
+
+
 def _unavailable_once(in_jobs: bool = False, times: int = 1):
     """Return a summary answer that fails its first call (``times`` calls) with a 503, and every call from a job
-    (``in_jobs``)."""
+    (``in_jobs``) with a failure no retry mends."""
     answers = iter([RuntimeError("Error code: 503 - the summarizer is unavailable")] * times)
 
     def answer(prompt: str) -> str:
         if in_jobs and in_a_job():
-            raise RuntimeError("Error code: 503 - the summarizer is unavailable")
+            raise RuntimeError(NEEDS_THE_RUN)
         failure = next(answers, None)
         if failure is not None:
             raise failure
@@ -141,17 +154,14 @@ def test_a_summarizer_that_calls_interrupt_pauses_the_run_at_the_trigger_in_the_
 def test_when_another_workers_job_failed_and_the_summary_made_here_fails_too_no_blocking_compaction_follows(
     tmp_path, events
 ):
-    # worker A's job fails fast (a 503) and publishes its failure; worker B, at the trigger, finds it failed and
-    # makes the summary itself, which fails too: the history stays, as after a blocking summary's failure
+    # worker A's job fails fast (a failure no retry mends) and publishes its failure; worker B, at the trigger,
+    # finds it failed and makes the summary itself, which fails too: the history stays, as after a blocking
+    # summary's failure
     saver = InMemorySaver()
-    unavailable = ScriptedModel(summary=RuntimeError("Error code: 503 - the summarizer is unavailable"))
+    unavailable = ScriptedModel(summary=RuntimeError(NEEDS_THE_RUN))
     with use_runner(InstantRunner()):
         worker_a = edge_builder(ToolCallingModel(), tmp_path, CONFIG, unavailable).compile(checkpointer=saver)
-        n = 0
-        while not any(e["event"] == "compaction_started" and e.get("mode") == "background" for e in events()):
-            worker_a.invoke({"messages": [request(n)]}, THREAD)
-            n += 1
-            assert n < 40, "no background job started"
+        n = until_a_job_starts(worker_a, THREAD, events)
         summarizer = TimedModel(latency=LATENCY, summary=_unavailable_once(), spans=[])
         worker_b = edge_builder(ToolCallingModel(), tmp_path, CONFIG, summarizer).compile(checkpointer=saver)
         _run_until(worker_b, events, lambda found: any(e["event"] == "compaction_applied" for e in found), n)
@@ -163,6 +173,23 @@ def test_when_another_workers_job_failed_and_the_summary_made_here_fails_too_no_
     for kind, began, ended, _ in in_run:  # no memory call alone, before a summary call, as a blocking compaction's
         if kind == "memory":
             assert any(s_began < ended and began < s_ended for _, s_began, s_ended, _ in summaries)
+
+
+def test_when_another_workers_job_failed_in_passing_the_next_worker_prepares_it_again_and_goes_on(tmp_path, events):
+    # worker A's job fails with a 503 after making its call again; worker B, at the trigger, finds that failure
+    # published (a failure that may pass) and prepares the summary again next to the agent: no call in its run
+    saver = InMemorySaver()
+    unavailable = ScriptedModel(summary=RuntimeError("Error code: 503 - the summarizer is unavailable"))
+    with use_runner(InstantRunner()):
+        worker_a = edge_builder(ToolCallingModel(), tmp_path, CONFIG, unavailable).compile(checkpointer=saver)
+        n = until_a_job_starts(worker_a, THREAD, events)
+        summarizer = TimedModel(latency=LATENCY, summary=scripted_summary, spans=[])
+        worker_b = edge_builder(ToolCallingModel(), tmp_path, CONFIG, summarizer).compile(checkpointer=saver)
+        _run_until(worker_b, events, lambda found: any(e["event"] == "compaction_applied" for e in found), n)
+    assert any(e["event"] == "compaction_discarded" and "503" in e["why"] for e in events())  # A's job failed
+    assert [s for s in summarizer.spans if not s[3]] == []  # B made no compaction-model call in its run
+    (applied,) = [e for e in events() if e["event"] == "compaction_applied"]
+    assert applied["mode"] == "background"
 
 
 class _RetryHeld(InstantRunner):

@@ -85,6 +85,16 @@ def request(n: int) -> HumanMessage:
     return HumanMessage(f"Task {n}: please check module{n} and its documentation", id=f"request-{n}")
 
 
+def until_a_job_starts(graph: Any, thread: dict, events: Any) -> int:
+    """Send requests to ``graph`` until it starts a background job; return the next request's number."""
+    n = 0
+    while not any(e["event"] == "compaction_started" and e.get("mode") == "background" for e in events()):
+        graph.invoke({"messages": [request(n)]}, thread)
+        n += 1
+        assert n < 40, "no background job started"
+    return n
+
+
 class ToolCallingModel(BaseChatModel):
     """Two parallel tool calls per request, then an answer; every input is recorded.
 
