@@ -76,11 +76,13 @@ def _calls(turns: int) -> list:
     return replies
 
 
-def _run(stand_in, path, turns: int, summarizer: ScriptedModel, model=_anthropic, background: bool = False):
+def _run(
+    stand_in, path, turns: int, summarizer: ScriptedModel, model=_anthropic, background: bool = False, trigger=60_000
+):
     agent_model = model(stand_in)
     layers = {"prune": {"enabled": False}, "micro": {"enabled": False}}
     config = CompactionConfig(
-        context_window=200_000, trigger_tokens=60_000, background={"enabled": background}, **layers
+        context_window=200_000, trigger_tokens=trigger, background={"enabled": background}, **layers
     )
     middleware = CompactionMiddleware(model=summarizer, config=config, storage=path)
     agent = create_agent(agent_model, [read_log], middleware=[middleware], checkpointer=InMemorySaver())
@@ -112,8 +114,9 @@ def test_what_the_provider_dropped_is_offloaded_and_not_summarized_again(tmp_pat
 
 
 def test_in_background_mode_the_observed_event_reaches_the_state(tmp_path):
-    with AnthropicStandIn(replies=_replies(10)) as stand_in:
-        state = _run(stand_in, tmp_path, 10, ScriptedModel(), background=True)
+    # a trigger well past the provider's threshold (50k): the job starting ahead of it covers the provider's block
+    with AnthropicStandIn(replies=_replies(14)) as stand_in:
+        state = _run(stand_in, tmp_path, 14, ScriptedModel(), background=True, trigger=90_000)
     events = read_compaction(state["compaction"])["events"]
     assert any(e.get("event") == "compaction_applied" for e in events), "no background compaction was applied"
     observed = next(e for e in events if e.get("observed"))
