@@ -143,8 +143,9 @@ def should_start(tokens: int, turn: int, budget: Budget, start: float, turns_to_
     At ``start`` of the trigger at the latest; earlier when the thread grows
     fast: a job takes about ``turns_to_ready`` turns, and if turns of ``turn``
     tokens (the largest of the newest few: ``turn_growth``) would reach the
-    trigger before it is ready, it starts now, so that it is ready when the trigger comes. Never
-    before half the trigger: a summary of less would be made again soon.
+    trigger before it is ready, it starts now, so that it is ready when the
+    trigger comes. Never before half the trigger: a summary of less would be
+    made again soon.
     """
     trigger = budget.trigger_tokens
     if tokens >= trigger or tokens < trigger // 2:
@@ -160,8 +161,8 @@ def should_start_by_count(
     ``conversation`` is the messages the trigger counts, ``turn`` how many
     the largest of the newest turns added (``turn_growth``). As
     ``should_start`` for tokens: at ``start`` of the trigger at the latest,
-    earlier when turns that size would reach it first; never under the trigger's floor of tokens
-    (``messages_min_tokens``, at ``start``). A job ready at the trigger is
+    earlier when turns that size would reach it first; never under the
+    trigger's floor of tokens (``messages_min_tokens``, at ``start``). A job ready at the trigger is
     swapped in there, where a blocking compaction would summarize; started
     at the trigger, the agent would go on with the whole history meanwhile.
     """

@@ -263,10 +263,9 @@ def _after_a_failure(gate: GateCall, job: Job | None) -> bool:
     the summary in the run with the memory model's call beside it
     (``_compact_now``), but for a failure that may pass or a lease lost with
     its worker while the request fits: that job is started again
-    (``_prepare_again``). Otherwise (a
-    young thread no job could cover, a turn past the trigger) it compacts as
-    ``background=False`` does, through the graph's flush, offload and
-    summarize steps.
+    (``_prepare_again``). Otherwise (a young thread no job could cover, a
+    turn past the trigger) it compacts as ``background=False`` does, through
+    the graph's flush, offload and summarize steps.
     """
     lease = gate.record["lease"]
     lost = lease is not None and lease["state"] == "preparing"
@@ -319,8 +318,8 @@ def _next_job(gate: GateCall) -> Steps[None]:
     """After a swap, start the next job at once if the thread grows fast enough to need it.
 
     The swap left the tail that grew while its summary was made; with turns
-    as large as the newest few (``turn_growth``), the trigger comes again before a job started
-    at the next call would be ready.
+    as large as the newest few (``turn_growth``), the trigger comes again
+    before a job started at the next call would be ready.
     """
     after = gate.out.after or []
     counts = gate.setup.counter.counts(after)
@@ -375,7 +374,7 @@ def _wait(gate: GateCall, plan: CompactionPlan) -> Steps[dict[str, Any] | None]:
         if fits and job.retried and not done:
             return _GOES_ON  # its worker makes a failed call again; the lease stays, the next call looks again
         failed = job.outcome().get("error") if job.done() else None
-        gate.foreign_retried = bool(failed and job.retried)
+        gate.foreign_retried = bool(failed and job.outcome().get("tried_again"))
         why = f"the worker preparing it failed: {failed}" if failed else "not ready before the wait ran out"
         gate.events.append(_discarded(why, job.meta, plan.tokens_after_layers))
         _release(gate, lease["id"])

@@ -176,9 +176,8 @@ class Published(Runner):
 
     def _found(self, job: Job, record: object) -> bool:
         if isinstance(record, dict) and record.get("id") == job.meta.get("id"):
-            if record.get("status") == RETRYING or record.get("retried"):  # its worker made a failed call again
+            if record.get("status") == RETRYING:  # not done: its worker makes a failed call again
                 job.retried[:] = job.retried or [0]
-            if record.get("status") == RETRYING:  # not done: that call is being made
                 return False
             job.future = Future()
             job.future.set_result(record)

@@ -129,14 +129,14 @@ def published(setup: Setup, meta: dict[str, Any], made: dict[str, Any], retried:
 
     A failure is published too, so a worker waiting at the trigger for this
     summary stops waiting at once, with whether the job made a failed call
-    again (``retried``: its failure may pass, and another job may succeed).
+    again (``tried_again``: its failure may pass, and another job may succeed).
     Either expires once no worker can still be waiting for it
     (``expires_at``; the storage deletes it then).
     """
     if made.get("status") == "ready":
         record = made
     else:
-        record = {"id": meta["id"], "status": "failed", "error": made["error"], "retried": retried}
+        record = {"id": meta["id"], "status": "failed", "error": made["error"], "tried_again": retried}
     return {**record, "expires_at": _expiry(setup)}
 
 
