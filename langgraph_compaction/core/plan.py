@@ -200,6 +200,13 @@ def _decide(
     return reason, None
 
 
+def _folded(layers: LayerEdits, budget: Budget) -> int:
+    """Return the tokens of conversation a summary would fold in now: what the cut evicts, earlier summaries aside."""
+    cut = find_cutoff(layers.working, layers.sizes, budget.keep_tokens, budget.keep_messages)
+    evicted = cut.evict if cut is not None else ()
+    return sum(layers.sizes[i] for i in evicted if not is_summary(layers.working[i]))
+
+
 def _left(layers: LayerEdits, cut: Cut | None) -> int:
     """Return the tokens the request keeps once the plan is carried out (the summary's allowance included)."""
     return sum(layers.sizes) if cut is None else _kept_tokens(layers.sizes, cut) + SUMMARY_ALLOWANCE
@@ -258,8 +265,12 @@ def plan_compaction(
 
     ``new_tokens`` (tokens that arrived since the last summary) holds a due
     summary back while under ``summary.min_new_tokens``, unless the window would
-    overflow. ``overflow=True`` plans for a request the model refused as too
-    long: layers 1-2 over the whole history and half the keep budget.
+    overflow. At the message count, a summary is made only when its cut folds
+    at least ``min_new_tokens`` of conversation in (earlier summaries aside):
+    when the tail must keep a whole tool round of many messages, the few
+    before it would make a summary call that shrinks nothing.
+    ``overflow=True`` plans for a request the model refused as too long:
+    layers 1-2 over the whole history and half the keep budget.
 
     ``frozen``: layers 1-2 edit no message before this index (a summary
     being prepared covers them, and must find them as it saw them).
@@ -285,14 +296,20 @@ def plan_compaction(
     conversation = len(layers.working) - leading_systems(layers.working)
     decide = partial(_decide, budget=budget, conversation=conversation, overflow=overflow, manual=manual)
 
-    reason, held = decide(sum(layers.sizes), new_tokens=new_tokens)
+    def due(tokens: int) -> tuple[str | None, str | None]:
+        reason, held = decide(tokens, new_tokens=new_tokens)
+        if reason == "messages" and budget.min_new_tokens and _folded(layers, budget) < budget.min_new_tokens:
+            return None, None  # what the cut can fold (the tail holds a whole tool round) is not worth a summary
+        return reason, held
+
+    reason, held = due(sum(layers.sizes))
     if layers.edits and reason is None and config.prompt_cache and may_wait(before, budget):
         # layers 1-2 alone: made only when they repay their prompt-cache break, else a summary does the job; a
         # summary held back (cooldown) does not make them urgent while the request fits
         ahead = FORECAST_SHARE * calls_ahead(layers.working, layers.sizes, budget, conversation)
         if not cache_aware_edits(layers.edits, counts, layers.sizes, evict=None, calls_ahead=ahead):
             layers.undo()
-            reason, held = decide(before, new_tokens=new_tokens)
+            reason, held = due(before)
     cut = find_cutoff(layers.working, layers.sizes, budget.keep_tokens, budget.keep_messages) if reason else None
     if dedupe_waits and cut is not None and config.dedupe_results:
         # after the summary's cut is chosen: a shorter result would let the kept tail reach back to the start of

@@ -185,6 +185,35 @@ def test_the_cooldown(fields, options, reason, held):
     assert planned.summarize == (reason is not None) == (planned.cut is not None)
 
 
+#: One large tool round in front of the tail: the cut can fold only the summary and the exchange before the round.
+ROUND_IN_TAIL = [
+    summary(400),
+    human("h0", 30),
+    ai("a1", 0),
+    human("h2", 30),
+    ai("a3", 10, calls=[call(f"c{k}") for k in range(30)]),
+    *[result(f"t{k}", f"c{k}", 60) for k in range(30)],
+]
+
+
+@pytest.mark.parametrize(
+    ("request_size", "min_new_tokens", "reason"),
+    [
+        # at the message count, a summary folds in at least min_new_tokens of conversation: the tool round stays
+        # whole in the tail, so a 30-token exchange alone is not worth a summary call (it would not shrink anything)
+        (30, 100, None),
+        (99, 100, None),
+        (100, 100, "messages"),
+        (30, 0, "messages"),  # min_new_tokens 0 (LangChain's ("messages", n)): at the count, whatever it folds
+    ],
+)
+def test_at_the_message_count_a_summary_folds_in_at_least_min_new_tokens(request_size, min_new_tokens, reason):
+    messages = [ROUND_IN_TAIL[0], human("h0", request_size), *ROUND_IN_TAIL[2:]]
+    fields = {"trigger_messages": 10, "messages_min_tokens": 1_000, "min_new_tokens": min_new_tokens}
+    planned = plan(messages, keep_tokens=300, **fields)
+    assert (planned.reason, planned.held, planned.summarize) == (reason, None, reason is not None)
+
+
 def test_a_plan_without_a_cut_summarizes_nothing():
     assert not CompactionPlan(tokens_before=1, tokens_after_layers=1, reason="tokens").summarize
     assert not CompactionPlan(tokens_before=1, tokens_after_layers=1, cut=Cut(1, (0,))).summarize

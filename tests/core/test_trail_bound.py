@@ -11,12 +11,10 @@ from __future__ import annotations
 import re
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
+from support.fronts import agent_loop, edit_file
 
-from langgraph_compaction import CompactionConfig, CompactionState, add_compaction, is_summary
+from langgraph_compaction import CompactionConfig, add_compaction, is_summary
 from langgraph_compaction.core.config import FidelityConfig
 from langgraph_compaction.core.sections import section
 from langgraph_compaction.core.summary import build_summary_message, extractive_summary
@@ -99,12 +97,6 @@ def test_a_trail_under_its_budget_still_names_every_changed_file():
         assert f"- {path} (edited)" in artifacts
 
 
-@tool
-def edit_file(path: str, old: str, new: str) -> str:
-    """Replace ``old`` by ``new`` in a file."""
-    return "ok"
-
-
 def test_a_codemod_agent_on_a_32k_window_ends_every_compaction_under_the_trigger(tmp_path):
     requests = 16
     state = {"n": 0}
@@ -121,12 +113,7 @@ def test_a_codemod_agent_on_a_32k_window_ends_every_compaction_under_the_trigger
         ]
         return {"messages": [AIMessage("", tool_calls=calls)]}
 
-    builder = StateGraph(CompactionState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([edit_file]))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
-    builder.add_edge("tools", "agent")
+    builder = agent_loop(agent, [edit_file])
     config = CompactionConfig(context_window=32_000)
     add_compaction(builder, before="agent", model=ScriptedModel(), config=config, storage=tmp_path)
     graph = builder.compile(checkpointer=InMemorySaver())

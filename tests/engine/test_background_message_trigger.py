@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from support.events import lifecycle_events
-from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
+from support.fronts import WINDOW, ToolCallingModel, agent_loop, edge_builder, edit_file, request
 
-from langgraph_compaction import CompactionConfig
+from langgraph_compaction import CompactionConfig, add_compaction
 from langgraph_compaction.engine.jobs import InstantRunner, use_runner
 from langgraph_compaction.testing import ScriptedModel
 
@@ -70,3 +71,36 @@ def test_at_the_message_trigger_the_compaction_is_well_under_the_token_trigger(t
     (compacted,) = [e for e in lifecycle_events(caplog) if e["event"] == "compaction_applied"]
     assert compacted["mode"] == "blocking" and compacted["reason"] == "messages"
     assert compacted["tokens_before"] < 0.8 * CompactionConfig(**SETTINGS).resolve().trigger_tokens
+
+
+def _codemod_agent(state: dict) -> dict:
+    """Edit a batch of 100 files a request in one tool round, then say it is done."""
+    if isinstance(state["messages"][-1], ToolMessage):
+        return {"messages": [AIMessage("Batch done.")]}
+    n = sum(isinstance(m, HumanMessage) for m in state["messages"])
+    calls = [
+        {"name": "edit_file", "args": {"path": f"src/pkg{k % 12}/mod{n}_{k}.py", "old": "log", "new": "logger"}}
+        for k in range(100)
+    ]
+    return {"messages": [AIMessage("", tool_calls=[{**c, "id": f"e{n}-{k}"} for k, c in enumerate(calls)])]}
+
+
+def test_tool_rounds_past_the_message_count_cost_one_summary_call_per_compaction(tmp_path):
+    # each request is one round of 200 messages, past the message count (50) alone: a job started before its round
+    # could fold only the request in front of it, and a summary of that is thrown away (longer than what it replaces)
+    summarizer = ScriptedModel()
+    builder = agent_loop(_codemod_agent, [edit_file])
+    add_compaction(
+        builder, before="agent", model=summarizer, config=CompactionConfig(context_window=32_000), storage=tmp_path
+    )
+    graph = builder.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "codemod"}}
+    with use_runner(InstantRunner()):
+        for n in range(8):
+            graph.invoke({"messages": [HumanMessage(f"Request {n}: rename the logger in the next batch.")]}, thread)
+    compaction = graph.get_state(thread).values["compaction"]
+    summaries = [e for e in compaction["events"] if e.get("stage") == "summarize" and "tokens_after" in e]
+    calls = sum("Context Extraction Assistant" in prompt for prompt in summarizer.calls)
+    assert compaction["counts"]["summarize"] >= 6  # one compaction a request once the thread is past the count
+    assert calls <= compaction["counts"]["summarize"] + 1  # every summary call applied, or ready for the next request
+    assert {e["mode"] for e in summaries[1:]} == {"background"}  # prepared while the agent went on

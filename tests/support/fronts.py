@@ -258,15 +258,27 @@ class Session:
         return problems
 
 
-def edge_builder(model: ToolCallingModel, storage: Any, config: CompactionConfig, summarizer: Any = None) -> StateGraph:
-    """Return the usual agent <-> tools loop (tools -> agent by an edge) with compaction added, not yet compiled."""
-    bound = model.bind_tools(TOOLS)
+@tool
+def edit_file(path: str, old: str, new: str) -> str:
+    """Replace ``old`` by ``new`` in a file."""
+    return "ok"
+
+
+def agent_loop(agent: Any, tools: list) -> StateGraph:
+    """Return the usual agent <-> tools loop (tools -> agent by an edge) over ``CompactionState``, without compaction."""
     builder = StateGraph(CompactionState)
-    builder.add_node("agent", lambda state: {"messages": [bound.invoke(state["messages"])]})
-    builder.add_node("tools", ToolNode(TOOLS))
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode(tools))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
+    return builder
+
+
+def edge_builder(model: ToolCallingModel, storage: Any, config: CompactionConfig, summarizer: Any = None) -> StateGraph:
+    """Return the usual agent <-> tools loop (tools -> agent by an edge) with compaction added, not yet compiled."""
+    bound = model.bind_tools(TOOLS)
+    builder = agent_loop(lambda state: {"messages": [bound.invoke(state["messages"])]}, TOOLS)
     add_compaction(
         builder, before="agent", model=summarizer or ScriptedModel(), config=config, storage=storage, agent_model=bound
     )
