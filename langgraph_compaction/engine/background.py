@@ -136,6 +136,8 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     if prepared is not None and (yield from swap(gate, prepared)):
         yield from _next_job(gate)
         return gate.out
+    if prepared is not None and _swap_waits(gate, prepared, plan):
+        return gate.out
     if plan.reason == "messages" and plan.tokens_after_layers < budget.trigger_tokens and not _count_set(setup):
         if (yield from _count_only(gate, plan, job)):
             return gate.out
@@ -146,6 +148,8 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
         return gate.out  # its job makes a failed call again: the agent waits for no retry while the request fits
     if waited is not None and (yield from swap(gate, waited)):
         yield from _next_job(gate)
+        return gate.out
+    if waited is not None and _swap_waits(gate, waited, plan):
         return gate.out
     if record["lease"] is not None:  # compacted now, the prefix goes: its job's summary is looked for no more
         _release(gate, record["lease"]["id"])
@@ -168,6 +172,19 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
             return gate.out
     gate.out.blocked = blocked
     return gate.out
+
+
+def _swap_waits(gate: GateCall, ready: dict[str, Any], plan: CompactionPlan) -> bool:
+    """After a swap that was not applied: return True when the agent goes on and the next call tries it again.
+
+    That is when the swap waits for the transcript (a write that failed, a
+    database restarting) rather than was discarded, and the request fits
+    (``core.background.wait_limit``): the summary stays ready, here or where
+    its worker published it, and costs no summary call more. A request that
+    no longer fits is compacted in the run.
+    """
+    postponed = gate.out.compaction.get("prepared", ready) is not None
+    return postponed and plan.tokens_after_layers < wait_limit(gate.budget)
 
 
 def _count_set(setup: Setup) -> bool:

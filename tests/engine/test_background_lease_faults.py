@@ -16,6 +16,7 @@ import sqlite3
 import time
 from typing import Any
 
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
 
@@ -54,9 +55,9 @@ class _Flaky(FileStorage):
         return super().append_transcript(thread_id, records)
 
 
-def _worker(storage, saver):
+def _worker(storage, saver, settings=CONFIG):
     """Return one worker's graph (an engine of its own) on the shared checkpointer and storage."""
-    return edge_builder(ToolCallingModel(), storage, CONFIG, ScriptedModel()).compile(checkpointer=saver)
+    return edge_builder(ToolCallingModel(), storage, settings, ScriptedModel()).compile(checkpointer=saver)
 
 
 def _waiting_for(storage: _Flaky, record_id: str) -> tuple[Published, Job]:
@@ -106,26 +107,53 @@ def test_a_job_whose_publish_meets_a_failed_write_publishes_all_the_same(tmp_pat
     assert [r["id"] for r in published if r] == [lease["id"]]
 
 
-def test_a_lease_whose_prefix_a_blocking_compaction_replaced_is_not_waited_for_at_the_next_trigger(tmp_path, events):
-    """Worker A prepares the summary; B finds it at the trigger but its swap is postponed (the transcript fails) and B
-    compacts blocking. A's lease was for the prefix B replaced: at the next trigger nobody publishes anything for it."""
-    config = {"configurable": {"thread_id": "replaced"}}
+def _second_worker_at_a_prepared_summary(storage, saver, config, events, settings=CONFIG):
+    """Run worker A until it starts a job; return worker B and the next request's number."""
+    first = _worker(storage, saver, settings)
+    n = 0
+    while not any(e["event"] == "compaction_started" and e.get("mode") == "background" for e in events()):
+        first.invoke({"messages": [request(n)]}, config)
+        n += 1
+        assert n < 40, "no background job started"
+    return _worker(storage, saver, settings), n
+
+
+def test_a_swap_whose_transcript_fails_while_the_request_fits_is_applied_at_the_next_call(tmp_path, events):
+    """Worker A prepares the summary; B finds it at the trigger but the transcript write before its swap fails (both
+    tries). The request fits: B's agent goes on, and B's next call applies A's summary: no summary made in B's run."""
+    config = {"configurable": {"thread_id": "postponed"}}
     storage = _Flaky(tmp_path)
     saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
     with use_runner(InstantRunner()):
-        first = _worker(storage, saver)
-        n = 0
-        while not any(e["event"] == "compaction_started" and e.get("mode") == "background" for e in events()):
-            first.invoke({"messages": [request(n)]}, config)
-            n += 1
-            assert n < 40, "no background job started"
-        second, seen = _worker(storage, saver), len(events())
-        # the swap's transcript write and its second try: postponed, then a blocking compaction
+        second, n = _second_worker_at_a_prepared_summary(storage, saver, config, events)
+        prepared_id, seen = second.get_state(config).values["compaction"]["lease"]["id"], len(events())
         storage.fail["append_transcript"] = OFFLOAD_ATTEMPTS
         while not any(e["event"] == "compaction_applied" for e in events()[seen:]):
             second.invoke({"messages": [request(n)]}, config)
             n += 1
             assert n < 60, "the second worker never compacted"
+    later = events()[seen:]
+    assert any(e["event"] == "compaction_postponed" for e in later)
+    (applied,) = [e for e in later if e["event"] == "compaction_applied"]
+    assert (applied["mode"], applied.get("prepared_id")) == ("background", prepared_id)
+    assert not any(e["event"] == "compaction_started" and e.get("mode") == "blocking" for e in later)
+
+
+def test_a_lease_whose_prefix_a_blocking_compaction_replaced_is_not_waited_for_at_the_next_trigger(tmp_path, events):
+    """Worker A prepares the summary; B finds it at the trigger but its swap is postponed (the transcript fails) and,
+    a long request pasted in, the request no longer fits: B compacts blocking. A's lease was for the prefix B
+    replaced: at the next trigger nobody publishes anything for it."""
+    config = {"configurable": {"thread_id": "replaced"}}
+    storage = _Flaky(tmp_path)
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
+    with use_runner(InstantRunner()):
+        second, n = _second_worker_at_a_prepared_summary(storage, saver, config, events)
+        seen = len(events())
+        # the swap's transcript write and its second try: postponed, then a blocking compaction
+        storage.fail["append_transcript"] = OFFLOAD_ATTEMPTS
+        pasted = HumanMessage("Why does this fail?\n" + "ERROR worker 3: connection reset by peer\n" * 1_300)
+        second.invoke({"messages": [pasted]}, config)
+        assert [e["mode"] for e in events()[seen:] if e["event"] == "compaction_applied"] == ["blocking"]
         assert any(e["event"] == "compaction_postponed" for e in events()[seen:])
         assert second.get_state(config).values["compaction"]["lease"] is None  # it ended with the prefix
         seen, slowest = len(events()), 0.0
