@@ -157,7 +157,8 @@ def background_steps(gate: GateCall, memo: Any, plan: CompactionPlan, new_tokens
     if waited is None and gate.jobs.get(gate.key) is None and gate.may_prepare() and _after_a_failure(gate, job):
         if _prepare_again(gate, job) and plan.tokens_after_layers < wait_limit(budget):
             yield from _start(gate, plan)  # prepared again next to the agent, which goes on while the request fits
-            if gate.jobs.get(gate.key) is not None:
+            if (again := gate.jobs.get(gate.key)) is not None:
+                again.again = True  # a retry: not waited for while the request fits (``_retry_coming``)
                 gate.out.blocked = None
                 return gate.out
         made = yield from _compact_now(gate, plan, blocked)
@@ -255,7 +256,8 @@ def _maybe_start(gate: GateCall, plan: CompactionPlan, memo: Any, new_tokens: in
 
 def _retry_coming(gate: GateCall) -> bool:
     """Return True when a failure's retry is being prepared: the last summary failed and its retry is being
-    prepared (here, or by another worker), or this worker's job is making a failed call again.
+    prepared (here, or by another worker), this worker's job is making a failed call again, or it is a job
+    started again after one failed in passing or was lost with its worker (``_prepare_again``).
 
     The agent does not wait for it while the request fits: the gate lets it
     go on up to halfway from the trigger into the window's reserve
@@ -265,7 +267,7 @@ def _retry_coming(gate: GateCall) -> bool:
     again, none.
     """
     job = gate.jobs.get(gate.key)
-    if job is not None and job.retried and not job.done():
+    if job is not None and (job.retried or job.again) and not job.done():
         return True
     coming = job is not None or _lease_held_elsewhere(gate.record["lease"], gate.jobs, gate.run.storage)
     return coming and _failed_lately(gate)

@@ -73,6 +73,9 @@ class Job:
         #: The models (``id``) whose failed calls the job made again, once per retry (its driver's ``retried``);
         #: for another worker's job, ``[0]`` once it published that it makes one again.
         self.retried: list[int] = []
+        #: Started again after a job failed in passing (or was lost with its worker): a retry, not waited for while
+        #: the request fits, as a retrying job is not.
+        self.again = False
 
     def done(self) -> bool:
         """Return True once the job has finished (its outcome is ready)."""
