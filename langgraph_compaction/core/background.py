@@ -162,9 +162,10 @@ def should_start_by_count(
     the largest of the newest turns added (``turn_growth``). As
     ``should_start`` for tokens: at ``start`` of the trigger at the latest,
     earlier when turns that size would reach it first; never under the
-    trigger's floor of tokens (``messages_min_tokens``, at ``start``). A job ready at the trigger is
-    swapped in there, where a blocking compaction would summarize; started
-    at the trigger, the agent would go on with the whole history meanwhile.
+    trigger's floor of tokens (``messages_min_tokens``, at ``start``). A job
+    ready at the trigger is swapped in there, where a blocking compaction
+    would summarize; started at the trigger, the agent would go on with the
+    whole history meanwhile.
     """
     trigger = budget.trigger_messages
     if not trigger or conversation >= trigger or tokens < budget.messages_min_tokens * start:

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
-from support.fronts import WINDOW, ToolCallingModel, edge_builder, request
+from support.fronts import WINDOW, ToolCallingModel, edge_builder, request, until_a_job_starts
 
 from langgraph_compaction import CompactionConfig, FileStorage
 from langgraph_compaction.engine.jobs import InstantRunner, Job, Published, use_runner
@@ -55,9 +55,9 @@ class _Flaky(FileStorage):
         return super().append_transcript(thread_id, records)
 
 
-def _worker(storage, saver, settings=CONFIG):
+def _worker(storage, saver):
     """Return one worker's graph (an engine of its own) on the shared checkpointer and storage."""
-    return edge_builder(ToolCallingModel(), storage, settings, ScriptedModel()).compile(checkpointer=saver)
+    return edge_builder(ToolCallingModel(), storage, CONFIG, ScriptedModel()).compile(checkpointer=saver)
 
 
 def _waiting_for(storage: _Flaky, record_id: str) -> tuple[Published, Job]:
@@ -107,17 +107,6 @@ def test_a_job_whose_publish_meets_a_failed_write_publishes_all_the_same(tmp_pat
     assert [r["id"] for r in published if r] == [lease["id"]]
 
 
-def _second_worker_at_a_prepared_summary(storage, saver, config, events, settings=CONFIG):
-    """Run worker A until it starts a job; return worker B and the next request's number."""
-    first = _worker(storage, saver, settings)
-    n = 0
-    while not any(e["event"] == "compaction_started" and e.get("mode") == "background" for e in events()):
-        first.invoke({"messages": [request(n)]}, config)
-        n += 1
-        assert n < 40, "no background job started"
-    return _worker(storage, saver, settings), n
-
-
 def test_a_swap_whose_transcript_fails_while_the_request_fits_is_applied_at_the_next_call(tmp_path, events):
     """Worker A prepares the summary; B finds it at the trigger but the transcript write before its swap fails (both
     tries). The request fits: B's agent goes on, and B's next call applies A's summary: no summary made in B's run."""
@@ -125,7 +114,8 @@ def test_a_swap_whose_transcript_fails_while_the_request_fits_is_applied_at_the_
     storage = _Flaky(tmp_path)
     saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
     with use_runner(InstantRunner()):
-        second, n = _second_worker_at_a_prepared_summary(storage, saver, config, events)
+        n = until_a_job_starts(_worker(storage, saver), config, events)  # worker A prepares the summary
+        second = _worker(storage, saver)
         prepared_id, seen = second.get_state(config).values["compaction"]["lease"]["id"], len(events())
         storage.fail["append_transcript"] = OFFLOAD_ATTEMPTS
         while not any(e["event"] == "compaction_applied" for e in events()[seen:]):
@@ -147,7 +137,8 @@ def test_a_lease_whose_prefix_a_blocking_compaction_replaced_is_not_waited_for_a
     storage = _Flaky(tmp_path)
     saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
     with use_runner(InstantRunner()):
-        second, n = _second_worker_at_a_prepared_summary(storage, saver, config, events)
+        n = until_a_job_starts(_worker(storage, saver), config, events)  # worker A prepares the summary
+        second = _worker(storage, saver)
         seen = len(events())
         # the swap's transcript write and its second try: postponed, then a blocking compaction
         storage.fail["append_transcript"] = OFFLOAD_ATTEMPTS

@@ -192,43 +192,6 @@ def test_when_another_workers_job_failed_in_passing_the_next_worker_prepares_it_
     assert applied["mode"] == "background"
 
 
-class _HeldUntilWaited(InstantRunner):
-    """Runs each job at once but reports it in progress until a gate waits for it (a summary call still running)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waits = 0
-
-    def is_done(self, job) -> bool:
-        return self.waits > 0 and super().is_done(job)
-
-    def wait_sync(self, job, timeout) -> bool:
-        self.waits += 1
-        return super().wait_sync(job, timeout)
-
-
-def test_a_job_prepared_again_after_a_failure_in_passing_is_not_waited_for_while_the_request_fits(tmp_path, events):
-    # worker A's job fails with a 503 after making its call again; worker B prepares it again at the trigger and goes
-    # on. That job is the retry of a failure: while it runs, B's next calls do not wait for it until halfway into the
-    # window's reserve, as they would not for the retry of a summary that failed here
-    saver, agent = InMemorySaver(), ToolCallingModel()
-    unavailable = ScriptedModel(summary=RuntimeError("Error code: 503 - the summarizer is unavailable"))
-    config = CONFIG.model_copy(update={"guards": CONFIG.guards.model_copy(update={"calibrate": False})})
-    budget = config.resolve()
-    with use_runner(InstantRunner()):
-        worker_a = edge_builder(ToolCallingModel(), tmp_path, config, unavailable).compile(checkpointer=saver)
-        n = until_a_job_starts(worker_a, THREAD, events)
-    runner = _HeldUntilWaited()
-    with use_runner(runner):
-        worker_b = edge_builder(agent, tmp_path, config, ScriptedModel()).compile(checkpointer=saver)
-        _run_until(worker_b, events, lambda found: any(e["event"] == "compaction_applied" for e in found), n)
-    sizes = [agent.request_tokens(request) for request in agent.inputs]
-    assert sum(size >= budget.trigger_tokens for size in sizes) >= 2  # past the trigger while the retry ran
-    assert max(sizes) < wait_limit(budget) and runner.waits <= 1
-    (applied,) = [e for e in events() if e["event"] == "compaction_applied"]
-    assert applied["mode"] == "background"
-
-
 class _RetryHeld(InstantRunner):
     """Runs the first job at once (it fails); keeps every later one in progress until a gate waits for it."""
 
@@ -249,6 +212,26 @@ class _RetryHeld(InstantRunner):
         self.waits += 1
         self.held = False
         return super().wait_sync(job, timeout)
+
+
+def test_a_job_prepared_again_after_a_failure_in_passing_is_not_waited_for_while_the_request_fits(tmp_path, events):
+    # worker A's job fails with a 503 after making its call again; worker B prepares it again at the trigger and goes
+    # on. That job is the retry of a failure: while it runs, B's next calls do not wait for it until halfway into the
+    # window's reserve, as they would not for the retry of a summary that failed here
+    saver, agent, runner = InMemorySaver(), ToolCallingModel(), _RetryHeld()
+    unavailable = ScriptedModel(summary=RuntimeError("Error code: 503 - the summarizer is unavailable"))
+    config = CONFIG.model_copy(update={"guards": CONFIG.guards.model_copy(update={"calibrate": False})})
+    budget = config.resolve()
+    with use_runner(runner):  # A's job runs at once and fails; B's stays in progress until a gate waits for it
+        worker_a = edge_builder(ToolCallingModel(), tmp_path, config, unavailable).compile(checkpointer=saver)
+        n = until_a_job_starts(worker_a, THREAD, events)
+        worker_b = edge_builder(agent, tmp_path, config, ScriptedModel()).compile(checkpointer=saver)
+        _run_until(worker_b, events, lambda found: any(e["event"] == "compaction_applied" for e in found), n)
+    sizes = [agent.request_tokens(request) for request in agent.inputs]
+    assert sum(size >= budget.trigger_tokens for size in sizes) >= 2  # past the trigger while the retry ran
+    assert max(sizes) < wait_limit(budget) and runner.waits <= 1
+    (applied,) = [e for e in events() if e["event"] == "compaction_applied"]
+    assert applied["mode"] == "background"
 
 
 def test_after_a_failed_job_its_retry_is_not_waited_for_while_the_request_fits(events):
