@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
-from ..core.background import cut_index, new_pairing_problem, prepared_problem, record_problem
+from ..core.background import new_pairing_problem, prepared_problem, record_problem
 from ..core.config import Budget
 from ..core.hooks import CompactionInfo
 from ..core.plan import compacted_view, plan_compaction, whole_history
@@ -190,7 +190,7 @@ def _apply(
         **({"error": prepared["fallback"]} if prepared.get("fallback") else {}),
     }
     result = compacted_view(messages, evict_ids, summary, injected)
-    edits = tail_edits(setup, result, gate.budget, prepared.get("cutoff_id")) if offload_on else {}
+    edits = tail_edits(setup, result, gate.budget) if offload_on else {}
     replacement = Replacement(
         evict_ids,
         prepared.get("cutoff_id"),
@@ -218,9 +218,7 @@ def _apply(
     return compaction, applied.writes(), [edits.get(m.id, m) for m in result]  # type: ignore[arg-type]
 
 
-def tail_edits(
-    setup: Setup, result: list[BaseMessage], budget: Budget, cutoff_id: str | None
-) -> dict[str, BaseMessage]:
+def tail_edits(setup: Setup, result: list[BaseMessage], budget: Budget) -> dict[str, BaseMessage]:
     """Return layer 1-2 edits (by id) of what a swap keeps after the summary, beyond the tail blocking keeps.
 
     A job's summary covers the history up to the cut made when it started;
@@ -231,15 +229,15 @@ def tail_edits(
     leaves, and carries until the next compaction, is about blocking's. The
     swap breaks the prompt cache anyway: the edits cost no break of their own.
 
-    What comes before the job's cut (``cutoff_id``: its working set) is not
-    edited: the cut chose it within the working set's budget, its tail's
-    reads at no cost, and blocking keeps it so. Weighed again with the newer
-    reads, older files of it would lose their reads to the budget.
+    The working set the job's cut kept is weighed again with the reads made
+    since, within one budget, newest touched first, as a blocking compaction
+    there would weigh them: kept besides the newer reads, it left up to twice
+    the budget after each swap. A file touched least recently may lose its
+    read so (shortened like the others) though the summary names it as kept.
     """
     whole = whole_history(setup.config)
     config = whole.model_copy(
         update={"prompt_cache": False, "prune": whole.prune.model_copy(update={"protect_tokens": budget.keep_tokens})}
     )
-    frozen = (cut_index(result, cutoff_id) or 0) if cutoff_id else 0  # the cut gone: all of it may be edited
-    plan = plan_compaction(result, setup.counter.counts(result), budget, config, setup.counter.message, frozen=frozen)
+    plan = plan_compaction(result, setup.counter.counts(result), budget, config, setup.counter.message)
     return {result[i].id: m for i, m in plan.edits.items() if result[i].id is not None}  # type: ignore[misc]
