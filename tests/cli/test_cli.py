@@ -659,6 +659,7 @@ def test_inspect_events_table_keeps_every_figure_whole_at_80_columns(postgres_ds
         ("missing.sqlite", "--checkpointer missing.sqlite: no such file"),
         ("notes.txt", "--checkpointer notes.txt: not a database a LangGraph SqliteSaver wrote"),
     ],
+    ids=["closed-port", "missing-file", "not-a-database"],  # the port is chosen at collection: not in the id
 )
 def test_inspect_on_a_checkpointer_it_cannot_read_says_so_in_one_line(offline, capsys, spec, message):
     (offline / "notes.txt").write_text("hello")
