@@ -107,15 +107,23 @@ def test_a_job_whose_publish_meets_a_failed_write_publishes_all_the_same(tmp_pat
     assert [r["id"] for r in published if r] == [lease["id"]]
 
 
+def _prepared_by_a_worker(tmp_path, events, thread_id):
+    """Worker A runs the thread until its background job starts; return (config, storage, worker B, requests sent).
+
+    B shares A's storage and checkpointer, as a second process of one deployment would.
+    """
+    config = {"configurable": {"thread_id": thread_id}}
+    storage = _Flaky(tmp_path)
+    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
+    n = until_a_job_starts(_worker(storage, saver), config, events)
+    return config, storage, _worker(storage, saver), n
+
+
 def test_a_swap_whose_transcript_fails_while_the_request_fits_is_applied_at_the_next_call(tmp_path, events):
     """Worker A prepares the summary; B finds it at the trigger but the transcript write before its swap fails (both
     tries). The request fits: B's agent goes on, and B's next call applies A's summary: no summary made in B's run."""
-    config = {"configurable": {"thread_id": "postponed"}}
-    storage = _Flaky(tmp_path)
-    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
     with use_runner(InstantRunner()):
-        n = until_a_job_starts(_worker(storage, saver), config, events)  # worker A prepares the summary
-        second = _worker(storage, saver)
+        config, storage, second, n = _prepared_by_a_worker(tmp_path, events, "postponed")
         prepared_id, seen = second.get_state(config).values["compaction"]["lease"]["id"], len(events())
         storage.fail["append_transcript"] = OFFLOAD_ATTEMPTS
         while not any(e["event"] == "compaction_applied" for e in events()[seen:]):
@@ -133,12 +141,8 @@ def test_a_lease_whose_prefix_a_blocking_compaction_replaced_is_not_waited_for_a
     """Worker A prepares the summary; B finds it at the trigger but its swap is postponed (the transcript fails) and,
     a long request pasted in, the request no longer fits: B compacts blocking. A's lease was for the prefix B
     replaced: at the next trigger nobody publishes anything for it."""
-    config = {"configurable": {"thread_id": "replaced"}}
-    storage = _Flaky(tmp_path)
-    saver = SqliteSaver(sqlite3.connect(tmp_path / "checkpoints.sqlite", check_same_thread=False))
     with use_runner(InstantRunner()):
-        n = until_a_job_starts(_worker(storage, saver), config, events)  # worker A prepares the summary
-        second = _worker(storage, saver)
+        config, storage, second, n = _prepared_by_a_worker(tmp_path, events, "replaced")
         seen = len(events())
         # the swap's transcript write and its second try: postponed, then a blocking compaction
         storage.fail["append_transcript"] = OFFLOAD_ATTEMPTS
