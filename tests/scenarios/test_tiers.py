@@ -34,8 +34,8 @@ def test_every_test_the_slow_list_names_exists():
 
 def test_the_default_run_leaves_the_slow_and_real_model_tiers_to_ci():
     options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
-    assert options["addopts"] == "-m 'not slow and not real_model'"
+    assert options["addopts"] == "-m 'not slow and not real_model' -n 2 --dist worksteal"
     assert sorted(marker.split(":", 1)[0] for marker in options["markers"]) == ["real_model", "slow"]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     commands = re.findall(r"^python -m pytest.*$", ci, re.MULTILINE)
-    assert commands == ["python -m pytest", 'python -m pytest -m "slow or real_model"']
+    assert commands == ["python -m pytest", 'python -m pytest -m "slow or real_model" -n 0']
