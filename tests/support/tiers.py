@@ -41,7 +41,6 @@ SLOW = frozenset(
         "tests/engine/test_background.py::test_a_worker_killed_mid_summary_loses_nothing_and_the_next_one_compacts_again",
         "tests/engine/test_background.py::test_random_conversations_compacted_in_the_background_break_no_invariant",
         "tests/engine/test_background_store.py::test_a_job_running_after_its_run_returned_does_not_use_the_store",
-        "tests/engine/test_background_transcript.py::test_a_long_session_keeps_each_message_once_and_as_first_written[cc_opus45_entire-cli_71k_tool_output]",
         "tests/engine/test_background_transcript.py::test_a_long_session_keeps_each_message_once_and_as_first_written[cc_sonnet45_entire-cli_303calls]",
         "tests/engine/test_overflow.py::test_real_trajectories_in_a_32k_window_have_no_failed_model_call[cc_opus45_entire-cli_71k_tool_output]",
         "tests/engine/test_overflow.py::test_real_trajectories_in_a_32k_window_have_no_failed_model_call[cc_opus45_entire-cli_maxparallel10]",
