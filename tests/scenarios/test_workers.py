@@ -36,17 +36,17 @@ def fleet_dsn(postgres_dsn):
     ids=["background", "blocking"],
 )
 def test_with_two_workers_each_summary_is_prepared_by_one_worker_only(fleet_dsn, background):
+    threads = 3
     figures = run_workers(
-        fleet_dsn, workers=2, background=background, threads=3, requests=20, prefix=f"fleet-{background}"
+        fleet_dsn, workers=2, background=background, threads=threads, requests=20, prefix=f"fleet-{background}"
     )
     assert figures["errors"] == []
     assert figures["applied"] >= 2
     # no summary prepared twice: one per applied, besides at most one per thread made after its last request
-    # (nothing comes to apply it); issue 28's bound is 1.1 calls per applied summary
+    # (nothing comes to apply it). The benchmark holds the fleet to 1.1 calls per applied summary over a longer
+    # run; here, with about twelve applied, those leftovers alone may pass that share.
     unapplied = figures["summary_calls"] - figures["applied"]
-    assert unapplied <= 3 and figures["summary_calls"] <= 1.1 * figures["applied"], (
-        f"{figures['summary_calls']} summaries prepared for {figures['applied']} applied"
-    )
+    assert unapplied <= threads, f"{figures['summary_calls']} summaries prepared for {figures['applied']} applied"
 
 
 def test_workers_killed_and_restarted_with_failing_summarizers_and_outages_lose_and_stall_nothing(fleet_dsn):
