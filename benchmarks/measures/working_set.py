@@ -154,12 +154,21 @@ def _cell(part: int, whole: int) -> str:
     return "–" if not whole else f"{100 * part / whole:.1f} % ({part}/{whole})"
 
 
-def report(figures: dict) -> str:
+#: The columns of ``groups_table``.
+GROUP_COLUMNS = ["window", "sessions", "latest read", "every page", "edits of a file read in pages"]
+
+
+def groups_table(figures: dict) -> str:
+    """Return the recall of the real trajectories, the stress set and all sessions, per window, both ways."""
     rows = [
         (label, name, _cell(g["latest"], g["edits"]), _cell(g["every_page"], g["page_edits"]), g["paged_edits"])
         for label, w in figures["windows"].items()
         for name, g in [*w["groups"].items(), ("all", w["all"])]
     ]
+    return table(GROUP_COLUMNS, rows)
+
+
+def report(figures: dict) -> str:
     per = [
         (label, name, _cell(s["latest"], s["edits"]), _cell(s["every_page"], s["page_edits"]))
         for label, w in figures["windows"].items()
@@ -176,7 +185,7 @@ lines again)? Target: {100 * TARGET:.0f} % both ways.
 
 {targets_table(figures["targets"])}
 
-{table(["window", "sessions", "latest read", "every page", "edits of a file read in pages"], rows)}
+{groups_table(figures)}
 
 Per session:
 
