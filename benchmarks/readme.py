@@ -456,12 +456,6 @@ WHY_MISSED = {
         "a summary and the removals of what it replaced: together they pass the limit, where each alone stays "
         "under it."
     ),
-    "compaction_latency": (
-        "The measure runs each `ainvoke` in its own `asyncio.run`: a background job ends with its event loop, so "
-        "the compaction at the trigger is made in the turn, flush and offload side by side and then the summary "
-        "(2 L), plus the gate's own work around the two calls, which passes the 5 % of L the limit allows. A "
-        "process that keeps its event loop (a server) keeps the job running between calls, as `invoke` does."
-    ),
     "cumulative_tokens": (
         "Raw tokens, so ours runs with `prompt_cache=False` there. LangChain's compactions call no model in a tool "
         'loop (it writes "Previous conversation was too long to summarize."); ours write real summaries and memory '
@@ -469,21 +463,12 @@ WHY_MISSED = {
     ),
     "gate_overhead": (
         "The gate's own call, on a history restored fresh from a checkpoint before each call: an exact check "
-        "fingerprints every message (a same-length edit must be recounted), and at 100 messages its fixed cost per "
-        "call is most of it. The whole graph on a history where nothing needs compaction is within its target, "
+        "fingerprints every message (a same-length edit must be recounted) and plans the compaction, where "
+        "LangChain's `before_model` estimates the tokens alone; at 100 messages its fixed cost per call is most of "
+        "it. The whole graph on a history where nothing needs compaction is within its target, "
         "thread-less and with a checkpointer; the row with `InMemorySaver` times a session with its compactions, "
         "in which ours also flushes memories, writes every message to the transcript and keeps its state in "
         "`DeltaChannel`s read back to their last snapshot at every load."
-    ),
-    "summary_fidelity": (
-        "The summary also names the working set's files; at small windows the extractive fallback takes over when "
-        "a summary would not fit (nothing is lost)."
-    ),
-    "workers": (
-        "No request waited on a summary: the time a request spent in compaction-model calls of its own run is "
-        "shown in [the report](../benchmarks/results/report.md). The longest stalls are a restarted worker's first "
-        "request and the storage and checkpointer under injected faults, measured against the fleet's short "
-        "scripted summary call."
     ),
     "working_set": (
         "The working set's budget is the limit, not the choice of files: ranking the files by the recorded future "
