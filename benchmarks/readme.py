@@ -142,12 +142,12 @@ def demo_block() -> str:
 
 def targets_block() -> str:
     """Return the table of every benchmark target with its verdict, from the committed full run."""
-    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    results = _results()
     rows = ["| measure | target | result |", "|---|---|---|"]
     for outcome in results["measures"]:
         if outcome["status"] != "ok":
             rows.append(f"| {outcome['name']} | (the measure failed) | FAILED |")
-        for target in outcome.get("figures", {}).get("targets", []):
+        for target in _targets(outcome):
             rows.append(f"| {outcome['name']} | {target['name']} | {verdict(target)} |")
     meta = results["meta"]
     note = (
@@ -158,10 +158,24 @@ def targets_block() -> str:
     return "\n".join(rows) + f"\n\n{note}.\n"
 
 
+def _results() -> dict:
+    """Return the committed full run."""
+    return json.loads(RESULTS.read_text(encoding="utf-8"))
+
+
+def _targets(outcome: dict) -> list[dict]:
+    """Return one measure's targets (none for a measure that failed)."""
+    return outcome.get("figures", {}).get("targets", [])
+
+
+def _recall(totals: dict) -> str:
+    """Return a system's working-set recall as the tables show it ('–' where it was not measured)."""
+    return "–" if totals.get("ws_recall") is None else f"{100 * totals['ws_recall']:.1f} %"
+
+
 def _figures(name: str) -> dict:
     """Return one measure's figures from the committed full run."""
-    results = json.loads(RESULTS.read_text(encoding="utf-8"))
-    outcome = next((m for m in results["measures"] if m["name"] == name), None)
+    outcome = next((m for m in _results()["measures"] if m["name"] == name), None)
     if outcome is None or outcome["status"] != "ok":
         raise SystemExit(
             f"{RESULTS.name} has no figures of {name}; run python -m benchmarks --write-results --only {name}"
@@ -210,8 +224,7 @@ def cost_block() -> str:
             for k in ("paths", "changed", "requests", "constraints")
         )
         side = f"{t['side_input'] / 1e6:.2f}M ({100 * (t['side_cached_ratio'] or 0):.0f} %)" if t["side_input"] else "–"
-        ws_recall = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
-        extra = f" {ws_recall} | {t['billed_openai_reread'] / 1e6:.2f}M |" if working_set else ""
+        extra = f" {_recall(t)} | {t['billed_openai_reread'] / 1e6:.2f}M |" if working_set else ""
         rows.append(
             f"| {label} | {t['billed_openai'] / 1e6:.2f}M | {t['vs_none_openai']:.3f}× "
             f"| {t['billed_anthropic'] / 1e6:.2f}M | {t['hit_ratio']:.3f} | {t['breaks']} | {side} "
@@ -318,15 +331,14 @@ def headline_block() -> str:
             if t["paths_recall"] is None
             else f"{100 * t['paths_recall']:.0f} % / {100 * t['requests_recall']:.0f} %"
         )
-        working_set = "–" if t.get("ws_recall") is None else f"{100 * t['ws_recall']:.1f} %"
         size = sqlite[key][max(sqlite[key], key=int)] if sqlite else None
         rows.append(
             f"| {label} | {t['billed_openai'] / 1e6:.2f}M "
             f"({t['billed_openai'] / totals['ours']['billed_openai']:.2f}×) "
-            f"| {recall} | {working_set} | {'–' if size is None else f'{size / 1e6:,.1f} MB'} |"
+            f"| {recall} | {_recall(t)} | {'–' if size is None else f'{size / 1e6:,.1f} MB'} |"
         )
-    results = json.loads(RESULTS.read_text(encoding="utf-8"))
-    targets = [t for m in results["measures"] for t in m.get("figures", {}).get("targets", [])]
+    results = _results()
+    targets = [t for m in results["measures"] for t in _targets(m)]
     met = sum(t["passed"] for t in targets)
     return (
         "\n".join(rows)
@@ -339,7 +351,7 @@ def background_block() -> str:
 
     They come from the committed full run.
     """
-    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    results = _results()
     if not any(m["name"] == "background_compaction" and m["status"] == "ok" for m in results["measures"]):
         return "(not in the committed results yet: `python -m benchmarks --write-results` measures it)\n"
     figures = _figures("background_compaction")
@@ -383,10 +395,6 @@ WORKING_SET_TAILS = {
 }
 
 
-def _recall(t: dict) -> str:
-    return f"{100 * t['ws_recall']:.1f} %"
-
-
 def working_set_anchors_block() -> str:
     """Return ours against the anchors at each window, with working-set recall and the re-read charge."""
     windows = _figures("billed_cost")["windows"]
@@ -420,10 +428,9 @@ def working_set_tails_block() -> str:
         "|---|---|" + "---:|---:|---:|" * len(windows),
     ]
     for (tail, kept), key in WORKING_SET_TAILS.items():
+        totals = [w["totals"][key] for w in windows.values()]
         cells = [
-            f"{_recall(w['totals'][key])} | {w['totals'][key]['billed_openai'] / 1e6:.2f}M "
-            f"| {w['totals'][key]['billed_openai_reread'] / 1e6:.2f}M"
-            for w in windows.values()
+            f"{_recall(t)} | {t['billed_openai'] / 1e6:.2f}M | {t['billed_openai_reread'] / 1e6:.2f}M" for t in totals
         ]
         rows.append(f"| {tail} | {kept} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
@@ -447,7 +454,7 @@ WHY_MISSED = {
         "of [the cost table](#cost-under-prompt-caching-at-equal-fidelity)), and the agent loses the latest read "
         "of many more of the files it edits (the same row's working-set recall). The share of agent input not "
         "served from the cache cannot meet its target together with the bill's: every message is sent uncached at "
-        "least once, and once more after each summary. The working-set recall at 128k misses for the reason given "
+        "least once, and what a summary keeps is sent uncached again after it. The working-set recall at 128k misses for the reason given "
         "under working_set."
     ),
     "checkpoint_bytes": (
@@ -464,7 +471,7 @@ WHY_MISSED = {
     "gate_overhead": (
         "The gate's own call, on a history restored fresh from a checkpoint before each call: an exact check "
         "fingerprints every message (a same-length edit must be recounted) and plans the compaction, where "
-        "LangChain's `before_model` estimates the tokens alone; at 100 messages its fixed cost per call is most of "
+        "LangChain's `before_model` only estimates the tokens and checks its trigger; at 100 messages its fixed cost per call is most of "
         "it. The whole graph on a history where nothing needs compaction is within its target, "
         "thread-less and with a checkpointer; the row with `InMemorySaver` times a session with its compactions, "
         "in which ours also flushes memories, writes every message to the transcript and keeps its state in "
@@ -475,7 +482,7 @@ WHY_MISSED = {
         "(the file edited next first) lowers the misses little, and twice the budget leaves them over the target "
         "while the bill passes langmem's. A read in a round of parallel calls stays only with the whole round, "
         "often larger than the budget; when the newest file's read does not fit, no older file takes its place; "
-        "and many edits are of files read hundreds of calls before. Every page would need every page of each "
+        "and many edits are of files read tens to hundreds of calls before. Every page would need every page of each "
         "edited file in view besides the latest reads, more than the budget holds."
     ),
 }
@@ -487,17 +494,18 @@ def misses_text(measures: Sequence[dict], reasons: dict[str, str]) -> str:
     Raises:
         SystemExit: a measure misses with no reason in ``reasons``, or a reason names a measure that misses nothing.
     """
-    items, missing = [], []
+    items, missing, failing = [], [], set()
     for outcome in measures:
         missed = [t for t in _targets(outcome) if not t["passed"]]
         if not missed:
             continue
+        failing.add(outcome["name"])
         if outcome["name"] not in reasons:
             missing.append(outcome["name"])
             continue
         shown = "; ".join(f"{t['name']}: {verdict(t)}" for t in missed)
         items.append(f"- **{outcome['name']}** ({shown}). {reasons[outcome['name']]}")
-    stale = set(reasons) - {o["name"] for o in measures if any(not t["passed"] for t in _targets(o))}
+    stale = set(reasons) - failing
     if missing or stale:
         raise SystemExit(
             "benchmarks/readme.py WHY_MISSED disagrees with the committed results: "
@@ -507,13 +515,9 @@ def misses_text(measures: Sequence[dict], reasons: dict[str, str]) -> str:
     return "\n".join(items) + "\n" if items else "Every target is met in the committed run.\n"
 
 
-def _targets(outcome: dict) -> list[dict]:
-    return outcome.get("figures", {}).get("targets", [])
-
-
 def misses_block() -> str:
     """Return each measure that misses a target in the committed full run, its missed targets and why."""
-    return misses_text(json.loads(RESULTS.read_text(encoding="utf-8"))["measures"], WHY_MISSED)
+    return misses_text(_results()["measures"], WHY_MISSED)
 
 
 BLOCKS: dict[str, Callable[[], str]] = {
